@@ -1,0 +1,1203 @@
+"""The KIP-848 group coordinator: one ``__consumer_offsets`` shard, one request at a time.
+
+Every public handler is named after its RPC. A handler validates, computes on the current
+state *without changing it*, and returns a ``CoordinatorResult`` whose record batches are
+then appended to the log and replayed — replay (``ConsumerGroup.replay``) is the only code
+that changes group state. Timers (session, rebalance, client-side assignment deadlines) fire
+on the scheduler's manual clock and go through the same path.
+
+Where the KIP is silent the behaviour follows Apache Kafka's ``GroupMetadataManager``; each
+such choice is listed in ``docs/decisions.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kip_lab.assignors import (
+    AssignmentSpec,
+    MemberSubscription,
+    PartitionAssignor,
+    PartitionAssignorError,
+    RangeAssignor,
+    TopicMetadata,
+    UniformAssignor,
+)
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.config import CoordinatorConfig
+from kip_lab.coordinator.group import ConsumerGroup, GroupState, TargetPartitions, check_group_transition
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.reconciliation import reconcile
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
+from kip_lab.protocol.consumer_group import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupInstallAssignmentRequest,
+    ConsumerGroupInstallAssignmentResponse,
+    ConsumerGroupPrepareAssignmentRequest,
+    ConsumerGroupPrepareAssignmentResponse,
+    DescribedAssignment,
+    DescribedGroup,
+    DescribedMember,
+    DescribedTopicPartitions,
+    HeartbeatAssignment,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+    PreparedAssignorMetadata,
+    PreparedMember,
+    PreparedTopic,
+)
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    PartitionMetadataTopic,
+)
+from kip_lab.regex import InvalidRegex, compile_subscription
+from kip_lab.runtime.log import PartitionLog, Record
+from kip_lab.runtime.scheduler import Scheduler
+
+SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, partitions)
+
+
+@dataclass
+class _AssignmentRound:
+    """Client-side assignor mode: who was asked to compute the target, and what it saw.
+
+    Not persisted (the KIP keeps the chosen member in memory only); a coordinator that
+    fails over starts a fresh round as one of its load duties.
+    """
+
+    member_id: str
+    notified: bool = False
+    excluded: set[str] = field(default_factory=set)
+    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
+    """The member with no assignment and epoch 0, as after a (re)join."""
+    return replace(
+        member, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE, assigned={}, pending_revocation={}
+    )
+
+
+def _metadata_fields(member: ConsumerGroupMember) -> tuple:
+    return (
+        member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names,
+        member.subscribed_topic_regex, member.client_assignors, member.server_assignor, member.rebalance_timeout_ms,
+    )
+
+
+def _assignment_fields(member: ConsumerGroupMember) -> tuple:
+    return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
+
+
+class GroupCoordinator:
+    """KIP-848 consumer groups on one ``__consumer_offsets`` partition."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig | None = None,
+        cluster: ClusterMetadata | None = None,
+        *,
+        assignors: Sequence[PartitionAssignor] | None = None,
+        scheduler: Scheduler | None = None,
+        log: PartitionLog | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.config = config or CoordinatorConfig()
+        self.cluster = cluster if cluster is not None else ClusterMetadata()
+        chosen = list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
+        if not chosen:
+            raise ValueError("at least one server-side assignor is required")
+        names = [a.name for a in chosen]
+        if len(set(names)) != len(names):
+            raise ValueError(f"assignor names must be distinct, got {names}")
+        self.assignors: dict[str, PartitionAssignor] = {a.name: a for a in chosen}
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self.log = log if log is not None else PartitionLog()
+        self.groups: dict[str, ConsumerGroup] = {}
+        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        self._rng = random.Random(seed)
+        self._rounds: dict[str, _AssignmentRound] = {}
+        self._rebalance_epochs: dict[tuple[str, str], int] = {}
+        self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
+        self.load_results: list[CoordinatorResult] = []
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_log(
+        cls,
+        log: PartitionLog,
+        config: CoordinatorConfig | None = None,
+        cluster: ClusterMetadata | None = None,
+        *,
+        assignors: Sequence[PartitionAssignor] | None = None,
+        scheduler: Scheduler | None = None,
+        seed: int = 0,
+    ) -> GroupCoordinator:
+        """Failover: rebuild every group from ``log`` alone, then run the load duties.
+
+        Load duties (KIP-848 "Failover"): re-arm session timers (and the rebalance timers
+        of members still revoking), re-check partition metadata and regex subscriptions
+        against the cluster (a change bumps the group epoch), and compute a new target
+        where the group epoch is ahead of the assignment epoch. Their results are in
+        ``load_results``.
+        """
+        coordinator = cls(config, cluster, assignors=assignors, scheduler=scheduler, log=log, seed=seed)
+        for entry in log:
+            coordinator._replay(entry.record)
+        coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
+        coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
+        return coordinator
+
+    def _load_group(self, group_id: str) -> CoordinatorResult[None]:
+        group = self.groups[group_id]
+        for member in group.members.values():
+            self._schedule_session(group_id, member.member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._schedule_rebalance(group_id, member)
+        batches = []
+        metadata = self._subscription_metadata(group.members)
+        self._metadata_checked[group_id] = self.cluster.version
+        group_epoch = group.group_epoch
+        if metadata != group.subscription_metadata:
+            group_epoch += 1
+            batches.append((self._partition_metadata_record(group_id, metadata, group_epoch),
+                            self._group_epoch_record(group_id, group_epoch)))
+        if group_epoch > group.assignment_epoch and group.members:
+            if self._client_side_assignor(group.members) is None:
+                _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
+                batches.append(target_batch)
+            else:
+                self._start_round(group_id, group.members)
+        return self._apply(CoordinatorResult(None, tuple(batches), origin=f"load {group_id}"))
+
+    # ------------------------------------------------------------------ the engine path
+    @property
+    def now_ms(self) -> int:
+        return self.scheduler.now_ms
+
+    def advance(self, delta_ms: int) -> list[CoordinatorResult]:
+        """Move the clock forward, firing due timers; returns the results they produced."""
+        return [fired.result for fired in self.scheduler.advance(delta_ms) if fired.owner is self]
+
+    def _apply(self, result: CoordinatorResult) -> CoordinatorResult:
+        """Append each batch to the log, then replay it: the only way state changes."""
+        for batch in result.batches:
+            if not batch:
+                continue
+            touched = sorted({r.key.group_id for r in batch if hasattr(r.key, "group_id")})
+            before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
+            self.log.append(batch)
+            for record in batch:
+                self._replay(record)
+            for gid in touched:
+                group = self.groups[gid]
+                check_group_transition(before[gid], group.state)
+                if group.dead:
+                    del self.groups[gid]
+        return result
+
+    def _replay(self, record: Record) -> None:
+        key = record.key
+        if isinstance(key, OffsetCommitKey):
+            offsets = self.offsets.setdefault(key.group, {})
+            if record.value is None:
+                offsets.pop((key.topic, key.partition), None)
+            else:
+                offsets[(key.topic, key.partition)] = record.value
+            return
+        group = self.groups.get(key.group_id)
+        if group is None:
+            group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
+        group.replay(key, record.value)
+
+    def fire_timer(self, key: Hashable) -> CoordinatorResult:
+        kind, group_id, member_id = key  # type: ignore[misc]
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        empty = CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        if group is None:
+            return empty
+        if kind == "session":
+            if member is None:
+                return empty
+            return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
+        if kind == "rebalance":
+            epoch = self._rebalance_epochs.pop((group_id, member_id), None)
+            if member is None or member.member_epoch != epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
+                return empty
+            return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
+        if kind == "assignment":
+            round_ = self._rounds.get(group_id)
+            if round_ is not None and round_.member_id == member_id:
+                round_.excluded.add(member_id)
+                self._choose_computing_member(group_id, group.members, round_)
+            return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
+        raise ValueError(f"unknown timer {key!r}")
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.scheduler.schedule(self, ("session", group_id, member_id), self.config.session_timeout_ms)
+
+    def _schedule_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
+        self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
+        self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), timeout)
+
+    def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        self.scheduler.cancel(self, ("session", group_id, member_id))
+        self.scheduler.cancel(self, ("rebalance", group_id, member_id))
+        self._rebalance_epochs.pop((group_id, member_id), None)
+
+    def timers(self) -> dict[Hashable, int]:
+        """Armed timers: (kind, group id, member id) -> due time."""
+        return self.scheduler.timers(self)
+
+    def _new_member_id(self) -> str:
+        return base64.urlsafe_b64encode(self._rng.getrandbits(128).to_bytes(16, "big")).rstrip(b"=").decode()
+
+    def unload(self) -> None:
+        """Stop serving (this broker lost the partition): groups become Dead, timers stop."""
+        for group in self.groups.values():
+            group.dead = True
+        self.scheduler.cancel_all(self)
+        self.groups = {}
+        self._rounds.clear()
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _group_epoch_record(group_id: str, epoch: int) -> Record:
+        return Record(ConsumerGroupMetadataKey(group_id=group_id), ConsumerGroupMetadataValue(epoch=epoch))
+
+    @staticmethod
+    def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record:
+        topics = [
+            PartitionMetadataTopic(topic_id=tid, topic_name=name, num_partitions=n)
+            for name, (tid, n) in sorted(metadata.items())
+        ]
+        return Record(
+            ConsumerGroupPartitionMetadataKey(group_id=group_id),
+            ConsumerGroupPartitionMetadataValue(epoch=epoch, topics=topics),
+        )
+
+    @staticmethod
+    def _member_metadata_record(group_id: str, member: ConsumerGroupMember, group_epoch: int) -> Record:
+        return Record(
+            ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id),
+            ConsumerGroupMemberMetadataValue(
+                group_epoch=group_epoch,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=list(member.subscribed_topic_names),
+                subscribed_topic_regex=member.subscribed_topic_regex,
+                assignors=list(member.client_assignors),
+                server_assignor=member.server_assignor,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+            ),
+        )
+
+    @staticmethod
+    def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
+        return Record(
+            ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id),
+            ConsumerGroupCurrentMemberAssignmentValue(
+                member_epoch=member.member_epoch,
+                previous_member_epoch=member.previous_member_epoch,
+                state=member.state.value,
+                topic_partitions=to_topic_partitions(member.assigned),
+                partitions_pending_revocation=to_topic_partitions(member.pending_revocation),
+            ),
+        )
+
+    @staticmethod
+    def _target_member_record(group_id: str, member_id: str, target: TargetPartitions | None) -> Record:
+        key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
+        if target is None:
+            return Record(key, None)
+        partitions = [TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p]
+        return Record(key, ConsumerGroupTargetAssignmentMemberValue(topic_partitions=partitions))
+
+    @staticmethod
+    def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
+        """Removal writes the current assignment and member tombstones (KIP W2).
+
+        The member's *target* entry stays until the next target is computed, as the seed's
+        Member Failure case shows ("the target still lists A").
+        """
+        return [
+            Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None),
+            Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
+        ]
+
+    # ------------------------------------------------------------------ subscriptions
+    def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            compiled = compile_subscription(member.subscribed_topic_regex)
+            names.update(n for n in candidates if compiled.fullmatch(n) is not None)
+        return names
+
+    def _subscription_metadata(self, members: dict[str, ConsumerGroupMember]) -> SubscriptionMetadata:
+        """Topics any member subscribes to (by name or regex) that exist in the cluster."""
+        cluster_names = self.cluster.topic_names()
+        names: set[str] = set()
+        patterns: set[str] = set()
+        for member in members.values():
+            names.update(member.subscribed_topic_names)
+            if member.subscribed_topic_regex:
+                patterns.add(member.subscribed_topic_regex)
+        for pattern in sorted(patterns):
+            compiled = compile_subscription(pattern)
+            names.update(n for n in cluster_names if compiled.fullmatch(n) is not None)
+        out: SubscriptionMetadata = {}
+        for name in sorted(names):
+            if name in self.cluster:
+                topic = self.cluster.topic(name)
+                out[name] = (topic.topic_id, topic.num_partitions)
+        return out
+
+    # ------------------------------------------------------------------ assignors
+    def _server_assignor(self, members: dict[str, ConsumerGroupMember]) -> PartitionAssignor:
+        """Most common assignor named by the members; ties by configured order; else the default."""
+        order = list(self.assignors)
+        votes = Counter(m.server_assignor for m in members.values() if m.server_assignor)
+        if not votes:
+            return self.assignors[order[0]]
+        best = max(votes.items(), key=lambda item: (item[1], -order.index(item[0])))
+        return self.assignors[best[0]]
+
+    @staticmethod
+    def _client_side_assignor(members: dict[str, ConsumerGroupMember]) -> str | None:
+        """The client-side assignor the group uses, or None in server-side mode.
+
+        A client-side assignor is used as soon as one member names one, and it must be
+        supported by every member (raises UNSUPPORTED_ASSIGNOR otherwise). Among those all
+        support, the members' priorities decide: the lowest total list position wins, ties
+        by name (the KIP gives precedence to the members' order without saying how to combine
+        several members' orders).
+        """
+        if not any(m.client_assignors for m in members.values()):
+            return None
+        common: set[str] | None = None
+        for member in members.values():
+            names = {a.name for a in member.client_assignors}
+            common = names if common is None else common & names
+        if not common:
+            raise ApiError(Errors.UNSUPPORTED_ASSIGNOR, "No client-side assignor is supported by every member.")
+        positions = {name: 0 for name in common}
+        for member in members.values():
+            listed = [a.name for a in member.client_assignors]
+            for name in common:
+                positions[name] += listed.index(name)
+        return min(sorted(common), key=lambda name: positions[name])
+
+    def _assignment_spec(
+        self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict
+    ) -> AssignmentSpec:
+        names = list(metadata)
+        specs = {}
+        for member_id in sorted(members):
+            member = members[member_id]
+            topic_ids = frozenset(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
+            specs[member_id] = MemberSubscription(
+                subscribed_topic_ids=topic_ids,
+                target_partitions=old_target.get(member_id, {}),
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+            )
+        topics = {tid: TopicMetadata(tid, name, n) for name, (tid, n) in metadata.items()}
+        return AssignmentSpec(members=specs, topics=topics)
+
+    def _compute_target(
+        self,
+        group: ConsumerGroup,
+        members: dict[str, ConsumerGroupMember],
+        metadata: SubscriptionMetadata,
+        group_epoch: int,
+        old_target: dict[str, TargetPartitions] | None = None,
+    ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
+        """Run the server-side assignor; the batch holds changed members then the epoch (W3)."""
+        old_target = group.target if old_target is None else old_target
+        spec = self._assignment_spec(members, metadata, old_target)
+        assignor = self._server_assignor(members)
+        try:
+            computed = assignor.assign(spec)
+        except PartitionAssignorError as exc:
+            raise ApiError(Errors.UNKNOWN_SERVER_ERROR, f"Assignor {assignor.name} failed: {exc}") from None
+        new_target = {
+            member_id: {t: tuple(p) for t, p in sorted(computed.get(member_id, {}).items()) if p}
+            for member_id in members
+        }
+        return new_target, self._target_batch(group.group_id, old_target, new_target, group_epoch)
+
+    def _target_batch(
+        self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
+    ) -> tuple[Record, ...]:
+        records = [
+            self._target_member_record(group_id, member_id, new[member_id])
+            for member_id in sorted(new)
+            if new[member_id] != old.get(member_id, {}) or member_id not in old
+        ]
+        records += [self._target_member_record(group_id, m, None) for m in sorted(old) if m not in new]
+        records.append(
+            Record(
+                ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+                ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
+            )
+        )
+        return tuple(records)
+
+    # -- client-side mode --------------------------------------------------------------
+    def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> _AssignmentRound:
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id not in members:
+            round_ = _AssignmentRound(member_id="")
+            self._rounds[group_id] = round_
+            self._choose_computing_member(group_id, members, round_)
+        return round_
+
+    def _choose_computing_member(
+        self, group_id: str, members: dict[str, ConsumerGroupMember], round_: _AssignmentRound
+    ) -> None:
+        """The member with the highest maximum version of the selected assignor, then lowest id.
+
+        The KIP elides its selection rule; a member that missed its deadline is skipped
+        until every member has had a turn.
+        """
+        name = self._client_side_assignor(members)
+        live = {m: members[m] for m in members if members[m].member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH}
+        candidates = [m for m in live if m not in round_.excluded] or list(live)
+        if not candidates:
+            del self._rounds[group_id]
+            return
+        if set(candidates) == set(live):
+            round_.excluded.clear()
+
+        def version(member_id: str) -> int:
+            return max((a.maximum_version for a in live[member_id].client_assignors if a.name == name), default=-1)
+
+        round_.member_id = min(candidates, key=lambda m: (-version(m), m))
+        round_.notified = False
+        self.scheduler.cancel(self, ("assignment", group_id, round_.member_id))
+
+    # ------------------------------------------------------------------ heartbeat
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        """ConsumerGroupHeartbeat: join, heartbeat, reconcile, leave — all one RPC."""
+        try:
+            result = self._heartbeat(request)
+        except ApiError as error:
+            response = ConsumerGroupHeartbeatResponse(
+                error_code=error.error, error_message=error.message, member_epoch=request.member_epoch,
+            )
+            return CoordinatorResult(response, origin="ConsumerGroupHeartbeat")
+        return self._apply(result)
+
+    def _validate_heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> None:
+        def invalid(message: str) -> ApiError:
+            return ApiError(Errors.INVALID_REQUEST, message)
+
+        if not r.group_id:
+            raise invalid("GroupId can't be empty.")
+        if r.instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if r.rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not r.member_id:
+                raise invalid("MemberId can't be empty.")
+        elif r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if r.rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if r.topic_partitions:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if not r.subscribed_topic_names and not r.subscribed_topic_regex:
+                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not r.member_id:
+                raise invalid("MemberId can't be empty.")
+            if r.instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        else:
+            raise invalid("MemberEpoch is invalid.")
+        if r.rebalance_timeout_ms != -1 and r.rebalance_timeout_ms <= 0:
+            raise invalid("RebalanceTimeoutMs must be greater than 0.")
+        if r.subscribed_topic_names and r.subscribed_topic_regex:
+            raise invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
+        if r.subscribed_topic_regex:
+            try:
+                compile_subscription(r.subscribed_topic_regex)
+            except InvalidRegex as exc:
+                raise invalid(f"SubscribedTopicRegex is invalid: {exc}") from None
+        if r.server_assignor is not None and r.client_assignors:
+            raise invalid("ServerAssignor and ClientAssignors cannot be used together.")
+        for assignor in r.client_assignors or ():
+            if not assignor.name:
+                raise invalid("Assignor name can't be empty.")
+            if assignor.minimum_version < -1:
+                raise invalid(f"Assignor {assignor.name}: MinimumVersion must be >= -1.")
+            if assignor.maximum_version < 0 or assignor.maximum_version < assignor.minimum_version:
+                raise invalid(f"Assignor {assignor.name}: MaximumVersion must be >= 0 and >= MinimumVersion.")
+            if not assignor.minimum_version <= assignor.metadata_version <= assignor.maximum_version:
+                raise invalid(f"Assignor {assignor.name}: MetadataVersion must lie in [MinimumVersion, MaximumVersion].")
+        if r.server_assignor is not None and r.server_assignor not in self.assignors:
+            raise ApiError(
+                Errors.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {r.server_assignor} is not supported. "
+                f"Supported assignors: {', '.join(self.assignors)}.",
+            )
+
+    def _heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        self._validate_heartbeat(r)
+        if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(r)
+        group = self.groups.get(r.group_id)
+        joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        if group is None:
+            if not joining:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            group = ConsumerGroup(r.group_id)  # created by replaying this heartbeat's records
+        membership: list[Record] = []
+        released: Assignment = {}  # partitions an old incarnation gives up with this request
+        replaced: str | None = None
+        rejoining = False
+        members = group.members
+
+        if joining:
+            member_id = r.member_id or self._new_member_id()
+            existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
+            if existing_static is None and member_id not in members and len(members) >= self.config.max_size:
+                raise ApiError(
+                    Errors.GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+                )
+            if existing_static is not None:
+                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    raise ApiError(
+                        Errors.UNRELEASED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
+                        f"the instance id is owned by member {existing_static.member_id}.",
+                    )
+                # KIP-345 replacement: the new member inherits the old one's assignment (no bump).
+                replaced = existing_static.member_id
+                member = replace(existing_static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+                membership += self._member_tombstones(group.group_id, replaced)
+                membership.append(self._target_member_record(group.group_id, replaced, None))
+            elif member_id in members:
+                # Rejoin of a member the coordinator still knows: a new incarnation, nothing owned.
+                member = _fresh(members[member_id])
+                released = members[member_id].owned()
+                rejoining = True
+            else:
+                member = ConsumerGroupMember(member_id)
+        else:
+            member_id = r.member_id
+            if r.instance_id is not None:
+                known = group.static_member(r.instance_id)
+                if known is None:
+                    raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+                if known.member_id != member_id:
+                    raise ApiError(
+                        Errors.FENCED_INSTANCE_ID,
+                        f"Static member {member_id} with instance id {r.instance_id} was fenced by member "
+                        f"{known.member_id}.",
+                    )
+                member = known
+            else:
+                found = members.get(member_id)
+                if found is None:
+                    raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {r.group_id}.")
+                member = found
+            fenced = self._epoch_fencing_message(member, r)
+            if fenced is not None:
+                response = ConsumerGroupHeartbeatResponse(
+                    error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced, member_epoch=r.member_epoch
+                )
+                return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
+
+        updated = replace(
+            member,
+            instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
+            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+            client_id=r.client_id or member.client_id,
+            client_host=r.client_host or member.client_host,
+            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            subscribed_topic_names=(
+                tuple(sorted(set(r.subscribed_topic_names)))
+                if r.subscribed_topic_names is not None else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(
+                (r.subscribed_topic_regex or None)
+                if r.subscribed_topic_regex is not None else member.subscribed_topic_regex
+            ),
+            server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
+            client_assignors=(
+                tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors
+            ),
+        )
+        if updated.subscribed_topic_names and updated.subscribed_topic_regex:
+            raise ApiError(Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
+
+        view = {m: v for m, v in members.items() if m != replaced}
+        view[member_id] = updated
+        client_assignor = self._client_side_assignor(view)  # UNSUPPORTED_ASSIGNOR if incompatible
+
+        is_new = member_id not in members
+        if replaced is not None:
+            bump = updated.subscription_key() != members[replaced].subscription_key()
+        else:
+            bump = is_new or rejoining or updated.subscription_key() != member.subscription_key()
+        metadata = group.subscription_metadata
+        metadata_changed = False
+        if bump or self._metadata_checked.get(group.group_id) != self.cluster.version:
+            metadata = self._subscription_metadata(view)
+            metadata_changed = metadata != group.subscription_metadata
+            bump = bump or metadata_changed
+        group_epoch = group.group_epoch + int(bump)
+
+        # W1: changed member, then partition metadata, then the group epoch, last.
+        if is_new or replaced is not None or _metadata_fields(updated) != _metadata_fields(member):
+            membership.append(self._member_metadata_record(group.group_id, updated, group_epoch))
+        if metadata_changed:
+            membership.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
+        if bump:
+            membership.append(self._group_epoch_record(group.group_id, group_epoch))
+
+        target_view = {m: t for m, t in group.target.items() if m != replaced}
+        if replaced is not None:
+            if replaced in group.target:
+                target_view[member_id] = group.target[replaced]
+                membership.append(self._target_member_record(group.group_id, member_id, group.target[replaced]))
+            membership.append(self._current_assignment_record(group.group_id, updated))
+
+        batches: list[tuple[Record, ...]] = [tuple(membership)] if membership else []
+        target_epoch = group.assignment_epoch
+        if group_epoch > target_epoch:
+            if client_assignor is None:
+                target_view, target_batch = self._compute_target(group, view, metadata, group_epoch, target_view)
+                batches.append(target_batch)
+                target_epoch = group_epoch
+            else:
+                self._start_round(group.group_id, view)
+
+        # Reconcile this member toward its target.
+        target = {t: frozenset(p) for t, p in target_view.get(member_id, {}).items()}
+        owned = from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
+        if joining:
+            owned = {}
+
+        def held(topic_id: str, partition: int) -> bool:
+            return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
+
+        reconciled, _ = (updated, None) if updated.is_reconciled_to(target_epoch) else reconcile(
+            updated, target_epoch, target, held, owned
+        )
+        before = members.get(member_id) if replaced is None else None
+        if before is None or rejoining or _assignment_fields(reconciled) != _assignment_fields(before):
+            if replaced is None or _assignment_fields(reconciled) != _assignment_fields(updated):
+                batches.append((self._current_assignment_record(group.group_id, reconciled),))
+
+        # Timers: session always; rebalance while the member still has partitions to revoke.
+        if replaced is not None:
+            self._cancel_member_timers(group.group_id, replaced)
+        self._schedule_session(group.group_id, member_id)
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            if before is None or before.state is not MemberState.UNREVOKED_PARTITIONS or (
+                before.member_epoch != reconciled.member_epoch
+            ):
+                self._schedule_rebalance(group.group_id, reconciled)
+        else:
+            self.scheduler.cancel(self, ("rebalance", group.group_id, member_id))
+            self._rebalance_epochs.pop((group.group_id, member_id), None)
+        self._metadata_checked[group.group_id] = self.cluster.version
+
+        should_compute = self._should_compute(group.group_id, member_id, reconciled)
+        full_request = joining or (
+            r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.topic_partitions is not None
+        )
+        changed = before is None or (before.assigned, before.member_epoch, before.state) != (
+            reconciled.assigned, reconciled.member_epoch, reconciled.state
+        )
+        assignment = None
+        if full_request or changed:
+            pending = {}
+            if reconciled.state is MemberState.UNRELEASED_PARTITIONS:
+                pending = {t: p - reconciled.assigned.get(t, frozenset()) for t, p in target.items()}
+            assignment = HeartbeatAssignment(
+                assigned_topic_partitions=to_topic_partitions(reconciled.assigned),
+                pending_topic_partitions=to_topic_partitions(pending),
+            )
+        response = ConsumerGroupHeartbeatResponse(
+            member_id=member_id if joining else None,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            should_compute_assignment=should_compute,
+            assignment=assignment,
+        )
+        return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
+
+    def _should_compute(self, group_id: str, member_id: str, member: ConsumerGroupMember) -> bool:
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id != member_id:
+            return False
+        if not round_.notified:
+            round_.notified = True
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
+            self.scheduler.schedule(self, ("assignment", group_id, member_id), timeout)
+        return True
+
+    def _epoch_fencing_message(self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest) -> str | None:
+        """Why a heartbeat at ``r.member_epoch`` is fenced, or None when it is accepted."""
+        received, known = r.member_epoch, member.member_epoch
+        if received > known:
+            return (f"The consumer group member has a greater member epoch ({received}) than the one known by "
+                    f"the group coordinator ({known}). The member must abandon all its partitions and rejoin.")
+        if received < known:
+            owned = from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
+            subset = owned is not None and all(p <= member.assigned.get(t, frozenset()) for t, p in owned.items())
+            if not (self.config.accept_previous_epoch and received == member.previous_member_epoch and subset):
+                return (f"The consumer group member has a smaller member epoch ({received}) than the one known by "
+                        f"the group coordinator ({known}). The member must abandon all its partitions and rejoin.")
+        return None
+
+    def _leave(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        group = self.groups.get(r.group_id)
+        if group is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+        if r.instance_id is None:
+            member = group.members.get(r.member_id)
+            if member is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+        else:
+            member = group.static_member(r.instance_id)
+            if member is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+            if member.member_id != r.member_id:
+                raise ApiError(
+                    Errors.FENCED_INSTANCE_ID,
+                    f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member "
+                    f"{member.member_id}.",
+                )
+        response = ConsumerGroupHeartbeatResponse(member_epoch=r.member_epoch)
+        if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Temporary leave: keep the assignment until the session timeout (KIP-345 in KIP-848).
+            leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
+            self.scheduler.cancel(self, ("rebalance", group.group_id, member.member_id))
+            batch = (self._current_assignment_record(group.group_id, leaving),)
+            return CoordinatorResult(response, (batch,), origin="ConsumerGroupHeartbeat")
+        return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
+
+    def _remove_member(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, origin: str
+    ) -> CoordinatorResult:
+        """Leave, fencing, session or rebalance timeout: tombstones, then a group epoch bump."""
+        group_id = group.group_id
+        self._cancel_member_timers(group_id, member.member_id)
+        remaining = {m: v for m, v in group.members.items() if m != member.member_id}
+        records = self._member_tombstones(group_id, member.member_id)
+        epoch = group.group_epoch + 1
+        metadata = self._subscription_metadata(remaining)
+        if metadata != group.subscription_metadata:
+            records.append(self._partition_metadata_record(group_id, metadata, epoch))
+        records.append(self._group_epoch_record(group_id, epoch))
+        round_ = self._rounds.get(group_id)
+        if round_ is not None and round_.member_id == member.member_id:
+            self.scheduler.cancel(self, ("assignment", group_id, member.member_id))
+            if remaining:
+                self._choose_computing_member(group_id, remaining, round_)
+            else:
+                del self._rounds[group_id]
+        elif round_ is None and remaining and self._client_side_assignor(remaining) is not None:
+            self._start_round(group_id, remaining)
+        return CoordinatorResult(response, (tuple(records),), origin=origin)
+
+    # ------------------------------------------------------------------ client-side mode RPCs
+    def _computing_member(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConsumerGroup, Any]:
+        if not group_id:
+            raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < 0:
+            raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch must be >= 0.")
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
+            )
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id != member_id:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} was not chosen to compute the assignment.")
+        return group, round_
+
+    def consumer_group_prepare_assignment(
+        self, request: ConsumerGroupPrepareAssignmentRequest
+    ) -> CoordinatorResult[ConsumerGroupPrepareAssignmentResponse]:
+        """The chosen member fetches what its client-side assignor needs (the group as of now)."""
+        try:
+            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
+        except ApiError as error:
+            return CoordinatorResult(
+                ConsumerGroupPrepareAssignmentResponse(error_code=error.error, error_message=error.message),
+                origin="ConsumerGroupPrepareAssignment",
+            )
+        assignor_name = self._client_side_assignor(group.members) or ""
+        metadata = group.subscription_metadata
+        names = list(metadata)
+        members = []
+        subscriptions: dict[str, frozenset[str]] = {}
+        for member_id in sorted(group.members):
+            member = group.members[member_id]
+            topic_ids = sorted(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
+            subscriptions[member_id] = frozenset(topic_ids)
+            own = next((a for a in member.client_assignors if a.name == assignor_name), None)
+            members.append(
+                PreparedMember(
+                    member_id=member_id,
+                    member_epoch=member.member_epoch,
+                    instance_id=member.instance_id,
+                    rack_id=member.rack_id,
+                    subscribed_topic_ids=topic_ids,
+                    assignor=PreparedAssignorMetadata(
+                        reason=own.reason if own else 0,
+                        metadata_version=own.metadata_version if own else 0,
+                        metadata_bytes=own.metadata_bytes if own else b"",
+                    ),
+                    topic_partitions=[
+                        TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(group.target.get(member_id, {}).items())
+                    ],
+                )
+            )
+        topics = [
+            PreparedTopic(topic_id=tid, topic_name=name, num_partitions=n) for name, (tid, n) in sorted(metadata.items())
+        ]
+        round_.prepared[group.group_epoch] = {
+            "subscriptions": subscriptions,
+            "partitions": {tid: n for _, (tid, n) in metadata.items()},
+        }
+        response = ConsumerGroupPrepareAssignmentResponse(
+            group_epoch=group.group_epoch, assignor_name=assignor_name, members=members, topics=topics
+        )
+        return CoordinatorResult(response, origin="ConsumerGroupPrepareAssignment")
+
+    def consumer_group_install_assignment(
+        self, request: ConsumerGroupInstallAssignmentRequest
+    ) -> CoordinatorResult[ConsumerGroupInstallAssignmentResponse]:
+        """Validate and install a client-computed target; TE := the request's group epoch."""
+        try:
+            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
+            snapshot = round_.prepared.get(request.group_epoch)
+            if snapshot is None:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"No ConsumerGroupPrepareAssignment was served for group epoch {request.group_epoch}.",
+                )
+            if request.group_epoch <= group.assignment_epoch:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"Group epoch {request.group_epoch} is not newer than the installed target "
+                    f"({group.assignment_epoch}).",
+                )
+            new_target = self._validated_install(request, snapshot)
+        except ApiError as error:
+            return CoordinatorResult(
+                ConsumerGroupInstallAssignmentResponse(error_code=error.error, error_message=error.message),
+                origin="ConsumerGroupInstallAssignment",
+            )
+        batch = self._target_batch(group.group_id, group.target, new_target, request.group_epoch)
+        self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
+        del self._rounds[group.group_id]
+        result = self._apply(
+            CoordinatorResult(ConsumerGroupInstallAssignmentResponse(), (batch,), origin="ConsumerGroupInstallAssignment")
+        )
+        if group.group_epoch > group.assignment_epoch:  # the group moved on meanwhile: compute again
+            self._start_round(group.group_id, group.members)
+        return result
+
+    @staticmethod
+    def _validated_install(
+        request: ConsumerGroupInstallAssignmentRequest, snapshot: dict[str, Any]
+    ) -> dict[str, TargetPartitions]:
+        """The KIP's checks, against the metadata the assignment was computed from (V1-V4)."""
+        subscriptions: dict[str, frozenset[str]] = snapshot["subscriptions"]
+        partitions: dict[str, int] = snapshot["partitions"]
+        seen: dict[tuple[str, int], str] = {}
+        new_target: dict[str, TargetPartitions] = {}
+        for entry in request.members:
+            if entry.member_id not in subscriptions:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is not a member of the group.")
+            if entry.member_id in new_target:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is listed twice.")
+            target: dict[str, tuple[int, ...]] = {}
+            for tp in entry.partitions:
+                if tp.topic_id not in partitions:
+                    raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
+                for p in tp.partitions:
+                    if not 0 <= p < partitions[tp.topic_id]:
+                        raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
+                    if (tp.topic_id, p) in seen:
+                        raise ApiError(
+                            Errors.INVALID_ASSIGNMENT,
+                            f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} "
+                            f"and {entry.member_id}.",
+                        )
+                    seen[(tp.topic_id, p)] = entry.member_id
+                target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
+            new_target[entry.member_id] = {t: target[t] for t in sorted(target) if target[t]}
+        subscribed = set().union(*subscriptions.values()) if subscriptions else set()
+        missing = [(t, p) for t in sorted(subscribed) for p in range(partitions[t]) if (t, p) not in seen]
+        if missing:
+            t, p = missing[0]
+            raise ApiError(
+                Errors.INVALID_ASSIGNMENT, f"{len(missing)} partition(s) are not assigned, the first being {t}-{p}."
+            )
+        for member_id in subscriptions:
+            new_target.setdefault(member_id, {})
+        return new_target
+
+    # ------------------------------------------------------------------ describe
+    def consumer_group_describe(
+        self, request: ConsumerGroupDescribeRequest
+    ) -> CoordinatorResult[ConsumerGroupDescribeResponse]:
+        groups = [self._describe(group_id) for group_id in request.group_ids]
+        return CoordinatorResult(ConsumerGroupDescribeResponse(groups=groups), origin="ConsumerGroupDescribe")
+
+    def _describe(self, group_id: str) -> DescribedGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            return DescribedGroup(
+                group_id=group_id, error_code=Errors.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."
+            )
+
+        def described(assignment: dict[str, Iterable[int]]) -> DescribedAssignment:
+            return DescribedAssignment(
+                topic_partitions=[
+                    DescribedTopicPartitions(
+                        topic_id=t, topic_name=self._topic_name(group, t) or "", partitions=sorted(p)
+                    )
+                    for t, p in sorted(assignment.items()) if p
+                ]
+            )
+
+        try:
+            assignor = self._client_side_assignor(group.members) or self._server_assignor(group.members).name
+        except ApiError:
+            assignor = ""
+        members = [
+            DescribedMember(
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=described(m.assigned),
+                target_assignment=described(group.target.get(m.member_id, {})),
+            )
+            for _, m in sorted(group.members.items())
+        ]
+        return DescribedGroup(
+            group_id=group_id,
+            group_state=group.state.value,
+            group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name=assignor,
+            members=members,
+        )
+
+    def _topic_name(self, group: ConsumerGroup, topic_id: str) -> str | None:
+        topic = self.cluster.topic_by_id(topic_id)
+        return topic.name if topic else group.topic_name_of(topic_id)
+
+    # ------------------------------------------------------------------ offsets
+    def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
+        """OffsetCommit / OffsetFetch against a consumer group: zombies get STALE_MEMBER_EPOCH."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch >= 0 or member_id:
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            return
+        if member_epoch < 0 and not member_id:
+            if admin_ok or not group.members:
+                return
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, "A non-empty consumer group only takes commits from members.")
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
+            )
+
+    def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
+        """OffsetCommit v9: by topic name or id, validated against the member epoch."""
+        error: ApiError | None = None
+        try:
+            if not request.group_id:
+                raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+            for topic in request.topics:
+                if topic.name and topic.topic_id:
+                    raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
+                if not topic.name and not topic.topic_id:
+                    raise ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
+            self._check_member_epoch(
+                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
+            )
+        except ApiError as exc:
+            error = exc
+        records: list[Record] = []
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            resolved = None
+            if error is None:
+                if topic.topic_id is not None:
+                    resolved = self.cluster.topic_by_id(topic.topic_id)
+                elif topic.name in self.cluster:
+                    resolved = self.cluster.topic(topic.name or "")
+            for p in topic.partitions:
+                code = error.error if error is not None else Errors.NONE
+                if error is None and topic.topic_id is not None and resolved is None:
+                    code = Errors.UNKNOWN_TOPIC_ID
+                if code is Errors.NONE:
+                    name = resolved.name if resolved else (topic.name or "")
+                    records.append(
+                        Record(
+                            OffsetCommitKey(group=request.group_id, topic=name, partition=p.partition_index),
+                            OffsetCommitValue(
+                                offset=p.committed_offset,
+                                leader_epoch=p.committed_leader_epoch,
+                                metadata=p.committed_metadata,
+                                commit_timestamp=self.now_ms,
+                                topic_id=resolved.topic_id if resolved else None,
+                            ),
+                        )
+                    )
+                partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+            topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
+        batches = (tuple(records),) if records else ()
+        return self._apply(CoordinatorResult(OffsetCommitResponse(topics=topics), batches, origin="OffsetCommit"))
+
+    def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
+        """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
+        return CoordinatorResult(
+            OffsetFetchResponse(groups=[self._fetch_group(g) for g in request.groups]), origin="OffsetFetch"
+        )
+
+    def _fetch_group(self, request: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+        try:
+            if request.member_id is not None or request.member_epoch >= 0:
+                self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
+        except ApiError as error:
+            return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
+        stored = self.offsets.get(request.group_id, {})
+        requested = request.topics
+        if requested is None:
+            names = sorted({topic for topic, _ in stored})
+            topics = [(name, None, sorted(p for t, p in stored if t == name)) for name in names]
+        else:
+            topics = [(t.name, t.topic_id, t.partition_indexes) for t in requested]
+        out = []
+        for name, topic_id, indexes in topics:
+            current = self.cluster.topic_by_id(topic_id) if topic_id else (
+                self.cluster.topic(name) if name in self.cluster else None
+            )
+            lookup_name = current.name if current else name
+            partitions = []
+            for index in indexes:
+                value = stored.get((lookup_name or "", index))
+                fresh = value is not None and (value.topic_id is None or current is None or value.topic_id == current.topic_id)
+                if topic_id is not None and current is None:
+                    partitions.append(OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID))
+                elif fresh and value is not None:
+                    partitions.append(
+                        OffsetFetchResponsePartition(
+                            partition_index=index, committed_offset=value.offset,
+                            committed_leader_epoch=value.leader_epoch, metadata=value.metadata,
+                        )
+                    )
+                else:
+                    partitions.append(OffsetFetchResponsePartition(partition_index=index))
+            out.append(OffsetFetchResponseTopic(name=name, topic_id=topic_id, partitions=partitions))
+        return OffsetFetchResponseGroup(group_id=request.group_id, topics=out)
+
+    # ------------------------------------------------------------------ inspection
+    def state_snapshot(self) -> dict[str, Any]:
+        """Everything the log determines, as plain sorted data: what failover must reproduce.
+
+        Timers are compared by which are armed (their deadlines are re-armed from the load
+        time, as Kafka does, so they legitimately differ after a failover).
+        """
+        groups = {}
+        for group_id in sorted(self.groups):
+            g = self.groups[group_id]
+            groups[group_id] = {
+                "state": g.state.value,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "subscription_metadata": dict(sorted(g.subscription_metadata.items())),
+                "target": {m: dict(sorted(t.items())) for m, t in sorted(g.target.items())},
+                "members": {
+                    m: {
+                        "metadata": _metadata_fields(v),
+                        "member_epoch": v.member_epoch,
+                        "previous_member_epoch": v.previous_member_epoch,
+                        "state": v.state.value,
+                        "assigned": {t: sorted(p) for t, p in sorted(v.assigned.items())},
+                        "pending_revocation": {t: sorted(p) for t, p in sorted(v.pending_revocation.items())},
+                    }
+                    for m, v in sorted(g.members.items())
+                },
+                "partition_epochs": {t: dict(sorted(p.items())) for t, p in sorted(g.partition_epochs.items())},
+            }
+        offsets = {
+            gid: {f"{t}-{p}": v.model_dump() for (t, p), v in sorted(o.items())} for gid, o in sorted(self.offsets.items())
+        }
+        timers = sorted(
+            (str(k) for k in self.timers() if k[0] in ("session", "rebalance")),
+        )
+        return {"groups": groups, "offsets": offsets, "timers": timers}
+

@@ -1,0 +1,235 @@
+"""A consumer group's in-memory state, changed only by replaying records.
+
+``ConsumerGroup.replay`` is the single entry point: every field below is either written
+by a record or derived from fields that are (the partition epochs, the static-member
+index, the subscribed-topic counts, the group state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from enum import StrEnum
+
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.machines import StateMachine
+from kip_lab.protocol.common import from_topic_partitions
+from kip_lab.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadataTopic,
+)
+
+# topic id -> partitions in the order the assignor gave them
+TargetPartitions = dict[str, tuple[int, ...]]
+
+
+class GroupState(StrEnum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+GROUP_STATE_MACHINE = StateMachine.from_table(
+    "consumer group state",
+    [s.value for s in GroupState],
+    GroupState.EMPTY.value,
+    [
+        ("Empty", "member joins (group epoch bump)", "Assigning"),
+        ("Assigning", "target installed, members to reconcile", "Reconciling"),
+        ("Assigning", "target installed, all reconciled", "Stable"),
+        ("Reconciling", "last member reconciled", "Stable"),
+        ("Reconciling", "group epoch bump", "Assigning"),
+        ("Stable", "group epoch bump", "Assigning"),
+        ("Stable", "member leaves temporarily (static, epoch -2)", "Reconciling"),
+        ("Assigning", "last member removed", "Empty"),
+        ("Reconciling", "last member removed", "Empty"),
+        ("Stable", "last member removed", "Empty"),
+        ("Empty", "group deleted or unloaded", "Dead"),
+        ("Assigning", "coordinator unloaded", "Dead"),
+        ("Reconciling", "coordinator unloaded", "Dead"),
+        ("Stable", "coordinator unloaded", "Dead"),
+    ],
+    description="Derived after every record batch: members, group epoch vs assignment epoch, reconciliation.",
+)
+
+
+def check_group_transition(source: GroupState, target: GroupState) -> None:
+    """The derived state may only move along a declared edge (or stay)."""
+    if source is not target:
+        GROUP_STATE_MACHINE.require_edge(source.value, target.value)
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        # topic name -> (topic id, partition count), as last written in partition metadata
+        self.subscription_metadata: dict[str, tuple[str, int]] = {}
+        self.target: dict[str, TargetPartitions] = {}
+        # derived
+        self.partition_epochs: dict[str, dict[int, int]] = {}
+        self.static_members: dict[str, str] = {}
+        self.dead = False
+
+    # -- derived views --------------------------------------------------------------
+    @property
+    def state(self) -> GroupState:
+        if self.dead:
+            return GroupState.DEAD
+        if not self.members:
+            return GroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return GroupState.ASSIGNING
+        epoch = self.assignment_epoch
+        if all(m.is_reconciled_to(epoch) for m in self.members.values()):
+            return GroupState.STABLE
+        return GroupState.RECONCILING
+
+    def target_of(self, member_id: str) -> Assignment:
+        return {t: frozenset(p) for t, p in self.target.get(member_id, {}).items()}
+
+    def partition_held(self, topic_id: str, partition: int) -> bool:
+        return partition in self.partition_epochs.get(topic_id, ())
+
+    def subscribed_topic_names(self) -> set[str]:
+        names: set[str] = set()
+        for member in self.members.values():
+            names.update(member.subscribed_topic_names)
+        return names
+
+    def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members[member_id]
+
+    def topic_name_of(self, topic_id: str) -> str | None:
+        for name, (tid, _) in self.subscription_metadata.items():
+            if tid == topic_id:
+                return name
+        return None
+
+    # -- replay ---------------------------------------------------------------------
+    def replay(self, key, value) -> None:  # noqa: C901 - one branch per record type
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if value is None:
+                self.dead = True
+            else:
+                assert isinstance(value, ConsumerGroupMetadataValue)
+                self.group_epoch = value.epoch
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            if value is None:
+                self.subscription_metadata = {}
+            else:
+                assert isinstance(value, ConsumerGroupPartitionMetadataValue)
+                self.subscription_metadata = {
+                    t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics
+                }
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            self._replay_member_metadata(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            if value is not None:
+                assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
+                self.assignment_epoch = value.assignment_epoch
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            if value is None:
+                self.target.pop(key.member_id, None)
+            else:
+                assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
+                self.target[key.member_id] = {
+                    tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
+                }
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            self._replay_current_assignment(key.member_id, value)
+        else:
+            raise TypeError(f"not a consumer group record key: {type(key).__name__}")
+
+    def _replay_member_metadata(self, member_id: str, value: ConsumerGroupMemberMetadataValue | None) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is not None:
+                self._set_ownership(old, None)
+                del self.members[member_id]
+                if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+                    del self.static_members[old.instance_id]
+            return
+        base = old or ConsumerGroupMember(member_id)
+        member = replace(
+            base,
+            instance_id=value.instance_id,
+            rack_id=value.rack_id,
+            client_id=value.client_id,
+            client_host=value.client_host,
+            subscribed_topic_names=tuple(value.subscribed_topic_names),
+            subscribed_topic_regex=value.subscribed_topic_regex,
+            client_assignors=tuple(value.assignors),
+            server_assignor=value.server_assignor,
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+        )
+        self.members[member_id] = member
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member_id
+
+    def _replay_current_assignment(
+        self, member_id: str, value: ConsumerGroupCurrentMemberAssignmentValue | None
+    ) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is not None:
+                self._set_ownership(old, None)
+                self.members[member_id] = replace(
+                    old, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
+                    assigned={}, pending_revocation={},
+                )
+            return
+        base = old or ConsumerGroupMember(member_id)
+        member = replace(
+            base,
+            member_epoch=value.member_epoch,
+            previous_member_epoch=value.previous_member_epoch,
+            state=MemberState(value.state),
+            assigned=from_topic_partitions(value.topic_partitions),
+            pending_revocation=from_topic_partitions(value.partitions_pending_revocation),
+        )
+        self._set_ownership(old, member)
+        self.members[member_id] = member
+
+    def _set_ownership(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None) -> None:
+        """Keep ``partition_epochs`` (who holds what, at which epoch) in step with members."""
+        epochs = self.partition_epochs
+        if old is not None:
+            for topic_id, parts in old.owned().items():
+                held = epochs.get(topic_id)
+                if held is None:
+                    continue
+                for p in parts:
+                    held.pop(p, None)
+                if not held:
+                    del epochs[topic_id]
+        if new is not None:
+            for topic_id, parts in new.owned().items():
+                held = epochs.setdefault(topic_id, {})
+                for p in parts:
+                    if p in held:
+                        raise AssertionError(
+                            f"partition {topic_id}-{p} given to {new.member_id} while held at epoch {held[p]}"
+                        )
+                    held[p] = new.member_epoch
+
+    def partition_metadata_topics(self) -> list[PartitionMetadataTopic]:
+        return [
+            PartitionMetadataTopic(topic_id=tid, topic_name=name, num_partitions=n)
+            for name, (tid, n) in sorted(self.subscription_metadata.items())
+        ]

@@ -1,0 +1,134 @@
+"""The consumer-group records on ``__consumer_offsets`` (KIP-848 newer layout, key versions 0-8).
+
+A record is a key and a value (``kip_lab.runtime.Record``); ``None`` as the value is a
+tombstone. Each key type has its own ``key_version`` so that log compaction never merges
+two kinds of record, as the KIP requires.
+
+Fields marked [Kafka] are not in the KIP's record schemas but are in Apache Kafka's (the
+KIP's member record lacks what a coordinator needs after failover; see docs/decisions.md):
+``rebalance_timeout_ms`` and ``server_assignor`` on the member record; ``state``,
+``previous_member_epoch`` and ``partitions_pending_revocation`` on the current assignment;
+``topic_name`` in the partition metadata.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from kip_lab.protocol.common import Message, TopicPartitions
+from kip_lab.protocol.consumer_group import ClientAssignor
+
+
+class RecordKey(Message):
+    key_version: ClassVar[int]
+
+
+# -- offsets (key versions 0 and 1: the classic OffsetCommit record, extended) ------------
+class OffsetCommitKey(RecordKey):
+    key_version: ClassVar[int] = 1
+    group: str
+    topic: str
+    partition: int
+
+
+class OffsetCommitValue(Message):
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = None
+    commit_timestamp: int
+    topic_id: str | None = None  # v4: lets a recreated topic start fresh
+
+
+# -- key version 3 --------------------------------------------------------------------
+class ConsumerGroupMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 3
+    group_id: str
+
+
+class ConsumerGroupMetadataValue(Message):
+    epoch: int
+
+
+# -- key version 4 --------------------------------------------------------------------
+class PartitionMetadataTopic(Message):
+    topic_id: str
+    topic_name: str  # [Kafka]
+    num_partitions: int
+
+
+class ConsumerGroupPartitionMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 4
+    group_id: str
+
+
+class ConsumerGroupPartitionMetadataValue(Message):
+    epoch: int
+    topics: list[PartitionMetadataTopic]
+
+
+# -- key version 5 --------------------------------------------------------------------
+class ConsumerGroupMemberMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 5
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupMemberMetadataValue(Message):
+    group_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = Field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    assignors: list[ClientAssignor] = Field(default_factory=list)
+    server_assignor: str | None = None  # [Kafka]
+    rebalance_timeout_ms: int = -1  # [Kafka]
+
+
+# -- key version 6 --------------------------------------------------------------------
+class ConsumerGroupTargetAssignmentMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 6
+    group_id: str
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(Message):
+    assignment_epoch: int
+
+
+# -- key version 7 --------------------------------------------------------------------
+class ConsumerGroupTargetAssignmentMemberKey(RecordKey):
+    key_version: ClassVar[int] = 7
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupTargetAssignmentMemberValue(Message):
+    """``topic_partitions`` keeps the order the assignor gave (the uniform assignor's stickiness)."""
+
+    error: int = 0
+    topic_partitions: list[TopicPartitions]
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""
+
+
+# -- key version 8 --------------------------------------------------------------------
+class ConsumerGroupCurrentMemberAssignmentKey(RecordKey):
+    key_version: ClassVar[int] = 8
+    group_id: str
+    member_id: str
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(Message):
+    """``topic_partitions`` holds the partitions the member may use (the seed's ``partitions``)."""
+
+    member_epoch: int
+    previous_member_epoch: int = -1  # [Kafka]
+    state: str = "STABLE"  # [Kafka] the server-side reconciliation state
+    error: int = 0
+    topic_partitions: list[TopicPartitions]
+    partitions_pending_revocation: list[TopicPartitions] = Field(default_factory=list)  # [Kafka]
+    metadata_version: int = 0
+    metadata_bytes: bytes = b""

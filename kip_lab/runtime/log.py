@@ -1,0 +1,90 @@
+"""An append-only log for one partition of an internal topic (``__consumer_offsets``).
+
+Records are written in batches. A batch is atomic: it is appended whole or not at all, and
+a reader that replays "up to offset N" never stops inside one (the KIP requires the target
+assignment to be written as one atomic batch). A record's value of ``None`` is a tombstone:
+on replay it deletes the key, as log compaction would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A key/value pair; ``value=None`` is a tombstone. Keys and values are protocol models."""
+
+    key: Any
+    value: Any | None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    offset: int
+    batch: int
+    record: Record
+
+
+class PartitionLog:
+    """Offsets start at 0 and never repeat; batches are numbered in append order."""
+
+    def __init__(self, topic: str = "__consumer_offsets", partition: int = 0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._entries: list[LogEntry] = []
+        self._batch_ends: list[int] = []  # end offset (exclusive) of each batch
+
+    def append(self, records: Sequence[Record]) -> range:
+        """Append one atomic batch; returns the offsets it was given."""
+        if not records:
+            raise ValueError("a batch must hold at least one record")
+        for record in records:
+            if not isinstance(record, Record):
+                raise TypeError(f"expected Record, got {type(record).__name__}")
+        base = len(self._entries)
+        batch = len(self._batch_ends)
+        self._entries.extend(LogEntry(base + i, batch, r) for i, r in enumerate(records))
+        self._batch_ends.append(len(self._entries))
+        return range(base, len(self._entries))
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get (Kafka's log end offset)."""
+        return len(self._entries)
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._batch_ends)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        return iter(self._entries)
+
+    def entries(self, start: int = 0, end: int | None = None) -> list[LogEntry]:
+        return self._entries[start:end]
+
+    def batches(self) -> Iterator[list[LogEntry]]:
+        """The log as its atomic batches, in order."""
+        start = 0
+        for end in self._batch_ends:
+            yield self._entries[start:end]
+            start = end
+
+    def truncated(self, batch_count: int) -> PartitionLog:
+        """A copy holding only the first ``batch_count`` batches (for time travel)."""
+        if not 0 <= batch_count <= len(self._batch_ends):
+            raise ValueError(f"batch_count must be in [0, {len(self._batch_ends)}], got {batch_count}")
+        copy = PartitionLog(self.topic, self.partition)
+        end = self._batch_ends[batch_count - 1] if batch_count else 0
+        copy._entries = self._entries[:end]
+        copy._batch_ends = self._batch_ends[:batch_count]
+        return copy

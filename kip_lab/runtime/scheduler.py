@@ -1,0 +1,154 @@
+"""A manual clock and a steppable timer heap, in the style of SimPy's ``Environment``.
+
+Time only moves when the caller says so (``step``, ``run``), so a run is reproducible
+to the millisecond. Timers are *data*: an owner object and a hashable key. When a timer
+fires the scheduler calls ``owner.fire_timer(key)`` and hands back what it returned. Keeping
+callbacks out of the heap means a scheduler (and everything hanging off it) can be
+deep-copied for snapshots.
+
+Ordering: by due time, then by the sequence number of the ``schedule`` call that set the
+deadline (first scheduled fires first), so ties never depend on hashing.
+
+Rescheduling a timer to a *later* time (a session timeout refreshed by a heartbeat) costs no
+heap operation: the stale heap entry is found when it surfaces and re-pushed at the new
+deadline with the sequence number of the call that set it. This keeps steady-state
+heartbeats cheap without changing the order timers fire in.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class TimerOwner(Protocol):
+    """Anything that can own timers: it is told which of its keys fired."""
+
+    def fire_timer(self, key: Hashable) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FiredTimer:
+    """What one ``step`` did: which timer fired, when, and what its owner returned."""
+
+    time_ms: int
+    owner: TimerOwner
+    key: Hashable
+    result: Any
+
+
+class Scheduler:
+    """Clock in milliseconds plus a heap of timers keyed by ``(owner, key)``."""
+
+    def __init__(self, now_ms: int = 0) -> None:
+        if now_ms < 0:
+            raise ValueError(f"now_ms must be >= 0, got {now_ms}")
+        self._now = now_ms
+        self._seq = 0
+        # (due_ms, seq, owner_id, key) — owner_id keeps the tuple comparable.
+        self._heap: list[tuple[int, int, int, Hashable]] = []
+        # (owner_id, key) -> (due_ms, seq) of the live deadline
+        self._deadlines: dict[tuple[int, Hashable], tuple[int, int]] = {}
+        self._owners: dict[int, TimerOwner] = {}
+        self._owner_ids: dict[int, int] = {}  # id(owner) -> stable owner number
+
+    @property
+    def now_ms(self) -> int:
+        return self._now
+
+    # -- timers -------------------------------------------------------------------------
+    def _owner_number(self, owner: TimerOwner) -> int:
+        number = self._owner_ids.get(id(owner))
+        if number is None:
+            number = len(self._owners)
+            self._owner_ids[id(owner)] = number
+            self._owners[number] = owner
+        return number
+
+    def schedule(self, owner: TimerOwner, key: Hashable, delay_ms: int) -> int:
+        """Arm (or re-arm) ``owner``'s timer ``key`` to fire ``delay_ms`` from now."""
+        if delay_ms < 0:
+            raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
+        number = self._owner_number(owner)
+        due = self._now + delay_ms
+        self._seq += 1
+        slot = (number, key)
+        previous = self._deadlines.get(slot)
+        self._deadlines[slot] = (due, self._seq)
+        if previous is None or due < previous[0]:
+            heapq.heappush(self._heap, (due, self._seq, number, key))
+        return due
+
+    def cancel(self, owner: TimerOwner, key: Hashable) -> bool:
+        """Disarm a timer; returns whether it was armed."""
+        number = self._owner_ids.get(id(owner))
+        if number is None:
+            return False
+        return self._deadlines.pop((number, key), None) is not None
+
+    def cancel_all(self, owner: TimerOwner) -> None:
+        """Disarm every timer of ``owner`` (a coordinator being unloaded)."""
+        number = self._owner_ids.get(id(owner))
+        if number is None:
+            return
+        for slot in [slot for slot in self._deadlines if slot[0] == number]:
+            del self._deadlines[slot]
+
+    def deadline(self, owner: TimerOwner, key: Hashable) -> int | None:
+        """When ``owner``'s timer ``key`` fires, or None if it is not armed."""
+        number = self._owner_ids.get(id(owner))
+        entry = None if number is None else self._deadlines.get((number, key))
+        return None if entry is None else entry[0]
+
+    def timers(self, owner: TimerOwner) -> dict[Hashable, int]:
+        """The armed timers of ``owner``: key -> due time."""
+        number = self._owner_ids.get(id(owner))
+        return {key: due for (num, key), (due, _) in self._deadlines.items() if num == number}
+
+    # -- stepping -------------------------------------------------------------------------
+    def _settle(self) -> None:
+        """Make the heap top a live deadline: drop dead entries, move postponed ones."""
+        heap = self._heap
+        while heap:
+            due, seq, number, key = heap[0]
+            live = self._deadlines.get((number, key))
+            if live == (due, seq):
+                return
+            if live is None or live[0] < due:
+                heapq.heappop(heap)  # cancelled, or an earlier deadline has its own entry
+            else:
+                heapq.heapreplace(heap, (live[0], live[1], number, key))  # postponed
+
+    def peek(self) -> int | None:
+        """Due time of the next timer, or None when nothing is armed."""
+        self._settle()
+        return self._heap[0][0] if self._heap else None
+
+    def step(self) -> FiredTimer:
+        """Advance the clock to the next timer and fire it."""
+        self._settle()
+        if not self._heap:
+            raise IndexError("no timer is armed")
+        due, _, number, key = heapq.heappop(self._heap)
+        del self._deadlines[(number, key)]
+        self._now = due
+        owner = self._owners[number]
+        return FiredTimer(due, owner, key, owner.fire_timer(key))
+
+    def run(self, until: int) -> list[FiredTimer]:
+        """Fire every timer due at or before ``until`` and leave the clock at ``until``."""
+        if until < self._now:
+            raise ValueError(f"cannot run backwards: now={self._now}, until={until}")
+        fired = []
+        while (due := self.peek()) is not None and due <= until:
+            fired.append(self.step())
+        self._now = until
+        return fired
+
+    def advance(self, delta_ms: int) -> list[FiredTimer]:
+        """``run(until=now + delta_ms)``."""
+        if delta_ms < 0:
+            raise ValueError(f"delta_ms must be >= 0, got {delta_ms}")
+        return self.run(self._now + delta_ms)
