@@ -166,6 +166,7 @@ class GroupCoordinator:
         assignors: Sequence[PartitionAssignor] | None = None,
         scheduler: Scheduler | None = None,
         seed: int = 0,
+        load: bool = True,
     ) -> GroupCoordinator:
         """Failover: rebuild every group from ``log`` alone, then run the load duties.
 
@@ -173,13 +174,15 @@ class GroupCoordinator:
         of members still revoking), re-check partition metadata and regex subscriptions
         against the cluster (a change bumps the group epoch), and compute a new target
         where the group epoch is ahead of the assignment epoch. Their results are in
-        ``load_results``.
+        ``load_results``. ``load=False`` stops after the replay: the state exactly as the
+        log describes it, for inspection and time travel (no timers armed, nothing written).
         """
         coordinator = cls(config, cluster, assignors=assignors, scheduler=scheduler, log=log, seed=seed)
         for entry in log:
             coordinator._replay(entry.record)
         coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
-        coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
+        if load:
+            coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
         return coordinator
 
     def _load_group(self, group_id: str) -> CoordinatorResult[None]:
@@ -750,9 +753,7 @@ class GroupCoordinator:
         full_request = joining or (
             r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.topic_partitions is not None
         )
-        changed = before is None or (before.assigned, before.member_epoch, before.state) != (
-            reconciled.assigned, reconciled.member_epoch, reconciled.state
-        )
+        changed = before is None or before.assigned != reconciled.assigned
         assignment = None
         if full_request or changed:
             pending = {}

@@ -1,0 +1,112 @@
+"""Start a scenario from a known group state by writing the records that describe it.
+
+The seed's later case studies begin mid-life ("group epoch 21, A owns foo-0..2"). Rather
+than poke at in-memory state, we write the records a coordinator would have written and
+let replay build the group — the same path failover takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.protocol.common import TopicPartitions
+from kip_lab.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadataTopic,
+)
+from kip_lab.runtime.log import PartitionLog, Record
+
+
+def stable_group_log(
+    cluster: ClusterMetadata,
+    group_id: str,
+    epoch: int,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    *,
+    rebalance_timeout_ms: int = 300_000,
+    log: PartitionLog | None = None,
+) -> PartitionLog:
+    """Records of a Stable group at ``epoch``: each member subscribes to the topics it is
+    listed with and owns exactly its target (``assignment``: member id -> topic name ->
+    partitions, in target order).
+    """
+    log = log if log is not None else PartitionLog()
+    topic_names = sorted({name for topics in assignment.values() for name in topics})
+    topics = [cluster.topic(name) for name in topic_names]
+    membership: list[Record] = []
+    for member_id in sorted(assignment):
+        membership.append(
+            Record(
+                ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id),
+                ConsumerGroupMemberMetadataValue(
+                    group_epoch=epoch,
+                    subscribed_topic_names=sorted(assignment[member_id]),
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                ),
+            )
+        )
+    membership.append(
+        Record(
+            ConsumerGroupPartitionMetadataKey(group_id=group_id),
+            ConsumerGroupPartitionMetadataValue(
+                epoch=epoch,
+                topics=[
+                    PartitionMetadataTopic(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions)
+                    for t in topics
+                ],
+            ),
+        )
+    )
+    membership.append(Record(ConsumerGroupMetadataKey(group_id=group_id), ConsumerGroupMetadataValue(epoch=epoch)))
+    log.append(membership)
+
+    def partitions(member_id: str) -> list[TopicPartitions]:
+        return [
+            TopicPartitions(topic_id=cluster.topic(name).topic_id, partitions=list(parts))
+            for name, parts in sorted(assignment[member_id].items(), key=lambda kv: cluster.topic(kv[0]).topic_id)
+            if parts
+        ]
+
+    target = [
+        Record(
+            ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
+            ConsumerGroupTargetAssignmentMemberValue(topic_partitions=partitions(member_id)),
+        )
+        for member_id in sorted(assignment)
+    ]
+    target.append(
+        Record(
+            ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+            ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
+        )
+    )
+    log.append(target)
+    log.append(
+        [
+            Record(
+                ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id),
+                ConsumerGroupCurrentMemberAssignmentValue(
+                    member_epoch=epoch,
+                    previous_member_epoch=epoch - 1,
+                    topic_partitions=[
+                        TopicPartitions(topic_id=tp.topic_id, partitions=sorted(tp.partitions))
+                        for tp in partitions(member_id)
+                    ],
+                ),
+            )
+            for member_id in sorted(assignment)
+        ]
+    )
+    return log
