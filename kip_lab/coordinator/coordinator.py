@@ -676,18 +676,25 @@ class GroupCoordinator:
         if updated.subscribed_topic_names and updated.subscribed_topic_regex:
             raise ApiError(Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
 
-        view = {m: v for m, v in members.items() if m != replaced}
-        view[member_id] = updated
-        client_assignor = self._client_side_assignor(view)  # UNSUPPORTED_ASSIGNOR if incompatible
-
         is_new = member_id not in members
         if replaced is not None:
             bump = updated.subscription_key() != members[replaced].subscription_key()
         else:
             bump = is_new or rejoining or updated.subscription_key() != member.subscription_key()
+        metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
+        needs_view = bump or replaced is not None or metadata_stale or group.group_epoch > group.assignment_epoch
+        # The group with this member's update applied. Built only off the steady-state path:
+        # a plain heartbeat from a reconciled member must stay O(1) in the group size.
+        view: dict[str, ConsumerGroupMember] = {}
+        client_assignor = None
+        if needs_view:
+            view = {m: v for m, v in members.items() if m != replaced}
+            view[member_id] = updated
+            client_assignor = self._client_side_assignor(view)  # UNSUPPORTED_ASSIGNOR if incompatible
+
         metadata = group.subscription_metadata
         metadata_changed = False
-        if bump or self._metadata_checked.get(group.group_id) != self.cluster.version:
+        if bump or metadata_stale:
             metadata = self._subscription_metadata(view)
             metadata_changed = metadata != group.subscription_metadata
             bump = bump or metadata_changed
@@ -701,8 +708,9 @@ class GroupCoordinator:
         if bump:
             membership.append(self._group_epoch_record(group.group_id, group_epoch))
 
-        target_view = {m: t for m, t in group.target.items() if m != replaced}
+        target_view = group.target
         if replaced is not None:
+            target_view = {m: t for m, t in group.target.items() if m != replaced}
             if replaced in group.target:
                 target_view[member_id] = group.target[replaced]
                 membership.append(self._target_member_record(group.group_id, member_id, group.target[replaced]))
