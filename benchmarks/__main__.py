@@ -1,0 +1,23 @@
+"""Run every benchmark: ``python -m benchmarks`` (``--quick`` for a smoke run).
+
+Exits non-zero when any benchmark misses one of its targets.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from benchmarks import bench_assignors, bench_coordinator
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    status = 0
+    for bench in (bench_assignors, bench_coordinator):
+        print(f"\n## {bench.__name__}")
+        status |= bench.main(args)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
