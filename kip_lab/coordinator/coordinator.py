@@ -603,7 +603,16 @@ class GroupCoordinator:
 
         if joining:
             member_id = r.member_id or self._new_member_id()
+            known = members.get(member_id)
+            # A member still at epoch 0 holding nothing (client-side mode, before the first install)
+            # can only send epoch 0: that is an ordinary heartbeat at its current epoch, not a new
+            # join, so no bump (Kafka accepts a matching epoch).
+            waiting = (
+                known is not None and known.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not known.owned()
+            )
             existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
+            if waiting and existing_static is not None and existing_static.member_id == member_id:
+                existing_static = None
             if existing_static is None and member_id not in members and len(members) >= self.config.max_size:
                 raise ApiError(
                     Errors.GROUP_MAX_SIZE_REACHED,
@@ -621,6 +630,8 @@ class GroupCoordinator:
                 member = replace(existing_static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
                 membership += self._member_tombstones(group.group_id, replaced)
                 membership.append(self._target_member_record(group.group_id, replaced, None))
+            elif waiting:
+                member = members[member_id]
             elif member_id in members:
                 # Rejoin of a member the coordinator still knows: a new incarnation, nothing owned.
                 member = _fresh(members[member_id])
@@ -759,7 +770,9 @@ class GroupCoordinator:
 
         should_compute = self._should_compute(group.group_id, member_id, reconciled)
         full_request = joining or (
-            r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.topic_partitions is not None
+            r.rebalance_timeout_ms != -1
+            and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None)
+            and r.topic_partitions is not None
         )
         changed = before is None or before.assigned != reconciled.assigned
         assignment = None
@@ -1068,10 +1081,8 @@ class GroupCoordinator:
             if member_epoch >= 0 or member_id:
                 raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             return
-        if member_epoch < 0 and not member_id:
-            if admin_ok or not group.members:
-                return
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, "A non-empty consumer group only takes commits from members.")
+        if member_epoch < 0 and (not group.members or (admin_ok and not member_id)):
+            return  # an admin or manual commit to an empty group; any admin fetch
         member = group.members.get(member_id or "")
         if member is None:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")

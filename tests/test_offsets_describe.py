@@ -1,0 +1,302 @@
+"""ConsumerGroupDescribe (digest §4.4) and OffsetCommit/OffsetFetch v9 (§4.6, §4.7, §7.2, F6, W5)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import GROUP, Harness, record_kinds
+
+from kip_lab.coordinator import GroupCoordinator
+from kip_lab.protocol import (
+    ClientAssignor,
+    ConsumerGroupDescribeRequest,
+    Errors,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+)
+
+BOGUS_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+
+
+def describe(h: Harness, *group_ids: str):
+    result = h.gc.consumer_group_describe(ConsumerGroupDescribeRequest(group_ids=list(group_ids)))
+    assert result.records == []
+    return result.response.groups
+
+
+def view(assignment) -> list[tuple[str, str, list[int]]]:
+    return [(tp.topic_id, tp.topic_name, tp.partitions) for tp in assignment.topic_partitions]
+
+
+def topic(name=None, topic_id=None, **offsets: int) -> OffsetCommitRequestTopic:
+    """topic(name="foo", p0=10, p3=7) -> offsets 10 and 7 for partitions 0 and 3."""
+    return OffsetCommitRequestTopic(
+        name=name,
+        topic_id=topic_id,
+        partitions=[
+            OffsetCommitRequestPartition(partition_index=int(k[1:]), committed_offset=v)
+            for k, v in offsets.items()
+        ],
+    )
+
+
+def commit(h: Harness, topics, member_id: str = "", member_epoch: int = -1, group_id: str = GROUP):
+    request = OffsetCommitRequest(
+        group_id=group_id, member_id=member_id, generation_id_or_member_epoch=member_epoch, topics=topics
+    )
+    return h.gc.offset_commit(request)
+
+
+def errors(result) -> dict[tuple[str | None, int], Errors]:
+    return {
+        (t.name or t.topic_id, p.partition_index): p.error_code
+        for t in result.response.topics
+        for p in t.partitions
+    }
+
+
+def fetch(
+    h: Harness,
+    topics=None,
+    member_id=None,
+    member_epoch=-1,
+    group_id=GROUP,
+    gc: GroupCoordinator | None = None,
+):
+    request = OffsetFetchRequest(
+        groups=[
+            OffsetFetchRequestGroup(
+                group_id=group_id, member_id=member_id, member_epoch=member_epoch, topics=topics
+            )
+        ]
+    )
+    result = (gc or h.gc).offset_fetch(request)
+    assert result.records == []
+    (group,) = result.response.groups
+    return group
+
+
+def offsets(group) -> dict[tuple[str | None, int], tuple[int, Errors]]:
+    return {
+        (t.name or t.topic_id, p.partition_index): (p.committed_offset, p.error_code)
+        for t in group.topics
+        for p in t.partitions
+    }
+
+
+def stable(h: Harness) -> None:
+    h.join("A")
+    h.join("B")
+    h.settle()
+    assert h.member("A").member_epoch == 2
+
+
+# ---------------------------------------------------------------------------------------
+# ConsumerGroupDescribe
+# ---------------------------------------------------------------------------------------
+def test_describe_unknown_group_is_an_error_per_group(h):
+    stable(h)
+    known, unknown = describe(h, GROUP, "nope")
+    assert (known.group_id, known.error_code) == (GROUP, Errors.NONE)
+    assert (unknown.group_id, unknown.error_code) == ("nope", Errors.GROUP_ID_NOT_FOUND)
+    assert "nope" in unknown.error_message
+    assert unknown.members == []
+
+
+def test_describe_reports_state_epochs_assignor_and_members(h):
+    h.join("B", ["foo", "bar"], instance_id="i-b", rack_id="r2", client_id="cb", client_host="/10.0.0.2")
+    h.join("A", ["foo", "bar"])
+    (group,) = describe(h, GROUP)
+    assert (group.group_state, group.group_epoch, group.assignment_epoch) == ("Reconciling", 2, 2)
+    assert group.assignor_name == "uniform"
+    assert [m.member_id for m in group.members] == ["A", "B"]  # sorted by member id
+    a, b = group.members
+    assert (b.instance_id, b.rack_id, b.client_id, b.client_host) == ("i-b", "r2", "cb", "/10.0.0.2")
+    assert (a.instance_id, a.rack_id) == (None, None)
+    assert b.subscribed_topic_names == ["bar", "foo"]
+    assert (a.member_epoch, b.member_epoch) == (2, 1)
+    foo, bar = h.tid("foo"), h.tid("bar")
+    ids_sorted = sorted([foo, bar])
+    # B has not heartbeated since A joined: it still uses everything, its target is smaller.
+    assert [t for t, _, _ in view(b.assignment)] == ids_sorted
+    assert {t: (n, p) for t, n, p in view(b.assignment)} == {
+        foo: ("foo", [0, 1, 2, 3, 4, 5]),
+        bar: ("bar", [0, 1, 2]),
+    }
+    b_target = {n: p for _, n, p in view(b.target_assignment)}
+    a_target = {n: p for _, n, p in view(a.target_assignment)}
+    assert b_target == h.target("B") and a_target == h.target("A")
+    assert sorted(b_target["foo"] + a_target["foo"]) == [0, 1, 2, 3, 4, 5]
+    assert [t for t, _, _ in view(a.target_assignment)] == sorted(h.tid(n) for n in a_target)
+    assert view(a.assignment) == []  # A waits for B to release
+    h.settle()
+    (group,) = describe(h, GROUP)
+    assert group.group_state == "Stable"
+    assert all(view(m.assignment) == view(m.target_assignment) for m in group.members)
+
+
+def test_describe_regex_member_empty_group_and_client_side_assignor(h):
+    h.join("R", None, subscribed_topic_regex="ba.*")
+    (group,) = describe(h, GROUP)
+    (member,) = group.members
+    assert (member.subscribed_topic_names, member.subscribed_topic_regex) == ([], "ba.*")
+    assert view(member.assignment) == [(h.tid("bar"), "bar", [0, 1, 2])]
+    h.heartbeat("R", member.member_epoch, client_assignors=[ClientAssignor(name="custom")])
+    (group,) = describe(h, GROUP)
+    assert (group.group_state, group.assignor_name) == ("Assigning", "custom")
+    h.heartbeat("R", -1)
+    (group,) = describe(h, GROUP)
+    assert (group.group_state, group.members, group.group_epoch) == ("Empty", [], 3)
+
+
+# ---------------------------------------------------------------------------------------
+# OffsetCommit
+# ---------------------------------------------------------------------------------------
+def test_commit_with_the_member_epoch_writes_an_offset_record_with_the_topic_id(h):
+    stable(h)
+    h.gc.advance(1_234)
+    result = commit(h, [topic(topic_id=h.tid("foo"), p0=10, p1=11), topic(name="bar", p2=7)], "A", 2)
+    assert set(errors(result).values()) == {Errors.NONE}
+    assert record_kinds(result) == ["OffsetCommitKey"] * 3
+    assert len(result.batches) == 1
+    written = {(r.key.group, r.key.topic, r.key.partition): r.value for r in result.records}
+    assert set(written) == {(GROUP, "foo", 0), (GROUP, "foo", 1), (GROUP, "bar", 2)}
+    assert written[(GROUP, "foo", 0)].topic_id == h.tid("foo")
+    assert written[(GROUP, "bar", 2)].topic_id == h.tid("bar")  # resolved from the name
+    assert (written[(GROUP, "foo", 1)].offset, written[(GROUP, "foo", 1)].commit_timestamp) == (11, 1_234)
+    group = fetch(h, [OffsetFetchRequestTopic(topic_id=h.tid("foo"), partition_indexes=[0, 1, 2])], "A", 2)
+    assert group.error_code == Errors.NONE
+    assert offsets(group) == {
+        (h.tid("foo"), 0): (10, Errors.NONE),
+        (h.tid("foo"), 1): (11, Errors.NONE),
+        (h.tid("foo"), 2): (-1, Errors.NONE),
+    }
+
+
+@pytest.mark.parametrize(
+    ("member_id", "member_epoch", "error"),
+    [
+        ("A", 1, Errors.STALE_MEMBER_EPOCH),  # a zombie from the previous epoch
+        ("A", 3, Errors.STALE_MEMBER_EPOCH),
+        ("Z", 2, Errors.UNKNOWN_MEMBER_ID),
+        ("", -1, Errors.UNKNOWN_MEMBER_ID),  # an admin commit to a non-empty group
+    ],
+    ids=["zombie epoch", "future epoch", "unknown member", "admin to non-empty group"],
+)
+def test_commit_rejected_for_a_consumer_group(h, member_id, member_epoch, error):
+    stable(h)
+    before = h.snapshot()
+    result = commit(h, [topic(topic_id=h.tid("foo"), p0=10)], member_id, member_epoch)
+    assert errors(result) == {(h.tid("foo"), 0): error}
+    assert result.records == []
+    assert h.snapshot() == before
+
+
+def test_commit_with_name_and_id_together_is_invalid_request(h):
+    stable(h)
+    result = commit(h, [topic(name="foo", topic_id=h.tid("foo"), p0=1), topic(name="bar", p0=2)], "A", 2)
+    assert set(errors(result).values()) == {Errors.INVALID_REQUEST}
+    assert result.records == []
+
+
+def test_commit_to_an_unknown_topic_id_fails_only_that_topic(h):
+    stable(h)
+    result = commit(h, [topic(topic_id=BOGUS_ID, p0=1), topic(topic_id=h.tid("foo"), p0=2)], "A", 2)
+    assert errors(result) == {(BOGUS_ID, 0): Errors.UNKNOWN_TOPIC_ID, (h.tid("foo"), 0): Errors.NONE}
+    assert [(r.key.topic, r.key.partition) for r in result.records] == [("foo", 0)]
+
+
+def test_commit_to_an_unknown_group_with_a_member_epoch_is_group_id_not_found(h):
+    result = commit(h, [topic(name="foo", p0=1)], "A", 1, group_id="nope")
+    assert errors(result) == {("foo", 0): Errors.GROUP_ID_NOT_FOUND}
+    assert result.records == []
+
+
+def test_admin_commit_is_allowed_to_an_empty_or_unknown_group(h):
+    h.join("A")
+    h.heartbeat("A", -1)
+    assert h.group.members == {}
+    result = commit(h, [topic(name="foo", p0=42)])
+    assert errors(result) == {("foo", 0): Errors.NONE}
+    assert record_kinds(result) == ["OffsetCommitKey"]
+    other = commit(h, [topic(name="foo", p0=5)], group_id="standalone")
+    assert errors(other) == {("foo", 0): Errors.NONE}
+    assert "standalone" not in h.gc.groups  # no consumer group is created for it
+    assert offsets(fetch(h, group_id="standalone")) == {("foo", 0): (5, Errors.NONE)}
+    assert offsets(fetch(h)) == {("foo", 0): (42, Errors.NONE)}
+
+
+def test_empty_group_id_is_invalid_request(h):
+    result = commit(h, [topic(name="foo", p0=1)], group_id="")
+    assert errors(result) == {("foo", 0): Errors.INVALID_REQUEST}
+
+
+# ---------------------------------------------------------------------------------------
+# OffsetFetch
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("member_id", "member_epoch", "error"),
+    [
+        ("A", 2, Errors.NONE),
+        (None, -1, Errors.NONE),  # the admin client provides neither
+        ("A", 1, Errors.STALE_MEMBER_EPOCH),
+        ("Z", 2, Errors.UNKNOWN_MEMBER_ID),
+    ],
+    ids=["member", "admin", "stale epoch", "unknown member"],
+)
+def test_fetch_validates_the_member_only_when_given(h, member_id, member_epoch, error):
+    stable(h)
+    commit(h, [topic(name="foo", p0=3)], "A", 2)
+    group = fetch(h, [OffsetFetchRequestTopic(name="foo", partition_indexes=[0])], member_id, member_epoch)
+    assert group.error_code == error
+    if error == Errors.NONE:
+        assert offsets(group) == {("foo", 0): (3, Errors.NONE)}
+    else:
+        assert group.topics == []
+
+
+def test_fetch_all_offsets_when_topics_is_null(h):
+    stable(h)
+    commit(h, [topic(name="foo", p1=11, p0=10), topic(name="bar", p2=22)], "A", 2)
+    group = fetch(h)
+    assert [t.name for t in group.topics] == ["bar", "foo"]
+    assert offsets(group) == {
+        ("bar", 2): (22, Errors.NONE),
+        ("foo", 0): (10, Errors.NONE),
+        ("foo", 1): (11, Errors.NONE),
+    }
+
+
+def test_recreated_topic_starts_without_offsets(h):
+    stable(h)
+    old_id = h.tid("foo")
+    commit(h, [topic(topic_id=old_id, p0=10)], "A", 2)
+    new_id = h.cluster.recreate_topic("foo")
+    assert offsets(fetch(h, [OffsetFetchRequestTopic(topic_id=new_id, partition_indexes=[0])])) == {
+        (new_id, 0): (-1, Errors.NONE)
+    }
+    assert offsets(fetch(h, [OffsetFetchRequestTopic(name="foo", partition_indexes=[0])])) == {
+        ("foo", 0): (-1, Errors.NONE)
+    }
+    assert offsets(fetch(h, [OffsetFetchRequestTopic(topic_id=old_id, partition_indexes=[0])])) == {
+        (old_id, 0): (-1, Errors.UNKNOWN_TOPIC_ID)
+    }
+    # A commit on the new incarnation is visible again.
+    commit(h, [topic(topic_id=new_id, p0=3)], "A", 2)
+    assert offsets(fetch(h, [OffsetFetchRequestTopic(name="foo", partition_indexes=[0])])) == {
+        ("foo", 0): (3, Errors.NONE)
+    }
+
+
+def test_offsets_survive_failover(h):
+    stable(h)
+    commit(h, [topic(topic_id=h.tid("foo"), p0=10, p5=15), topic(name="bar", p1=1)], "A", 2)
+    commit(h, [topic(topic_id=h.tid("foo"), p0=12)], "B", 2)  # a later commit wins
+    reloaded = GroupCoordinator.from_log(h.gc.log.truncated(h.gc.log.batch_count), h.gc.config, h.cluster)
+    assert reloaded.state_snapshot() == h.snapshot()
+    assert reloaded.offsets == h.gc.offsets
+    expected = {("bar", 1): (1, Errors.NONE), ("foo", 0): (12, Errors.NONE), ("foo", 5): (15, Errors.NONE)}
+    assert offsets(fetch(h, gc=reloaded)) == expected == offsets(fetch(h))
