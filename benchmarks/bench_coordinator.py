@@ -87,10 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     rate, count = bench_heartbeats(members, rounds=2 if args.quick else 20)
     rebuild_s, records = bench_rebuild(members, repeats=1 if args.quick else 5)
     rows = [
-        (f"steady heartbeats, {members}-member Stable group ({count} heartbeats)", f"{rate:,.0f}/s",
-         None if args.quick else rate >= 20_000, ">= 20,000/s"),
-        (f"rebuild {members}-member group from its log ({records} records) + load duties",
-         f"{rebuild_s * 1000:,.1f} ms", None if args.quick else rebuild_s <= 1.0, "<= 1,000 ms"),
+        (
+            f"steady heartbeats, {members}-member Stable group ({count} heartbeats)",
+            f"{rate:,.0f}/s",
+            None if args.quick else rate >= 20_000,
+            ">= 20,000/s",
+        ),
+        (
+            f"rebuild {members}-member group from its log ({records} records) + load duties",
+            f"{rebuild_s * 1000:,.1f} ms",
+            None if args.quick else rebuild_s <= 1.0,
+            "<= 1,000 ms",
+        ),
     ]
     print(f"{'case':<80} {'result':>14}  target        verdict")
     for case, value, ok, target in rows:

@@ -49,7 +49,12 @@ class StateMachine:
 
     @classmethod
     def from_table(
-        cls, name: str, states: Iterable[str], initial: str, table: Iterable[tuple[str, str, str]], description: str = ""
+        cls,
+        name: str,
+        states: Iterable[str],
+        initial: str,
+        table: Iterable[tuple[str, str, str]],
+        description: str = "",
     ) -> StateMachine:
         return cls(name, tuple(states), initial, tuple(Transition(*row) for row in table), description)
 

@@ -69,8 +69,12 @@ class Case:
     def join(self, member_id: str) -> CoordinatorResult:
         return self.gc.consumer_group_heartbeat(
             ConsumerGroupHeartbeatRequest(
-                group_id=GROUP, member_id=member_id, member_epoch=0, rebalance_timeout_ms=60_000,
-                subscribed_topic_names=["foo"], topic_partitions=[],
+                group_id=GROUP,
+                member_id=member_id,
+                member_epoch=0,
+                rebalance_timeout_ms=60_000,
+                subscribed_topic_names=["foo"],
+                topic_partitions=[],
             )
         )
 
@@ -102,8 +106,9 @@ class Case:
     def assert_rebuild_equals_live(self) -> None:
         """Failover at this instant reproduces the live coordinator (acceptance criterion)."""
         live = self.gc.state_snapshot()
-        replayed = GroupCoordinator.from_log(self.gc.log.truncated(self.gc.log.batch_count), self.config,
-                                             self.cluster, load=False).state_snapshot()
+        replayed = GroupCoordinator.from_log(
+            self.gc.log.truncated(self.gc.log.batch_count), self.config, self.cluster, load=False
+        ).state_snapshot()
         assert {k: v for k, v in replayed.items() if k != "timers"} == {k: v for k, v in live.items() if k != "timers"}
         loaded = GroupCoordinator.from_log(self.gc.log.truncated(self.gc.log.batch_count), self.config, self.cluster)
         if not any(r.batches for r in loaded.load_results):

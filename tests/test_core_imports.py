@@ -34,7 +34,8 @@ PROBE = textwrap.dedent(
     sys.meta_path.insert(0, OnlyPydantic())
     for module in MODULES:
         importlib.import_module(module)
-    heavy = sorted(m for m in ("pandas", "altair", "graphviz", "ipywidgets", "pyspark", "re2", "yaml") if m in sys.modules)
+    HEAVY = ("pandas", "altair", "graphviz", "ipywidgets", "pyspark", "re2", "yaml")
+    heavy = sorted(m for m in HEAVY if m in sys.modules)
     print("loaded-heavy:", heavy)
     """
 )

@@ -10,16 +10,22 @@ that bumps the group epoch also computes the target and reconciles its sender, w
 batch for each. The seed draws those as separate snapshots; we check them by replaying the
 log batch by batch (``per_batch``). The response carries an assignment only on a full
 request or when the member's usable partitions changed (Kafka); an epoch move alone shows
-``None`` where the digest's derived Response column repeats the partitions. One consequence: a joining member is already at the new
-epoch when the seed still shows it at epoch 0 (Basic step 11 below), noted where it occurs.
+``None`` where the digest's derived Response column repeats the partitions. One consequence:
+a joining member is already at the new epoch when the seed still shows it at epoch 0 (Basic
+step 11 below), noted where it occurs.
 """
 
 from __future__ import annotations
 
 from golden_support import Case, Snapshot, record_names, response_view
 
-JOIN_RECORDS = ["MemberMetadata({m})", "Metadata", "TargetAssignmentMember", "TargetAssignmentMetadata",
-                "CurrentMemberAssignment({m})"]
+JOIN_RECORDS = [
+    "MemberMetadata({m})",
+    "Metadata",
+    "TargetAssignmentMember",
+    "TargetAssignmentMetadata",
+    "CurrentMemberAssignment({m})",
+]
 
 
 def test_basic_case_l2850():
@@ -28,8 +34,11 @@ def test_basic_case_l2850():
     # Steps 0-2 (L2854-2879): A joins; the target gives it everything; it moves to epoch 1.
     result = case.join("A")
     assert record_names(result) == [
-        "MemberMetadata(A)", "PartitionMetadata", "Metadata",
-        "TargetAssignmentMember(A)", "TargetAssignmentMetadata",
+        "MemberMetadata(A)",
+        "PartitionMetadata",
+        "Metadata",
+        "TargetAssignmentMember(A)",
+        "TargetAssignmentMetadata",
         "CurrentMemberAssignment(A)",
     ]
     step0, step1, step2 = case.per_batch(result)
@@ -43,16 +52,19 @@ def test_basic_case_l2850():
     # Steps 3-5 (L2881-2914): B joins, target {A:[0,1], B:[2]}; B at epoch 2 waits for foo-2.
     result = case.join("B")
     assert record_names(result) == [
-        "MemberMetadata(B)", "Metadata",
-        "TargetAssignmentMember(A)", "TargetAssignmentMember(B)", "TargetAssignmentMetadata",
+        "MemberMetadata(B)",
+        "Metadata",
+        "TargetAssignmentMember(A)",
+        "TargetAssignmentMember(B)",
+        "TargetAssignmentMetadata",
         "CurrentMemberAssignment(B)",
     ]
     step3, step4, step5 = case.per_batch(result)
     assert step3 == Snapshot(2, 1, {"A": [0, 1, 2]}, {"A": "e1 [0,1,2]", "B": "e0 []", "C": "-"}, "Assigning")
-    assert step4 == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e0 []", "C": "-"},
-                             "Reconciling")
-    assert step5 == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e2 [] p[2]", "C": "-"},
-                             "Reconciling")
+    assert step4 == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e0 []", "C": "-"}, "Reconciling")
+    assert step5 == Snapshot(
+        2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e2 [] p[2]", "C": "-"}, "Reconciling"
+    )
     assert response_view(result) == ("NONE", 2, [], [2])
     case.assert_rebuild_equals_live()
 
@@ -60,8 +72,9 @@ def test_basic_case_l2850():
     result = case.heartbeat("A", owned=[0, 1, 2])
     assert response_view(result) == ("NONE", 1, [0, 1], [])
     assert record_names(result) == ["CurrentMemberAssignment(A)"]
-    assert case.now() == Snapshot(2, 2, {"A": [0, 1], "B": [2]},
-                                  {"A": "e1 [0,1] r[2]", "B": "e2 [] p[2]", "C": "-"}, "Reconciling")
+    assert case.now() == Snapshot(
+        2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1] r[2]", "B": "e2 [] p[2]", "C": "-"}, "Reconciling"
+    )
     assert ("rebalance", "g", "A") in case.gc.timers()
     case.assert_rebuild_equals_live()
 
@@ -83,15 +96,18 @@ def test_basic_case_l2850():
     # Steps 9, 10, 12 (L2942-3007): C joins, target {A:[0], B:[2], C:[1]}; C at epoch 3 waits for foo-1.
     result = case.join("C")
     assert record_names(result) == [
-        "MemberMetadata(C)", "Metadata",
-        "TargetAssignmentMember(A)", "TargetAssignmentMember(C)", "TargetAssignmentMetadata",
+        "MemberMetadata(C)",
+        "Metadata",
+        "TargetAssignmentMember(A)",
+        "TargetAssignmentMember(C)",
+        "TargetAssignmentMetadata",
         "CurrentMemberAssignment(C)",
     ]
     step9, step10, step12_c = case.per_batch(result)
-    assert step9 == Snapshot(3, 2, {"A": [0, 1], "B": [2]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e0 []"},
-                             "Assigning")
-    assert step10 == Snapshot(3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e0 []"},
-                              "Reconciling")
+    assert step9 == Snapshot(3, 2, {"A": [0, 1], "B": [2]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e0 []"}, "Assigning")
+    assert step10 == Snapshot(
+        3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e0 []"}, "Reconciling"
+    )
     assert step12_c.members["C"] == "e3 [] p[1]"
     assert response_view(result) == ("NONE", 3, [], [1])
     case.assert_rebuild_equals_live()
@@ -128,29 +144,40 @@ def test_basic_case_l2850():
     # Step 15 (L3013-3026): C gets foo-1; everyone is at the group epoch.
     result = case.heartbeat("C", owned=[])
     assert response_view(result) == ("NONE", 3, [1], [])
-    assert case.now() == Snapshot(3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [1]"},
-                                  "Stable")
+    assert case.now() == Snapshot(
+        3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [1]"}, "Stable"
+    )
     case.assert_rebuild_equals_live()
 
 
 def test_third_member_joins_l3028():
     case = Case(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
     # Step 0 (L3030-3038): the stable start, rebuilt from its records.
-    assert case.now() == Snapshot(21, 21, {"A": [0, 1, 2], "B": [3, 4, 5]},
-                                  {"A": "e21 [0,1,2]", "B": "e21 [3,4,5]", "C": "-"}, "Stable")
+    assert case.now() == Snapshot(
+        21, 21, {"A": [0, 1, 2], "B": [3, 4, 5]}, {"A": "e21 [0,1,2]", "B": "e21 [3,4,5]", "C": "-"}, "Stable"
+    )
 
     # Steps 1-2 (L3040-3068): C joins, target {A:[0,1], B:[3,4], C:[2,5]}; C at 22 gets nothing yet.
     result = case.join("C")
     assert record_names(result) == [
-        "MemberMetadata(C)", "Metadata",
-        "TargetAssignmentMember(A)", "TargetAssignmentMember(B)", "TargetAssignmentMember(C)",
-        "TargetAssignmentMetadata", "CurrentMemberAssignment(C)",
+        "MemberMetadata(C)",
+        "Metadata",
+        "TargetAssignmentMember(A)",
+        "TargetAssignmentMember(B)",
+        "TargetAssignmentMember(C)",
+        "TargetAssignmentMetadata",
+        "CurrentMemberAssignment(C)",
     ]
     joined, target, step2 = case.per_batch(result)
     assert (joined.group_epoch, joined.target_epoch, joined.state) == (22, 21, "Assigning")
     assert target.target == {"A": [0, 1], "B": [3, 4], "C": [2, 5]}
-    assert step2 == Snapshot(22, 22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
-                             {"A": "e21 [0,1,2]", "B": "e21 [3,4,5]", "C": "e22 [] p[2,5]"}, "Reconciling")
+    assert step2 == Snapshot(
+        22,
+        22,
+        {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
+        {"A": "e21 [0,1,2]", "B": "e21 [3,4,5]", "C": "e22 [] p[2,5]"},
+        "Reconciling",
+    )
     assert response_view(result) == ("NONE", 22, [], [2, 5])
     case.assert_rebuild_equals_live()
 
@@ -183,15 +210,25 @@ def test_third_member_joins_l3028():
 
     # Step 9 (L3095-3108): C gets "foo-2 and foo-5" — the full usable set.
     assert response_view(case.heartbeat("C", owned=[2])) == ("NONE", 22, [2, 5], [])
-    assert case.now() == Snapshot(22, 22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
-                                  {"A": "e22 [0,1]", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Stable")
+    assert case.now() == Snapshot(
+        22,
+        22,
+        {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
+        {"A": "e22 [0,1]", "B": "e22 [3,4]", "C": "e22 [2,5]"},
+        "Stable",
+    )
     case.assert_rebuild_equals_live()
 
 
 def test_member_failure_l3110():
     case = Case(partitions=6, start={"A": [0, 1], "B": [3, 4], "C": [2, 5]}, epoch=22)
-    assert case.now() == Snapshot(22, 22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
-                                  {"A": "e22 [0,1]", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Stable")
+    assert case.now() == Snapshot(
+        22,
+        22,
+        {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
+        {"A": "e22 [0,1]", "B": "e22 [3,4]", "C": "e22 [2,5]"},
+        "Stable",
+    )
     # B and C keep heartbeating every 5 s; A is silent. Its session was armed at load (t=0).
     for _ in range(8):
         assert case.gc.advance(5_000) == []
@@ -206,26 +243,32 @@ def test_member_failure_l3110():
     assert case.gc.now_ms == 45_000
     assert expired.origin == "session timeout A"
     assert record_names(expired) == ["~CurrentMemberAssignment(A)", "~MemberMetadata(A)", "Metadata"]
-    assert case.now() == Snapshot(23, 22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]},
-                                  {"A": "-", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Assigning")
+    assert case.now() == Snapshot(
+        23, 22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]}, {"A": "-", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Assigning"
+    )
     case.assert_rebuild_equals_live()
 
     # Step 2 (L3140-3150): the new target {B:[3,4,0], C:[2,5,1]} (computed in B's heartbeat).
     result = case.heartbeat("B", owned=[3, 4])
     assert record_names(result) == [
-        "TargetAssignmentMember(B)", "TargetAssignmentMember(C)", "~TargetAssignmentMember(A)",
-        "TargetAssignmentMetadata", "CurrentMemberAssignment(B)",
+        "TargetAssignmentMember(B)",
+        "TargetAssignmentMember(C)",
+        "~TargetAssignmentMember(A)",
+        "TargetAssignmentMetadata",
+        "CurrentMemberAssignment(B)",
     ]
     step2, step3_b = case.per_batch(result)
-    assert step2 == Snapshot(23, 23, {"B": [3, 4, 0], "C": [2, 5, 1]},
-                             {"A": "-", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Reconciling")
+    assert step2 == Snapshot(
+        23, 23, {"B": [3, 4, 0], "C": [2, 5, 1]}, {"A": "-", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Reconciling"
+    )
     # Step 3 (L3152-3162): B and C move to 23; foo-0 and foo-1 are free at once (no revocation).
     assert step3_b.members["B"] == "e23 [0,3,4]"
     assert response_view(result) == ("NONE", 23, [0, 3, 4], [])
     result = case.heartbeat("C", owned=[2, 5])
     assert response_view(result) == ("NONE", 23, [1, 2, 5], [])
-    assert case.now() == Snapshot(23, 23, {"B": [3, 4, 0], "C": [2, 5, 1]},
-                                  {"A": "-", "B": "e23 [0,3,4]", "C": "e23 [1,2,5]"}, "Stable")
+    assert case.now() == Snapshot(
+        23, 23, {"B": [3, 4, 0], "C": [2, 5, 1]}, {"A": "-", "B": "e23 [0,3,4]", "C": "e23 [1,2,5]"}, "Stable"
+    )
     case.assert_rebuild_equals_live()
 
 
@@ -239,8 +282,10 @@ def test_partition_added_l3164():
     case.cluster.add_partitions("foo", 1)
     result = case.heartbeat("A")
     assert record_names(result) == [
-        "PartitionMetadata", "Metadata",
-        "TargetAssignmentMember(B)", "TargetAssignmentMetadata",
+        "PartitionMetadata",
+        "Metadata",
+        "TargetAssignmentMember(B)",
+        "TargetAssignmentMetadata",
         "CurrentMemberAssignment(A)",
     ]
     step1, step2, step3_a = case.per_batch(result)

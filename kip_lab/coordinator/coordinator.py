@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,8 +114,15 @@ def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
 
 def _metadata_fields(member: ConsumerGroupMember) -> tuple:
     return (
-        member.instance_id, member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names,
-        member.subscribed_topic_regex, member.client_assignors, member.server_assignor, member.rebalance_timeout_ms,
+        member.instance_id,
+        member.rack_id,
+        member.client_id,
+        member.client_host,
+        member.subscribed_topic_names,
+        member.subscribed_topic_regex,
+        member.client_assignors,
+        member.server_assignor,
+        member.rebalance_timeout_ms,
     )
 
 
@@ -197,8 +204,12 @@ class GroupCoordinator:
         group_epoch = group.group_epoch
         if metadata != group.subscription_metadata:
             group_epoch += 1
-            batches.append((self._partition_metadata_record(group_id, metadata, group_epoch),
-                            self._group_epoch_record(group_id, group_epoch)))
+            batches.append(
+                (
+                    self._partition_metadata_record(group_id, metadata, group_epoch),
+                    self._group_epoch_record(group_id, group_epoch),
+                )
+            )
         if group_epoch > group.assignment_epoch and group.members:
             if self._client_side_assignor(group.members) is None:
                 _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
@@ -526,7 +537,9 @@ class GroupCoordinator:
             result = self._heartbeat(request)
         except ApiError as error:
             response = ConsumerGroupHeartbeatResponse(
-                error_code=error.error, error_message=error.message, member_epoch=request.member_epoch,
+                error_code=error.error,
+                error_message=error.message,
+                member_epoch=request.member_epoch,
             )
             return CoordinatorResult(response, origin="ConsumerGroupHeartbeat")
         return self._apply(result)
@@ -577,7 +590,9 @@ class GroupCoordinator:
             if assignor.maximum_version < 0 or assignor.maximum_version < assignor.minimum_version:
                 raise invalid(f"Assignor {assignor.name}: MaximumVersion must be >= 0 and >= MinimumVersion.")
             if not assignor.minimum_version <= assignor.metadata_version <= assignor.maximum_version:
-                raise invalid(f"Assignor {assignor.name}: MetadataVersion must lie in [MinimumVersion, MaximumVersion].")
+                raise invalid(
+                    f"Assignor {assignor.name}: MetadataVersion must lie in [MinimumVersion, MaximumVersion]."
+                )
         if r.server_assignor is not None and r.server_assignor not in self.assignors:
             raise ApiError(
                 Errors.UNSUPPORTED_ASSIGNOR,
@@ -607,9 +622,7 @@ class GroupCoordinator:
             # A member still at epoch 0 holding nothing (client-side mode, before the first install)
             # can only send epoch 0: that is an ordinary heartbeat at its current epoch, not a new
             # join, so no bump (Kafka accepts a matching epoch).
-            waiting = (
-                known is not None and known.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not known.owned()
-            )
+            waiting = known is not None and known.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not known.owned()
             existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
             if waiting and existing_static is not None and existing_static.member_id == member_id:
                 existing_static = None
@@ -670,22 +683,26 @@ class GroupCoordinator:
             rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
             client_id=r.client_id or member.client_id,
             client_host=r.client_host or member.client_host,
-            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            rebalance_timeout_ms=r.rebalance_timeout_ms
+            if r.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
             subscribed_topic_names=(
                 tuple(sorted(set(r.subscribed_topic_names)))
-                if r.subscribed_topic_names is not None else member.subscribed_topic_names
+                if r.subscribed_topic_names is not None
+                else member.subscribed_topic_names
             ),
             subscribed_topic_regex=(
                 (r.subscribed_topic_regex or None)
-                if r.subscribed_topic_regex is not None else member.subscribed_topic_regex
+                if r.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
             ),
             server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
-            client_assignors=(
-                tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors
-            ),
+            client_assignors=(tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors),
         )
         if updated.subscribed_topic_names and updated.subscribed_topic_regex:
-            raise ApiError(Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
+            raise ApiError(
+                Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together."
+            )
 
         is_new = member_id not in members
         if replaced is not None:
@@ -746,21 +763,26 @@ class GroupCoordinator:
         def held(topic_id: str, partition: int) -> bool:
             return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
 
-        reconciled, _ = (updated, None) if updated.is_reconciled_to(target_epoch) else reconcile(
-            updated, target_epoch, target, held, owned
+        reconciled, _ = (
+            (updated, None)
+            if updated.is_reconciled_to(target_epoch)
+            else reconcile(updated, target_epoch, target, held, owned)
         )
         before = members.get(member_id) if replaced is None else None
-        if before is None or rejoining or _assignment_fields(reconciled) != _assignment_fields(before):
-            if replaced is None or _assignment_fields(reconciled) != _assignment_fields(updated):
-                batches.append((self._current_assignment_record(group.group_id, reconciled),))
+        # The replacement's current assignment is already in the membership batch.
+        written = updated if replaced is not None else before
+        if written is None or rejoining or _assignment_fields(reconciled) != _assignment_fields(written):
+            batches.append((self._current_assignment_record(group.group_id, reconciled),))
 
         # Timers: session always; rebalance while the member still has partitions to revoke.
         if replaced is not None:
             self._cancel_member_timers(group.group_id, replaced)
         self._schedule_session(group.group_id, member_id)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if before is None or before.state is not MemberState.UNREVOKED_PARTITIONS or (
-                before.member_epoch != reconciled.member_epoch
+            if (
+                before is None
+                or before.state is not MemberState.UNREVOKED_PARTITIONS
+                or (before.member_epoch != reconciled.member_epoch)
             ):
                 self._schedule_rebalance(group.group_id, reconciled)
         else:
@@ -807,14 +829,18 @@ class GroupCoordinator:
         """Why a heartbeat at ``r.member_epoch`` is fenced, or None when it is accepted."""
         received, known = r.member_epoch, member.member_epoch
         if received > known:
-            return (f"The consumer group member has a greater member epoch ({received}) than the one known by "
-                    f"the group coordinator ({known}). The member must abandon all its partitions and rejoin.")
+            return (
+                f"The consumer group member has a greater member epoch ({received}) than the one known by "
+                f"the group coordinator ({known}). The member must abandon all its partitions and rejoin."
+            )
         if received < known:
             owned = from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
             subset = owned is not None and all(p <= member.assigned.get(t, frozenset()) for t, p in owned.items())
             if not (self.config.accept_previous_epoch and received == member.previous_member_epoch and subset):
-                return (f"The consumer group member has a smaller member epoch ({received}) than the one known by "
-                        f"the group coordinator ({known}). The member must abandon all its partitions and rejoin.")
+                return (
+                    f"The consumer group member has a smaller member epoch ({received}) than the one known by "
+                    f"the group coordinator ({known}). The member must abandon all its partitions and rejoin."
+                )
         return None
 
     def _leave(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
@@ -926,12 +952,14 @@ class GroupCoordinator:
                         metadata_bytes=own.metadata_bytes if own else b"",
                     ),
                     topic_partitions=[
-                        TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(group.target.get(member_id, {}).items())
+                        TopicPartitions(topic_id=t, partitions=list(p))
+                        for t, p in sorted(group.target.get(member_id, {}).items())
                     ],
                 )
             )
         topics = [
-            PreparedTopic(topic_id=tid, topic_name=name, num_partitions=n) for name, (tid, n) in sorted(metadata.items())
+            PreparedTopic(topic_id=tid, topic_name=name, num_partitions=n)
+            for name, (tid, n) in sorted(metadata.items())
         ]
         round_.prepared[group.group_epoch] = {
             "subscriptions": subscriptions,
@@ -970,7 +998,9 @@ class GroupCoordinator:
         self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
         del self._rounds[group.group_id]
         result = self._apply(
-            CoordinatorResult(ConsumerGroupInstallAssignmentResponse(), (batch,), origin="ConsumerGroupInstallAssignment")
+            CoordinatorResult(
+                ConsumerGroupInstallAssignmentResponse(), (batch,), origin="ConsumerGroupInstallAssignment"
+            )
         )
         if group.group_epoch > group.assignment_epoch:  # the group moved on meanwhile: compute again
             self._start_round(group.group_id, group.members)
@@ -1037,7 +1067,8 @@ class GroupCoordinator:
                     DescribedTopicPartitions(
                         topic_id=t, topic_name=self._topic_name(group, t) or "", partitions=sorted(p)
                     )
-                    for t, p in sorted(assignment.items()) if p
+                    for t, p in sorted(assignment.items())
+                    if p
                 ]
             )
 
@@ -1162,21 +1193,29 @@ class GroupCoordinator:
             topics = [(t.name, t.topic_id, t.partition_indexes) for t in requested]
         out = []
         for name, topic_id, indexes in topics:
-            current = self.cluster.topic_by_id(topic_id) if topic_id else (
-                self.cluster.topic(name) if name in self.cluster else None
+            current = (
+                self.cluster.topic_by_id(topic_id)
+                if topic_id
+                else (self.cluster.topic(name) if name in self.cluster else None)
             )
             lookup_name = current.name if current else name
             partitions = []
             for index in indexes:
                 value = stored.get((lookup_name or "", index))
-                fresh = value is not None and (value.topic_id is None or current is None or value.topic_id == current.topic_id)
+                fresh = value is not None and (
+                    value.topic_id is None or current is None or value.topic_id == current.topic_id
+                )
                 if topic_id is not None and current is None:
-                    partitions.append(OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID))
+                    partitions.append(
+                        OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID)
+                    )
                 elif fresh and value is not None:
                     partitions.append(
                         OffsetFetchResponsePartition(
-                            partition_index=index, committed_offset=value.offset,
-                            committed_leader_epoch=value.leader_epoch, metadata=value.metadata,
+                            partition_index=index,
+                            committed_offset=value.offset,
+                            committed_leader_epoch=value.leader_epoch,
+                            metadata=value.metadata,
                         )
                     )
                 else:
@@ -1214,10 +1253,10 @@ class GroupCoordinator:
                 "partition_epochs": {t: dict(sorted(p.items())) for t, p in sorted(g.partition_epochs.items())},
             }
         offsets = {
-            gid: {f"{t}-{p}": v.model_dump() for (t, p), v in sorted(o.items())} for gid, o in sorted(self.offsets.items())
+            gid: {f"{t}-{p}": v.model_dump() for (t, p), v in sorted(o.items())}
+            for gid, o in sorted(self.offsets.items())
         }
         timers = sorted(
             (str(k) for k in self.timers() if k[0] in ("session", "rebalance")),
         )
         return {"groups": groups, "offsets": offsets, "timers": timers}
-

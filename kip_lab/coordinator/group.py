@@ -122,7 +122,7 @@ class ConsumerGroup:
         return None
 
     # -- replay ---------------------------------------------------------------------
-    def replay(self, key, value) -> None:  # noqa: C901 - one branch per record type
+    def replay(self, key, value) -> None:
         if isinstance(key, ConsumerGroupMetadataKey):
             if value is None:
                 self.dead = True
@@ -134,9 +134,7 @@ class ConsumerGroup:
                 self.subscription_metadata = {}
             else:
                 assert isinstance(value, ConsumerGroupPartitionMetadataValue)
-                self.subscription_metadata = {
-                    t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics
-                }
+                self.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
         elif isinstance(key, ConsumerGroupMemberMetadataKey):
             self._replay_member_metadata(key.member_id, value)
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
@@ -190,8 +188,12 @@ class ConsumerGroup:
             if old is not None:
                 self._set_ownership(old, None)
                 self.members[member_id] = replace(
-                    old, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE,
-                    assigned={}, pending_revocation={},
+                    old,
+                    member_epoch=0,
+                    previous_member_epoch=-1,
+                    state=MemberState.STABLE,
+                    assigned={},
+                    pending_revocation={},
                 )
             return
         base = old or ConsumerGroupMember(member_id)

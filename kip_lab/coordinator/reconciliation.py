@@ -56,7 +56,12 @@ def reconcile(
         if _owns_any(owned_reported, member.pending_revocation):
             return member, None
         return _next(
-            member, member.member_epoch + 1, target_epoch, target, partition_held, owned_reported,
+            member,
+            member.member_epoch + 1,
+            target_epoch,
+            target,
+            partition_held,
+            owned_reported,
             "revocation acknowledged",
         )
     if state is MemberState.UNRELEASED_PARTITIONS:
