@@ -1,0 +1,33 @@
+"""Server-side partition assignors (KIP-848): the interface and the two built-in assignors."""
+
+from kip_lab.assignors.range import RANGE_ASSIGNOR_NAME, RangeAssignor, range_assign
+from kip_lab.assignors.spec import (
+    AssignmentSpec,
+    GroupAssignment,
+    MemberId,
+    MemberSubscription,
+    PartitionAssignor,
+    PartitionAssignorError,
+    TopicId,
+    TopicMetadata,
+    TopicPartitionsMap,
+)
+from kip_lab.assignors.uniform import UNIFORM_ASSIGNOR_NAME, UniformAssignor, uniform_assign
+
+__all__ = [
+    "RANGE_ASSIGNOR_NAME",
+    "UNIFORM_ASSIGNOR_NAME",
+    "AssignmentSpec",
+    "GroupAssignment",
+    "MemberId",
+    "MemberSubscription",
+    "PartitionAssignor",
+    "PartitionAssignorError",
+    "RangeAssignor",
+    "TopicId",
+    "TopicMetadata",
+    "TopicPartitionsMap",
+    "UniformAssignor",
+    "range_assign",
+    "uniform_assign",
+]

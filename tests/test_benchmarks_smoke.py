@@ -1,0 +1,37 @@
+"""The assignor benchmark runs end to end in quick mode (correctness only, not timing)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """``benchmarks`` is not an installed package, so import it from the repository root."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module("benchmarks.bench_assignors")
+
+
+def test_quick_benchmark_returns_checked_rows(bench: ModuleType) -> None:
+    rows = bench.run_benchmarks(quick=True, runs=1)
+    assert [row.case.split()[0] for row in rows] == ["uniform", "uniform", "range", "uniform"]
+    assert all(row.median_ms > 0 and row.target_ms is None and row.verdict == "-" for row in rows)
+    assert len(bench.format_table(rows).splitlines()) == len(rows) + 1
+
+
+def test_quick_mode_exits_zero(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--quick", "--runs", "1"]) == 0
+    assert "median ms" in capsys.readouterr().out
+
+
+def test_coverage_check_rejects_a_wrong_assignment(bench: ModuleType) -> None:
+    spec = bench.homogeneous_spec(2, 1, 3)
+    with pytest.raises(AssertionError):
+        bench.check_coverage(spec, {"member-00000": {"topic-00": [0, 1]}, "member-00001": {}})
