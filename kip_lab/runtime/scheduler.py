@@ -54,6 +54,18 @@ class Scheduler:
         self._owners: dict[int, TimerOwner] = {}
         self._owner_ids: dict[int, int] = {}  # id(owner) -> stable owner number
 
+    def __deepcopy__(self, memo: dict) -> Scheduler:
+        # Owners are looked up by id(); a copy holds copied owners, so re-index them.
+        import copy
+
+        clone = Scheduler.__new__(Scheduler)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            if key != "_owner_ids":
+                setattr(clone, key, copy.deepcopy(value, memo))
+        clone._owner_ids = {id(owner): number for number, owner in clone._owners.items()}
+        return clone
+
     @property
     def now_ms(self) -> int:
         return self._now

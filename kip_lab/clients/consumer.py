@@ -1,0 +1,709 @@
+"""The new consumer (``group.protocol=consumer``) as the Lab runs it.
+
+It models what matters to the protocol, after Kafka's ``AsyncKafkaConsumer``:
+
+* the **member state machine** (``member_state.CONSUMER_MEMBER_MACHINE``), enforced;
+* the **heartbeat manager**: one request in flight, the interval the coordinator returns, an
+  immediate heartbeat when joining, acknowledging or leaving, only changed fields sent
+  (a full request after a join or an error), exponential backoff on retriable errors, a
+  request timeout for a lost response;
+* **reconciliation**: commit (auto-commit), stop fetching and ``on_partitions_revoked`` for
+  what is taken away, then ``on_partitions_assigned`` for what is added, then acknowledge;
+  on fencing ``on_partitions_lost`` and rejoin at epoch 0 with the same member id;
+* an **application thread** that runs the callbacks (which take simulated time, and may
+  raise) and whose ``poll`` keeps the ``max.poll.interval.ms`` timer alive;
+* **consumption**: a partition that is fetching advances its position at the consumer's
+  rate up to the log end; positions are committed every ``auto_commit_interval_ms`` and
+  before a revocation, so the Lab can measure what a rebalance costs (time not fetching,
+  records processed twice).
+
+Positions are computed from time rather than stepped record by record, so a stable group
+costs a few events per heartbeat interval, not one per record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
+from kip_lab.protocol import Errors
+from kip_lab.protocol.common import TopicPartitions
+from kip_lab.protocol.consumer_group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
+
+TP = tuple[str, int]  # (topic id, partition)
+
+RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
+FENCING = {Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID}
+
+
+class CallbackConfig(BaseModel):
+    """How long each rebalance callback takes (simulated ms) and how many times it raises."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    on_partitions_revoked_ms: int = Field(0, ge=0)
+    on_partitions_assigned_ms: int = Field(0, ge=0)
+    on_partitions_lost_ms: int = Field(0, ge=0)
+    revoked_failures: int = Field(0, ge=0, description="the first N calls of on_partitions_revoked raise")
+    assigned_failures: int = Field(0, ge=0, description="the first N calls of on_partitions_assigned raise")
+
+
+class ConsumerConfig(BaseModel):
+    """A member's configuration (Kafka consumer configs, snake_case)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    group_id: str = Field("g", min_length=1)
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    instance_id: str | None = Field(None, min_length=1, description="group.instance.id: a static member")
+    rack_id: str | None = None
+    server_assignor: str | None = Field(None, description="group.remote.assignor")
+    max_poll_interval_ms: int = Field(300_000, gt=0, description="also sent as the rebalance timeout")
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = Field(5_000, gt=0)
+    auto_offset_reset: str = Field("earliest", pattern="^(earliest|latest)$")
+    retry_backoff_ms: int = Field(100, gt=0)
+    retry_backoff_max_ms: int = Field(1_000, gt=0)
+    request_timeout_ms: int = Field(30_000, gt=0)
+    consume_rate_per_ms: float = Field(10.0, gt=0, description="records this member can process per ms")
+    callbacks: CallbackConfig = CallbackConfig()
+
+    @model_validator(mode="after")
+    def _subscription(self) -> ConsumerConfig:
+        if not self.subscribed_topic_names and not self.subscribed_topic_regex:
+            raise ValueError("a consumer needs subscribed_topic_names or subscribed_topic_regex")
+        if self.subscribed_topic_names and self.subscribed_topic_regex:
+            raise ValueError("use subscribed_topic_names or subscribed_topic_regex, not both")
+        return self
+
+
+class RebalanceListener(Protocol):
+    """User callbacks: return how long the call takes (ms), or raise to fail it."""
+
+    def on_partitions_revoked(self, partitions: list[str]) -> int: ...
+    def on_partitions_assigned(self, partitions: list[str]) -> int: ...
+    def on_partitions_lost(self, partitions: list[str]) -> int: ...
+
+
+@dataclass
+class TimedListener:
+    """The default listener: fixed durations from ``CallbackConfig``, optional failures."""
+
+    config: CallbackConfig
+    revoked_calls: int = 0
+    assigned_calls: int = 0
+
+    def on_partitions_revoked(self, partitions: list[str]) -> int:
+        self.revoked_calls += 1
+        if self.revoked_calls <= self.config.revoked_failures:
+            raise RuntimeError(f"on_partitions_revoked failed (call {self.revoked_calls})")
+        return self.config.on_partitions_revoked_ms
+
+    def on_partitions_assigned(self, partitions: list[str]) -> int:
+        self.assigned_calls += 1
+        if self.assigned_calls <= self.config.assigned_failures:
+            raise RuntimeError(f"on_partitions_assigned failed (call {self.assigned_calls})")
+        return self.config.on_partitions_assigned_ms
+
+    def on_partitions_lost(self, partitions: list[str]) -> int:
+        return self.config.on_partitions_lost_ms
+
+
+@dataclass
+class Fetch:
+    """A partition being consumed: from ``offset`` at ``since_ms``."""
+
+    since_ms: int
+    offset: int
+
+
+@dataclass
+class Consumer:
+    """One consumer process. ``world`` is the Lab's world (clock, RNG, network, trace)."""
+
+    name: str
+    config: ConsumerConfig
+    world: Any
+    listener: Any = None
+    incarnation: int = 0
+    state: MemberState = MemberState.UNSUBSCRIBED
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    owned: set[TP] = field(default_factory=set)
+    fetching: dict[TP, Fetch] = field(default_factory=dict)
+    committed: dict[TP, int] = field(default_factory=dict)
+    target: frozenset[TP] | None = None  # latest assignment not yet reconciled
+    reconciling: bool = False
+    app_busy_until: int = 0
+    paused: bool = False
+    alive: bool = True
+    last_poll_ms: int = 0
+    _poll_expired: bool = False
+    _sent: dict[str, Any] = field(default_factory=dict)  # last value sent per conditional field
+    _hb_in_flight: int | None = None
+    _backoff_ms: int = 0
+    _correlation: int = 0
+    _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    _callback_seq: int = 0
+    _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)
+    _callback_running: bool = False
+    _callback_then: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.listener is None:
+            self.listener = TimedListener(self.config.callbacks)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def now(self) -> int:
+        return self.world.scheduler.now_ms
+
+    @property
+    def is_static(self) -> bool:
+        return self.config.instance_id is not None
+
+    def _timer(self, key: Any, delay_ms: int) -> None:
+        self.world.scheduler.schedule(self, key, max(0, delay_ms))
+
+    def _cancel(self, key: Any) -> None:
+        self.world.scheduler.cancel(self, key)
+
+    def _transition(self, target: MemberState, trigger: str) -> None:
+        CONSUMER_MEMBER_MACHINE.require(self.state.value, trigger, target.value)
+        self.world.emit(
+            self.name,
+            "state_transition",
+            {
+                "machine": CONSUMER_MEMBER_MACHINE.name,
+                "from": self.state.value,
+                "to": target.value,
+                "trigger": trigger,
+                "member_id": self.member_id,
+                "member_epoch": self.member_epoch,
+            },
+        )
+        self.state = target
+
+    def _names(self, partitions) -> list[str]:
+        return sorted(self.world.partition_name(tp) for tp in partitions)
+
+    def _emit_assignment(self) -> None:
+        self.world.emit(
+            self.name,
+            "assignment_changed",
+            {
+                "member_id": self.member_id,
+                "member_epoch": self.member_epoch,
+                "owned": [list(tp) for tp in sorted(self.owned)],
+                "fetching": [list(tp) for tp in sorted(self.fetching)],
+            },
+        )
+
+    def _send(self, api: str, request: Any, context: Any = None) -> int:
+        self._correlation += 1
+        self._pending[self._correlation] = (api, context)
+        broker = self.world.coordinator_broker(self.config.group_id)
+        self.world.network.send(self.name, broker, api, request, self._correlation)
+        return self._correlation
+
+    # ------------------------------------------------------------------ lifecycle
+    def subscribe(self) -> None:
+        """Start: join the group (UNSUBSCRIBED -> JOINING) with an immediate heartbeat."""
+        self.member_id = self.member_id or self._client_member_id()
+        self.member_epoch = 0
+        self._sent.clear()
+        self._transition(MemberState.JOINING, "subscribe")
+        self.last_poll_ms = self.now
+        self._arm_poll_timer()
+        self._timer("heartbeat", 0)
+        if self.config.enable_auto_commit:
+            self._timer("auto_commit", self.config.auto_commit_interval_ms)
+
+    def _client_member_id(self) -> str:
+        return self.name if self.incarnation == 0 else f"{self.name}#{self.incarnation + 1}"
+
+    def close(self) -> None:
+        """Leave the group: commit, revoke (callbacks), heartbeat with epoch -1 (-2 if static)."""
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL, MemberState.STALE):
+            return
+        self._transition(MemberState.PREPARE_LEAVING, "unsubscribe or close")
+        self._release_then_leave(run_callbacks=True)
+
+    def change_subscription(self, topics: list[str] | None, regex: str | None) -> None:
+        """subscribe() again with other topics or another pattern: an immediate heartbeat sends it."""
+        self.config = self.config.model_copy(update={"subscribed_topic_names": topics, "subscribed_topic_regex": regex})
+        if self.state is MemberState.UNSUBSCRIBED:
+            self.subscribe()
+        elif self.alive and self._hb_in_flight is None:
+            self._timer("heartbeat", 0)
+
+    def crash(self) -> None:
+        """The process dies: no leave, no commit; timers stop, messages to it are lost."""
+        self._stop_fetching(set(self.fetching))
+        self.alive = False
+        self.world.scheduler.cancel_all(self)
+        self._pending.clear()
+        self._hb_in_flight = None
+
+    def pause(self) -> None:
+        """The application thread stops calling poll (a long GC, a stuck handler)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+        self._poll()
+
+    # ------------------------------------------------------------------ the application thread
+    def _arm_poll_timer(self) -> None:
+        self._timer("poll_timeout", self.last_poll_ms + self.config.max_poll_interval_ms - self.now)
+
+    def _poll(self) -> None:
+        """A call to poll(): keeps the poll timer alive; a STALE member rejoins."""
+        if not self.alive or self.paused:
+            return
+        self.last_poll_ms = max(self.now, self.app_busy_until)
+        if self.state is MemberState.STALE:
+            self._poll_expired = False
+            self.member_epoch = 0
+            self._sent.clear()
+            self._transition(MemberState.JOINING, "poll")
+            self._timer("heartbeat", 0)
+        self._arm_poll_timer()
+        self._run_queued_callbacks()
+
+    def _call_back(self, kind: str, partitions: list[TP], then: Any) -> None:
+        """Queue a callback for the application thread; ``then(ok)`` runs when it returns."""
+        self._queued.append((kind, partitions, then))
+        self._run_queued_callbacks()
+
+    def _run_queued_callbacks(self) -> None:
+        if self.paused or not self._queued or self._callback_running:
+            return
+        kind, partitions, then = self._queued.pop(0)
+        names = self._names(partitions)
+        self._callback_seq += 1
+        error = None
+        try:
+            duration = int(getattr(self.listener, kind)(names) or 0)
+        except Exception as exc:  # a user callback may raise anything; Kafka logs and carries on
+            duration, error = 0, f"{type(exc).__name__}: {exc}"
+        self.world.emit(
+            self.name,
+            "callback_invoked",
+            {
+                "callback": kind,
+                "partitions": names,
+                "duration_ms": duration,
+                "error": error,
+            },
+        )
+        self.app_busy_until = self.now + duration
+        self._callback_running = True
+        self._callback_then = (self._callback_seq, kind, then, error is None)
+        self._timer(("callback", self._callback_seq), duration)
+
+    # ------------------------------------------------------------------ timers
+    def fire_timer(self, key: Any) -> None:
+        if not self.alive:
+            return
+        if key == "heartbeat":
+            self._maybe_heartbeat()
+        elif key == "auto_commit":
+            self._auto_commit()
+        elif key == "poll_timeout":
+            self._poll_timer_expired()
+        elif isinstance(key, tuple) and key[0] == "callback":
+            seq, kind, then, ok = self._callback_then
+            if key[1] != seq:
+                return
+            self._callback_running = False
+            self.world.emit(self.name, "callback_completed", {"callback": kind, "ok": ok})
+            self.last_poll_ms = self.now
+            if not self.paused:
+                self._arm_poll_timer()
+            then(ok)
+            self._run_queued_callbacks()
+        elif isinstance(key, tuple) and key[0] == "request_timeout":
+            self._request_timed_out(key[1])
+        else:
+            raise ValueError(f"{self.name}: unknown timer {key!r}")
+
+    def _poll_timer_expired(self) -> None:
+        if self.paused or self.app_busy_until > self.now:
+            if self.state in (
+                MemberState.JOINING,
+                MemberState.STABLE,
+                MemberState.RECONCILING,
+                MemberState.ACKNOWLEDGING,
+            ):
+                self._poll_expired = True
+                self._transition(MemberState.PREPARE_LEAVING, "poll timer expired")
+                self._release_then_leave(run_callbacks=False)
+            return
+        self._poll()
+
+    # ------------------------------------------------------------------ heartbeats
+    def _maybe_heartbeat(self) -> None:
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL, MemberState.STALE, MemberState.FENCED):
+            return
+        if self._hb_in_flight is not None:
+            return
+        request = self._heartbeat_request()
+        correlation = self._send("ConsumerGroupHeartbeat", request, request.member_epoch)
+        self._hb_in_flight = correlation
+        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
+        if self.state is MemberState.ACKNOWLEDGING:
+            if self.target is None:
+                self._transition(MemberState.STABLE, "acknowledgement sent")
+            else:
+                self._transition(MemberState.RECONCILING, "new assignment")
+                self._reconcile()
+        elif self.state is MemberState.LEAVING:
+            self.owned.clear()
+            if self._poll_expired:
+                self._transition(MemberState.STALE, "leave heartbeat sent after poll timeout")
+            else:
+                self._transition(MemberState.UNSUBSCRIBED, "leave heartbeat sent")
+                self._cancel("poll_timeout")
+                self._cancel("auto_commit")
+
+    def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
+        """Only fields that changed since they were last sent (all of them on a join)."""
+        leaving = self.state is MemberState.LEAVING
+        if leaving:
+            epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
+        else:
+            epoch = self.member_epoch
+        full = epoch == 0
+        owned = sorted(self.owned)
+        fields = {
+            "instance_id": self.config.instance_id,
+            "rack_id": self.config.rack_id,
+            "rebalance_timeout_ms": self.config.max_poll_interval_ms,
+            "subscribed_topic_names": self.config.subscribed_topic_names,
+            "subscribed_topic_regex": self.config.subscribed_topic_regex,
+            "server_assignor": self.config.server_assignor,
+            "topic_partitions": owned,
+        }
+        body: dict[str, Any] = {"group_id": self.config.group_id, "member_id": self.member_id, "member_epoch": epoch}
+        if leaving:
+            body["instance_id"] = self.config.instance_id
+            return ConsumerGroupHeartbeatRequest(**body)
+        for name, value in fields.items():
+            if value is None:
+                continue
+            if full or self._sent.get(name) != value:
+                body[name] = value
+                self._sent[name] = value
+        if "topic_partitions" in body:
+            by_topic: dict[str, list[int]] = {}
+            for topic_id, p in owned:
+                by_topic.setdefault(topic_id, []).append(p)
+            body["topic_partitions"] = [
+                TopicPartitions(topic_id=t, partitions=ps) for t, ps in sorted(by_topic.items())
+            ]
+        if self.config.instance_id is not None:
+            body["instance_id"] = self.config.instance_id  # the coordinator needs it to find static members
+        return ConsumerGroupHeartbeatRequest(**body)
+
+    def _request_timed_out(self, correlation: int) -> None:
+        if correlation not in self._pending:
+            return
+        api, context = self._pending.pop(correlation)
+        self.world.emit(self.name, "note", {"text": f"{api} request {correlation} timed out"})
+        if api == "ConsumerGroupHeartbeat" and correlation == self._hb_in_flight:
+            self._hb_in_flight = None
+            self._retry_later()
+        elif api == "OffsetCommit" and context[1] is not None:
+            context[1](False)
+
+    def _retry_later(self) -> None:
+        self._sent.clear()  # the next request is a full one
+        self._backoff_ms = min(
+            self.config.retry_backoff_max_ms, max(self.config.retry_backoff_ms, self._backoff_ms * 2)
+        )
+        self._timer("heartbeat", self._backoff_ms)
+
+    def receive(self, envelope: Any) -> None:
+        if not self.alive:
+            return
+        pending = self._pending.pop(envelope.correlation_id, None)
+        if pending is None:
+            return  # a response to a request we gave up on
+        self._cancel(("request_timeout", envelope.correlation_id))
+        api, context = pending
+        if api == "ConsumerGroupHeartbeat":
+            self._hb_in_flight = None
+            self._on_heartbeat_response(envelope.payload, context)
+        elif api == "OffsetCommit":
+            self._on_commit_response(envelope.payload, context)
+        elif api == "OffsetFetch":
+            self._on_fetch_response(envelope.payload, context)
+
+    def _on_heartbeat_response(self, response: ConsumerGroupHeartbeatResponse, sent_epoch: int) -> None:
+        error = response.error_code
+        if sent_epoch < 0:  # the answer to our leave heartbeat
+            return
+        if error is Errors.NONE:
+            self._backoff_ms = 0
+            if response.member_id:
+                self.member_id = response.member_id
+            self.member_epoch = response.member_epoch
+            self.heartbeat_interval_ms = response.heartbeat_interval_ms
+            if response.assignment is not None and self.state not in (
+                MemberState.PREPARE_LEAVING,
+                MemberState.LEAVING,
+                MemberState.UNSUBSCRIBED,
+                MemberState.STALE,
+            ):
+                self.target = frozenset(
+                    (tp.topic_id, p) for tp in response.assignment.assigned_topic_partitions for p in tp.partitions
+                )
+                self._on_new_target()
+            elif self.state is MemberState.JOINING:
+                self._transition(MemberState.STABLE, "joined, nothing to reconcile")
+            self._timer("heartbeat", 0 if self.state is MemberState.ACKNOWLEDGING else self.heartbeat_interval_ms)
+        elif error in FENCING:
+            self._fenced(error)
+        elif error in RETRIABLE:
+            self._retry_later()
+        else:
+            self.world.emit(
+                self.name, "note", {"text": f"fatal heartbeat error {error.name}: {response.error_message}"}
+            )
+            self._transition(MemberState.FATAL, "fatal error")
+            self._stop_fetching(set(self.fetching))
+            self.world.scheduler.cancel_all(self)
+
+    # ------------------------------------------------------------------ reconciliation
+    def _on_new_target(self) -> None:
+        if self.target == frozenset(self.owned) and not self.reconciling:
+            self.target = None
+            if self.state is MemberState.JOINING:
+                self._transition(MemberState.STABLE, "joined, nothing to reconcile")
+            elif self.state is MemberState.RECONCILING:
+                self._transition(MemberState.STABLE, "nothing left to change")
+            return
+        trigger = {
+            MemberState.JOINING: "joined with an assignment",
+            MemberState.STABLE: "new assignment",
+            MemberState.ACKNOWLEDGING: "new assignment",
+            MemberState.RECONCILING: "newer assignment",
+        }[self.state]
+        self._transition(MemberState.RECONCILING, trigger)
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Commit, revoke (callback), assign (callback), then acknowledge — one at a time."""
+        if self.reconciling or self.target is None:
+            return
+        target = self.target
+        self.target = None
+        self.reconciling = True
+        revoked = sorted(self.owned - target)
+        added = sorted(target - self.owned)
+        stopped = self._stop_fetching(set(revoked))
+
+        def after_assign(ok: bool) -> None:
+            self.reconciling = False
+            if self.state is not MemberState.RECONCILING:
+                return
+            if not ok:
+                # Kafka leaves the member RECONCILING without an ack; it retries on the next
+                # poll, and the coordinator's rebalance timeout fences it if it never succeeds.
+                self.target = target if self.target is None else self.target
+                self._timer("heartbeat", self.heartbeat_interval_ms)
+                return
+            self.owned |= set(added)
+            self._emit_assignment()
+            if added:
+                self._fetch_offsets(added)
+            self._transition(MemberState.ACKNOWLEDGING, "reconciled")
+            self._cancel("heartbeat")
+            self._timer("heartbeat", 0)
+
+        def after_revoke(ok: bool) -> None:
+            if self.state is not MemberState.RECONCILING:
+                self.reconciling = False
+                return
+            if not ok:
+                after_assign(False)
+                return
+            self.owned -= set(revoked)
+            self._emit_assignment()
+            if added:
+                self._call_back("on_partitions_assigned", added, after_assign)
+            else:
+                after_assign(True)
+
+        def after_commit(_: bool) -> None:
+            if revoked:
+                self._call_back("on_partitions_revoked", revoked, after_revoke)
+            else:
+                after_revoke(True)
+
+        # Kafka commits every consumed position before reconciling (auto-commit), and carries on
+        # whatever the commit's outcome. Revoked partitions stopped fetching above; their
+        # positions were recorded at that moment.
+        if self.config.enable_auto_commit and (self.fetching or stopped):
+            self._commit(sorted(self.fetching), after_commit, extra=stopped)
+        else:
+            after_commit(True)
+
+    def _fenced(self, error: Errors) -> None:
+        leaving = self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
+        self._transition(MemberState.FENCED, "fenced")
+        self.world.emit(self.name, "note", {"text": f"fenced: {error.name}"})
+        lost = sorted(self.owned)
+        self.reconciling = False
+        self.target = None
+        self._stop_fetching(set(self.fetching))
+
+        def rejoin(_: bool) -> None:
+            self.owned.clear()
+            self._emit_assignment()
+            self.member_epoch = 0
+            self._sent.clear()
+            if leaving:
+                self._transition(MemberState.UNSUBSCRIBED, "unsubscribed while fenced")
+                return
+            self._transition(MemberState.JOINING, "partitions lost, rejoin")
+            self._timer("heartbeat", 0)
+
+        if lost:
+            self._call_back("on_partitions_lost", lost, rejoin)
+        else:
+            rejoin(True)
+
+    def _release_then_leave(self, run_callbacks: bool) -> None:
+        owned = sorted(self.owned)
+        self.target = None
+        self.reconciling = False
+
+        def leave(_: bool) -> None:
+            self._stop_fetching(set(self.fetching))
+            self._transition(MemberState.LEAVING, "partitions released")
+            self._cancel("heartbeat")
+            self._timer("heartbeat", 0)
+
+        def revoke(_: bool) -> None:
+            if run_callbacks and owned:
+                self._call_back("on_partitions_revoked", owned, leave)
+            else:
+                leave(True)
+
+        if run_callbacks and self.config.enable_auto_commit and self.fetching:
+            self._commit(sorted(self.fetching), revoke)
+        else:
+            revoke(True)
+
+    # ------------------------------------------------------------------ consumption and offsets
+    def position(self, tp: TP) -> int:
+        fetch = self.fetching[tp]
+        processed = fetch.offset + int((self.now - fetch.since_ms) * self.config.consume_rate_per_ms)
+        return min(self.world.log_end_offset(tp, self.now), processed)
+
+    def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
+        """Stop consuming ``partitions``; returns the position each had reached."""
+        positions = {}
+        for tp in sorted(partitions):
+            if tp in self.fetching:
+                positions[tp] = self.position(tp)
+                self.world.record_processed(self.name, tp, self.fetching[tp].offset, positions[tp])
+                del self.fetching[tp]
+        if positions:
+            self._emit_assignment()
+        return positions
+
+    def _fetch_offsets(self, partitions: list[TP]) -> None:
+        by_topic: dict[str, list[int]] = {}
+        for topic_id, p in partitions:
+            by_topic.setdefault(topic_id, []).append(p)
+        request = OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequestGroup(
+                    group_id=self.config.group_id,
+                    member_id=self.member_id,
+                    member_epoch=self.member_epoch,
+                    topics=[
+                        OffsetFetchRequestTopic(topic_id=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())
+                    ],
+                )
+            ]
+        )
+        correlation = self._send("OffsetFetch", request, list(partitions))
+        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
+
+    def _on_fetch_response(self, response: OffsetFetchResponse, partitions: list[TP]) -> None:
+        group = response.groups[0]
+        if group.error_code is not Errors.NONE:
+            still_mine = [tp for tp in partitions if tp in self.owned]
+            if still_mine and group.error_code is Errors.STALE_MEMBER_EPOCH:
+                self._fetch_offsets(still_mine)  # retry with the epoch the next heartbeat brings
+            return
+        offsets = {(t.topic_id, p.partition_index): p.committed_offset for t in group.topics for p in t.partitions}
+        started = False
+        for tp in partitions:
+            if tp not in self.owned or tp in self.fetching:
+                continue
+            committed = offsets.get(tp, -1)
+            if committed < 0:
+                committed = (
+                    0 if self.config.auto_offset_reset == "earliest" else self.world.log_end_offset(tp, self.now)
+                )
+            self.fetching[tp] = Fetch(self.now, committed)
+            started = True
+        if started:
+            self._emit_assignment()
+
+    def _auto_commit(self) -> None:
+        self._timer("auto_commit", self.config.auto_commit_interval_ms)
+        if self.fetching and self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING):
+            self._commit(sorted(self.fetching), None)
+
+    def _commit(self, partitions: list[TP], then: Any, extra: dict[TP, int] | None = None) -> None:
+        offsets = {tp: self.position(tp) for tp in partitions if tp in self.fetching}
+        offsets.update(extra or {})
+        if not offsets:
+            if then is not None:
+                then(True)
+            return
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for (topic_id, p), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic_id, []).append(
+                OffsetCommitRequestPartition(partition_index=p, committed_offset=offset)
+            )
+        request = OffsetCommitRequest(
+            group_id=self.config.group_id,
+            member_id=self.member_id,
+            generation_id_or_member_epoch=self.member_epoch,
+            topics=[OffsetCommitRequestTopic(topic_id=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+        )
+        correlation = self._send("OffsetCommit", request, (offsets, then))
+        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
+
+    def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
+        offsets, then = context
+        ok = all(p.error_code is Errors.NONE for t in response.topics for p in t.partitions)
+        if ok:
+            self.committed.update(offsets)
+        if then is not None:
+            then(ok)

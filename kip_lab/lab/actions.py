@@ -1,0 +1,201 @@
+"""Things that happen to a run from outside: faults, membership changes, scripted requests.
+
+Each is a small pydantic model, so a scenario file, a widget button and a test all say the
+same thing the same way. ``Lab.apply`` performs one, as its own step of the run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kip_lab.clients.consumer import ConsumerConfig
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AddConsumer(_Action):
+    """A new consumer process; it subscribes at once unless ``start`` is false."""
+
+    action: Literal["add_consumer"] = "add_consumer"
+    member: str = Field(..., min_length=1)
+    config: ConsumerConfig
+    start: bool = True
+
+
+class AdvanceTo(_Action):
+    """Let the clock reach ``time_ms`` (a step of its own, so that time travel replays it)."""
+
+    action: Literal["advance_to"] = "advance_to"
+    time_ms: int = Field(..., ge=0)
+
+
+class Start(_Action):
+    """The member subscribes and starts heartbeating."""
+
+    action: Literal["start"] = "start"
+    member: str
+
+
+class Close(_Action):
+    """The member leaves gracefully: commit, on_partitions_revoked, heartbeat with epoch -1 (-2 if static)."""
+
+    action: Literal["close"] = "close"
+    member: str
+
+
+class Crash(_Action):
+    """The member's process dies: no leave, no commit; its session times out."""
+
+    action: Literal["crash"] = "crash"
+    member: str
+
+
+class Restart(_Action):
+    """A crashed or closed member comes back as a new incarnation (same config)."""
+
+    action: Literal["restart"] = "restart"
+    member: str
+
+
+class Pause(_Action):
+    """The member's application thread stops polling; its heartbeats go on."""
+
+    action: Literal["pause"] = "pause"
+    member: str
+
+
+class Resume(_Action):
+    action: Literal["resume"] = "resume"
+    member: str
+
+
+class DropMessages(_Action):
+    """Drop the next ``count`` messages between the member and the coordinator (either way)."""
+
+    action: Literal["drop_messages"] = "drop_messages"
+    member: str
+    count: int = Field(1, ge=1)
+
+
+class DelayMessages(_Action):
+    action: Literal["delay_messages"] = "delay_messages"
+    member: str
+    count: int = Field(1, ge=1)
+    delay_ms: int = Field(..., ge=0)
+
+
+class PartitionLink(_Action):
+    """Cut the link between the member and the coordinator for ``duration_ms``."""
+
+    action: Literal["partition_link"] = "partition_link"
+    member: str
+    duration_ms: int = Field(..., gt=0)
+
+
+class FailOver(_Action):
+    """Move ``__consumer_offsets`` to another broker; the new coordinator rebuilds from the log."""
+
+    action: Literal["fail_over"] = "fail_over"
+    to_broker: str | None = None
+
+
+class CreateTopic(_Action):
+    action: Literal["create_topic"] = "create_topic"
+    topic: str = Field(..., min_length=1)
+    partitions: int = Field(..., ge=1)
+    produce_rate_per_s: float = Field(100.0, ge=0, description="records produced per second per partition")
+
+
+class AddPartitions(_Action):
+    action: Literal["add_partitions"] = "add_partitions"
+    topic: str
+    count: int = Field(..., ge=1)
+
+
+class DeleteTopic(_Action):
+    action: Literal["delete_topic"] = "delete_topic"
+    topic: str
+
+
+class RecreateTopic(_Action):
+    action: Literal["recreate_topic"] = "recreate_topic"
+    topic: str
+    partitions: int | None = Field(None, ge=1)
+
+
+class ChangeSubscription(_Action):
+    """The member subscribes to other topics (names) or another pattern (regex)."""
+
+    action: Literal["change_subscription"] = "change_subscription"
+    member: str
+    topics: list[str] | None = None
+    regex: str | None = None
+
+
+class SendRequest(_Action):
+    """A scripted client sends an exact request (``body`` is the request's fields)."""
+
+    action: Literal["send_request"] = "send_request"
+    member: str
+    api: Literal[
+        "ConsumerGroupHeartbeat",
+        "ConsumerGroupDescribe",
+        "OffsetCommit",
+        "OffsetFetch",
+        "ConsumerGroupPrepareAssignment",
+        "ConsumerGroupInstallAssignment",
+    ] = "ConsumerGroupHeartbeat"
+    body: dict[str, Any]
+
+
+Action = Annotated[
+    AddConsumer
+    | AdvanceTo
+    | Start
+    | Close
+    | Crash
+    | Restart
+    | Pause
+    | Resume
+    | DropMessages
+    | DelayMessages
+    | PartitionLink
+    | FailOver
+    | CreateTopic
+    | AddPartitions
+    | DeleteTopic
+    | RecreateTopic
+    | ChangeSubscription
+    | SendRequest,
+    Field(discriminator="action"),
+]
+
+
+class ScheduleAction(_Action):
+    """Perform ``inner`` when the clock reaches ``at_ms`` (a scenario's timed fault)."""
+
+    action: Literal["schedule"] = "schedule"
+    at_ms: int = Field(..., ge=0)
+    inner: Action
+
+
+FAULTS = (
+    Crash,
+    Restart,
+    Close,
+    Pause,
+    Resume,
+    DropMessages,
+    DelayMessages,
+    PartitionLink,
+    FailOver,
+    AddPartitions,
+    DeleteTopic,
+    RecreateTopic,
+    ChangeSubscription,
+    CreateTopic,
+)

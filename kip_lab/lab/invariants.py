@@ -1,0 +1,140 @@
+"""Invariants checked after every step of a Lab run.
+
+Each has a name and a one-line explanation. A check only looks at what the step could have
+changed (a client's assignment, records the coordinator wrote), so a quiet step costs
+nothing. A violation is written to the trace at the step that caused it, or raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kip_lab.clients.member_state import MemberState as ClientState
+from kip_lab.coordinator import GroupState
+from kip_lab.coordinator.member import MemberState
+
+INVARIANTS: dict[str, str] = {
+    "single-owner": "No partition is owned by two live members of the group, as the clients see it.",
+    "epochs-never-go-back": "Group, assignment and member epochs never decrease (a rejoin restarts at 0).",
+    "target-covers-subscriptions": "A current target assigns every subscribed partition exactly once.",
+    "stable-means-converged": "In a Stable group every member is at the group epoch with nothing pending.",
+    "partition-epochs-match-ownership": "The coordinator's partition epochs are exactly what its members hold.",
+}
+
+GONE = (ClientState.UNSUBSCRIBED, ClientState.FENCED, ClientState.STALE, ClientState.FATAL)
+
+
+class InvariantViolation(AssertionError):
+    """Raised instead of only tracing when the Lab is built with ``raise_on_violation``."""
+
+
+class InvariantChecker:
+    def __init__(self, raise_on_violation: bool = False) -> None:
+        self.raise_on_violation = raise_on_violation
+        self.group_epochs: dict[str, tuple[int, int]] = {}
+        self.member_epochs: dict[tuple[str, str], int] = {}
+        self.client_epochs: dict[str, int] = {}
+        self.violations: list[tuple[str, str]] = []
+
+    def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
+        kinds = {e.kind.value for e in events}
+        wrote = any(e.kind.value == "handler_result" and "records" in e.payload for e in events)
+        found: list[tuple[str, str]] = []
+        if kinds & {"assignment_changed", "state_transition"} or wrote:
+            found += self._single_owner(world)
+            found += self._client_epochs(world)
+        if wrote:
+            for group in world.coordinator.groups.values():
+                found += self._group(group)
+        if found:
+            self.violations += found
+            if self.raise_on_violation:
+                raise InvariantViolation("; ".join(f"{name}: {text}" for name, text in found))
+        return found
+
+    def _single_owner(self, world: Any) -> list[tuple[str, str]]:
+        groups = world.coordinator.groups
+        seen: dict[tuple[str, int], str] = {}
+        found = []
+        for name in sorted(world.clients):
+            client = world.clients[name]
+            if not getattr(client, "alive", False) or not hasattr(client, "owned") or client.state in GONE:
+                continue
+            group = groups.get(client.config.group_id)
+            if group is None or client.member_id not in group.members:
+                continue  # removed by the coordinator: a zombie until it hears so
+            for tp in sorted(client.owned):
+                if tp in seen:
+                    found.append(("single-owner", f"{world.partition_name(tp)} is owned by {seen[tp]} and {name}"))
+                seen[tp] = name
+        return found
+
+    def _client_epochs(self, world: Any) -> list[tuple[str, str]]:
+        found = []
+        for name, client in world.clients.items():
+            epoch = getattr(client, "member_epoch", None)
+            if epoch is None:
+                continue
+            key = f"{name}#{client.incarnation}"
+            before = self.client_epochs.get(key)
+            if before is not None and 0 < epoch < before:
+                found.append(("epochs-never-go-back", f"{name} went from epoch {before} to {epoch}"))
+            self.client_epochs[key] = epoch
+        return found
+
+    def _group(self, group: Any) -> list[tuple[str, str]]:
+        found = []
+        gid = group.group_id
+        epochs = (group.group_epoch, group.assignment_epoch)
+        before = self.group_epochs.get(gid)
+        if before is not None and (epochs[0] < before[0] or epochs[1] < before[1]):
+            found.append(("epochs-never-go-back", f"group {gid} went from epochs {before} to {epochs}"))
+        if group.assignment_epoch > group.group_epoch:
+            found.append(("epochs-never-go-back", f"group {gid}: assignment epoch ahead of group epoch {epochs}"))
+        self.group_epochs[gid] = epochs
+        for member_id, member in group.members.items():
+            key = (gid, member_id)
+            last = self.member_epochs.get(key)
+            if last is not None and member.member_epoch > 0 and member.member_epoch < last:
+                found.append(("epochs-never-go-back", f"{member_id} went from epoch {last} to {member.member_epoch}"))
+            self.member_epochs[key] = member.member_epoch
+        for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
+            del self.member_epochs[key]
+
+        client_side = any(m.client_assignors for m in group.members.values())
+        if group.members and group.group_epoch == group.assignment_epoch and not client_side:
+            wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
+            counted: dict[tuple[str, int], int] = {}
+            for member_id in group.members:
+                for tid, parts in group.target.get(member_id, {}).items():
+                    for p in parts:
+                        counted[(tid, p)] = counted.get((tid, p), 0) + 1
+            twice = sorted(tp for tp, n in counted.items() if n > 1)
+            missing = sorted(wanted - set(counted))
+            if twice or missing:
+                found.append(
+                    (
+                        "target-covers-subscriptions",
+                        f"group {gid}: assigned twice {twice[:5]}, unassigned {missing[:5]}",
+                    )
+                )
+
+        if group.state is GroupState.STABLE:
+            for member_id, member in sorted(group.members.items()):
+                if (
+                    member.member_epoch != group.group_epoch
+                    or member.pending_revocation
+                    or member.state is not MemberState.STABLE
+                    or member.assigned != group.target_of(member_id)
+                ):
+                    found.append(("stable-means-converged", f"group {gid} is Stable but {member_id} is not converged"))
+
+        held: dict[str, dict[int, int]] = {}
+        for member in group.members.values():
+            for tid, parts in member.owned().items():
+                for p in parts:
+                    held.setdefault(tid, {})[p] = member.member_epoch
+        if held != group.partition_epochs:
+            found.append(("partition-epochs-match-ownership", f"group {gid}: partition epochs differ from ownership"))
+        return found

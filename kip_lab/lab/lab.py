@@ -1,0 +1,291 @@
+"""The Lab: a whole cluster, its clients and its network, stepped one event at a time.
+
+A run is a sequence of steps. A step is either the next timer on the shared scheduler (a
+message delivered, a heartbeat due, a session expiring, a scheduled fault) or an action
+applied from outside (``lab.crash("A")``), which is a step of its own. Each step appends its
+events to the trace, then the invariants are checked.
+
+Time travel: the World is deep-copied every ``snapshot_every`` steps; ``seek(k)`` restores
+the nearest snapshot at or before ``k`` and replays deterministically — the same timers
+fire in the same order, and the actions applied from outside are re-applied at the steps
+they were applied at. Applying an action after seeking back discards the old future (the
+run forks in place); ``fork()`` returns an independent copy to try something else.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kip_lab.clients.consumer import ConsumerConfig
+from kip_lab.clients.member_state import MemberState as ClientState
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
+from kip_lab.lab import actions as a
+from kip_lab.lab.invariants import InvariantChecker
+from kip_lab.lab.network import LinkConfig
+from kip_lab.lab.trace import EventKind, Trace, TraceEvent
+from kip_lab.lab.world import World
+
+
+GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
+
+
+class LabConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    brokers: int = Field(3, ge=1)
+    link: LinkConfig = LinkConfig()
+    coordinator: CoordinatorConfig = CoordinatorConfig()
+    snapshot_every: int = Field(256, ge=1, description="steps between time-travel snapshots")
+    raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
+
+
+class Lab:
+    def __init__(self, seed: int = 0, config: LabConfig | None = None) -> None:
+        self.seed = seed
+        self.config = config or LabConfig()
+        self.world = World(seed, self.config.coordinator, self.config.link, self.config.brokers)
+        self.trace = Trace()
+        self.step_count = 0
+        self.horizon = 0  # the furthest step this timeline has reached
+        self.invariants = InvariantChecker(raise_on_violation=self.config.raise_on_violation)
+        self._applied: dict[int, Any] = {}  # step -> action applied from outside at that step
+        self._snapshots: dict[int, tuple[World, InvariantChecker]] = {0: self._snapshot()}
+
+    # ------------------------------------------------------------------ views
+    @property
+    def now(self) -> int:
+        return self.world.scheduler.now_ms
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        return self.world.coordinator
+
+    @property
+    def clients(self) -> dict[str, Any]:
+        return self.world.clients
+
+    @property
+    def cluster(self):
+        return self.world.cluster
+
+    def topic_id(self, name: str) -> str:
+        return self.world.cluster.topic(name).topic_id
+
+    # ------------------------------------------------------------------ building a run
+    def create_topic(self, name: str, partitions: int, produce_rate_per_s: float = 100.0) -> str:
+        self.apply(a.CreateTopic(topic=name, partitions=partitions, produce_rate_per_s=produce_rate_per_s))
+        return self.topic_id(name)
+
+    def add_consumer(
+        self,
+        name: str,
+        config: ConsumerConfig | None = None,
+        *,
+        listener: Any = None,
+        start: bool = True,
+        **settings: Any,
+    ) -> None:
+        """Add a new-protocol consumer; ``settings`` are ConsumerConfig fields."""
+        config = config or ConsumerConfig(**settings)
+        if listener is not None:
+            self.world.listeners[name] = listener
+        self.apply(a.AddConsumer(member=name, config=config, start=start))
+
+    def schedule(self, action: Any, at_ms: int) -> None:
+        """Perform ``action`` when the clock reaches ``at_ms`` (a scenario's timed fault)."""
+        self.apply(a.ScheduleAction(at_ms=at_ms, inner=action))
+
+    # faults and changes, on demand (each is one step)
+    def crash(self, member: str) -> None:
+        self.apply(a.Crash(member=member))
+
+    def restart(self, member: str) -> None:
+        self.apply(a.Restart(member=member))
+
+    def close(self, member: str) -> None:
+        self.apply(a.Close(member=member))
+
+    def pause(self, member: str) -> None:
+        self.apply(a.Pause(member=member))
+
+    def resume(self, member: str) -> None:
+        self.apply(a.Resume(member=member))
+
+    def drop_messages(self, member: str, count: int = 1) -> None:
+        self.apply(a.DropMessages(member=member, count=count))
+
+    def delay_messages(self, member: str, count: int, delay_ms: int) -> None:
+        self.apply(a.DelayMessages(member=member, count=count, delay_ms=delay_ms))
+
+    def partition_link(self, member: str, duration_ms: int) -> None:
+        self.apply(a.PartitionLink(member=member, duration_ms=duration_ms))
+
+    def fail_over(self, to_broker: str | None = None) -> None:
+        self.apply(a.FailOver(to_broker=to_broker))
+
+    def add_partitions(self, topic: str, count: int) -> None:
+        self.apply(a.AddPartitions(topic=topic, count=count))
+
+    def delete_topic(self, topic: str) -> None:
+        self.apply(a.DeleteTopic(topic=topic))
+
+    def recreate_topic(self, topic: str, partitions: int | None = None) -> None:
+        self.apply(a.RecreateTopic(topic=topic, partitions=partitions))
+
+    def change_subscription(self, member: str, topics: list[str] | None = None, regex: str | None = None) -> None:
+        self.apply(a.ChangeSubscription(member=member, topics=topics, regex=regex))
+
+    def send_request(self, member: str, api: str, **body: Any) -> None:
+        self.apply(a.SendRequest(member=member, api=api, body=body))
+
+    # ------------------------------------------------------------------ stepping
+    def apply(self, action: Any) -> list[TraceEvent]:
+        """Apply an action now, as one step. After a backward seek this forks the run in place."""
+        if self.step_count < self.horizon:
+            self._forget_future()
+        self._applied[self.step_count + 1] = action
+        return self.step()
+
+    def _forget_future(self) -> None:
+        self._applied = {k: v for k, v in self._applied.items() if k <= self.step_count}
+        self._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
+        self.horizon = self.step_count
+
+    def has_next(self) -> bool:
+        return (self.step_count + 1) in self._applied or self.world.scheduler.peek() is not None
+
+    def step(self) -> list[TraceEvent]:
+        """Run one event; returns the events it added to the trace."""
+        number = self.step_count + 1
+        world = self.world
+        action = self._applied.get(number)
+        if action is not None:
+            self._perform(action)
+        else:
+            fired = world.scheduler.step()
+            if isinstance(fired.owner, GroupCoordinator):
+                world.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
+                world.emit_result(world.coordinator_host, fired.result, "timer")
+        self.step_count = number
+        self.horizon = max(self.horizon, number)
+        events = self._flush(number)
+        for name, explanation in self.invariants.check(world, events):
+            world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
+        if world.events:
+            events += self._flush(number)
+        if number % self.config.snapshot_every == 0 and number not in self._snapshots:
+            self._snapshots[number] = self._snapshot()
+        return events
+
+    def _perform(self, action: Any) -> None:
+        if isinstance(action, a.ScheduleAction):
+            self.world.emit("lab", "note", {"text": f"scheduled {action.inner.action} at {action.at_ms} ms"})
+            self.world.schedule_action(action.inner, action.at_ms)
+        else:
+            self.world.perform(action)
+
+    def _flush(self, step: int) -> list[TraceEvent]:
+        now = self.world.scheduler.now_ms
+        events = [TraceEvent(step, now, actor, EventKind(kind), payload) for actor, kind, payload in self.world.events]
+        self.world.events.clear()
+        self.trace.extend(events)
+        return events
+
+    def run(self, until: int | None = None, steps: int | None = None) -> int:
+        """Step until the clock would pass ``until`` (then advance it to ``until``), or ``steps`` steps.
+
+        Returns the number of steps taken.
+        """
+        if until is None and steps is None:
+            raise ValueError("run() needs until= (ms) or steps=")
+        taken = 0
+        while steps is None or taken < steps:
+            if (self.step_count + 1) in self._applied:
+                self.step()
+            else:
+                due = self.world.scheduler.peek()
+                if due is None or (until is not None and due > until):
+                    break
+                self.step()
+            taken += 1
+        if until is not None and self.now < until and (steps is None or taken < steps):
+            self.apply(a.AdvanceTo(time_ms=until))
+            taken += 1
+        return taken
+
+    def is_stable(self) -> bool:
+        """Every group Stable and every live member STABLE with nothing left to reconcile."""
+        groups = self.world.coordinator.groups
+        if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
+            return False
+        live = {
+            (c.config.group_id, c.member_id)
+            for c in self.world.clients.values()
+            if getattr(c, "alive", False) and getattr(c, "state", None) not in (None, *GONE_STATES)
+        }
+        if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
+            return False  # a member whose process is gone: its session has yet to expire
+        for client in self.world.clients.values():
+            if not getattr(client, "alive", False) or not hasattr(client, "state"):
+                continue
+            if client.state in GONE_STATES:
+                continue
+            if client.state is not ClientState.STABLE or client.reconciling or client.target is not None:
+                return False
+            if set(client.owned) != set(client.fetching):
+                return False
+            group = groups.get(client.config.group_id)
+            member = group.members.get(client.member_id) if group else None
+            if member is None or member.member_epoch != client.member_epoch:
+                return False
+            if set(client.owned) != {(t, p) for t, parts in member.assigned.items() for p in parts}:
+                return False
+        return True
+
+    def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:
+        """Step until ``is_stable()`` (True) or until ``timeout_ms`` of simulated time passes (False)."""
+        deadline = self.now + timeout_ms
+        for _ in range(max_steps):
+            if self.is_stable() and self.step_count > 0:
+                return True
+            due = self.world.scheduler.peek()
+            if due is None or due > deadline:
+                return self.is_stable()
+            self.step()
+        return self.is_stable()
+
+    # ------------------------------------------------------------------ time travel
+    def _snapshot(self) -> tuple[World, InvariantChecker]:
+        return copy.deepcopy((self.world, self.invariants))
+
+    def seek(self, step: int) -> None:
+        """Put the Lab in the state it had right after ``step`` (earlier or later than now)."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        if step < self.step_count or (step > self.step_count and step <= self.horizon):
+            base = max(k for k in self._snapshots if k <= step)
+            if not (base <= self.step_count <= step):
+                self.world, self.invariants = copy.deepcopy(self._snapshots[base])
+                self.step_count = base
+                self.trace.truncate_after(base)
+        while self.step_count < step:
+            if not self.has_next():
+                raise ValueError(f"the run ends at step {self.step_count}; cannot seek to {step}")
+            self.step()
+
+    def fork(self) -> Lab:
+        """An independent copy of this Lab at this step, with the same past."""
+        twin = Lab.__new__(Lab)
+        twin.seed = self.seed
+        twin.config = self.config
+        twin.world, twin.invariants = copy.deepcopy((self.world, self.invariants))
+        twin.trace = Trace(self.trace)
+        twin.trace.truncate_after(self.step_count)
+        twin.step_count = self.step_count
+        twin.horizon = self.step_count
+        twin._applied = {k: v for k, v in self._applied.items() if k <= self.step_count}
+        twin._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
+        return twin

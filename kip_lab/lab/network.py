@@ -1,0 +1,164 @@
+"""The simulated network: every RPC between a client and a broker crosses it.
+
+A link is the pair (client, broker), in either direction. Each link has a latency model and
+a drop probability, drawn from the Lab's one seeded RNG; faults can drop or delay the next N
+messages on a link, or cut it for a while. Delivery is a scheduler timer owned by the
+network, so in-flight messages are part of the state that snapshots copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class LatencyModel(BaseModel):
+    """One-way latency in milliseconds: fixed, uniform in [low, high], or normal (clipped at 0)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["fixed", "uniform", "normal"] = "fixed"
+    ms: float = Field(1.0, ge=0, description="fixed latency, or the mean for 'normal'")
+    low: float = Field(0.0, ge=0)
+    high: float = Field(0.0, ge=0)
+    stddev: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> LatencyModel:
+        if self.kind == "uniform" and self.high < self.low:
+            raise ValueError(f"uniform latency needs low <= high, got low={self.low}, high={self.high}")
+        return self
+
+    def sample(self, rng) -> int:
+        if self.kind == "fixed":
+            return round(self.ms)
+        if self.kind == "uniform":
+            return round(rng.uniform(self.low, self.high))
+        return max(0, round(rng.gauss(self.ms, self.stddev)))
+
+
+class LinkConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency: LatencyModel = LatencyModel()
+    drop_probability: float = Field(0.0, ge=0.0, le=1.0)
+
+
+@dataclass(slots=True)
+class Envelope:
+    """A message in flight: ``payload`` is a request or response model."""
+
+    message_id: int
+    source: str
+    destination: str
+    api: str
+    payload: Any
+    correlation_id: int
+    sent_ms: int
+
+
+@dataclass
+class LinkFaults:
+    drop_next: int = 0
+    delay_next: int = 0
+    delay_ms: int = 0
+    down_until_ms: int = -1
+
+
+@dataclass
+class Network:
+    """Owner of delivery timers. ``world`` provides the clock, RNG, trace and endpoints."""
+
+    default_link: LinkConfig = field(default_factory=LinkConfig)
+    links: dict[frozenset[str], LinkConfig] = field(default_factory=dict)
+    faults: dict[frozenset[str], LinkFaults] = field(default_factory=dict)
+    in_flight: dict[int, Envelope] = field(default_factory=dict)
+    next_id: int = 0
+    world: Any = None
+
+    def link_config(self, a: str, b: str) -> LinkConfig:
+        return self.links.get(frozenset((a, b)), self.default_link)
+
+    def configure(self, a: str, b: str, config: LinkConfig) -> None:
+        self.links[frozenset((a, b))] = config
+
+    def link_faults(self, a: str, b: str) -> LinkFaults:
+        return self.faults.setdefault(frozenset((a, b)), LinkFaults())
+
+    def send(self, source: str, destination: str, api: str, payload: Any, correlation_id: int) -> int:
+        """Put a message on the wire; returns its id (it may still be dropped)."""
+        world = self.world
+        now = world.scheduler.now_ms
+        self.next_id += 1
+        envelope = Envelope(self.next_id, source, destination, api, payload, correlation_id, now)
+        config = self.link_config(source, destination)
+        faults = self.faults.get(frozenset((source, destination)))
+        base = {
+            "id": envelope.message_id,
+            "from": source,
+            "to": destination,
+            "api": api,
+            "correlation_id": correlation_id,
+        }
+        reason = None
+        extra = 0
+        if faults is not None:
+            if faults.down_until_ms > now:
+                reason = "link partitioned"
+            elif faults.drop_next > 0:
+                faults.drop_next -= 1
+                reason = "dropped by fault"
+            elif faults.delay_next > 0:
+                faults.delay_next -= 1
+                extra = faults.delay_ms
+        if reason is None and config.drop_probability and world.rng.random() < config.drop_probability:
+            reason = "random loss"
+        if reason is not None:
+            world.emit("network", "message_dropped", {**base, "reason": reason, "body": summarize(payload)})
+            return envelope.message_id
+        latency = config.latency.sample(world.rng) + extra
+        self.in_flight[envelope.message_id] = envelope
+        world.scheduler.schedule(self, envelope.message_id, latency)
+        world.emit(source, "message_sent", {**base, "latency_ms": latency, "body": summarize(payload)})
+        return envelope.message_id
+
+    def fire_timer(self, key: int) -> None:
+        envelope = self.in_flight.pop(key)
+        world = self.world
+        faults = self.faults.get(frozenset((envelope.source, envelope.destination)))
+        if faults is not None and faults.down_until_ms > world.scheduler.now_ms:
+            world.emit(
+                "network",
+                "message_dropped",
+                {
+                    "id": envelope.message_id,
+                    "from": envelope.source,
+                    "to": envelope.destination,
+                    "api": envelope.api,
+                    "correlation_id": envelope.correlation_id,
+                    "reason": "link partitioned",
+                },
+            )
+            return
+        world.emit(
+            envelope.destination,
+            "message_delivered",
+            {
+                "id": envelope.message_id,
+                "from": envelope.source,
+                "to": envelope.destination,
+                "api": envelope.api,
+                "correlation_id": envelope.correlation_id,
+            },
+        )
+        world.endpoint(envelope.destination).receive(envelope)
+
+
+def summarize(payload: Any) -> dict[str, Any]:
+    """A compact, JSON-safe view of a message for the trace (non-default fields only)."""
+    if payload is None:
+        return {}
+    dumped = payload.model_dump(mode="json", exclude_defaults=True)
+    return dumped

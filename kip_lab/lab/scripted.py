@@ -1,0 +1,47 @@
+"""A scripted client: sends exactly the requests a scenario or a reviewer writes down.
+
+It has no state machine and no timers: it is how the seed's case studies are replayed
+message by message ("at step 5, m2 heartbeats with epoch 10 and owned [foo-3]").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kip_lab.protocol import consumer_group as rpc
+
+REQUESTS = {
+    "ConsumerGroupHeartbeat": rpc.ConsumerGroupHeartbeatRequest,
+    "ConsumerGroupDescribe": rpc.ConsumerGroupDescribeRequest,
+    "ConsumerGroupPrepareAssignment": rpc.ConsumerGroupPrepareAssignmentRequest,
+    "ConsumerGroupInstallAssignment": rpc.ConsumerGroupInstallAssignmentRequest,
+    "OffsetCommit": rpc.OffsetCommitRequest,
+    "OffsetFetch": rpc.OffsetFetchRequest,
+}
+
+
+@dataclass
+class ScriptedClient:
+    name: str
+    world: Any
+    responses: list[tuple[str, Any]] = field(default_factory=list)
+    alive: bool = True
+    _correlation: int = 0
+
+    def send(self, api: str, body: dict[str, Any]) -> None:
+        request = REQUESTS[api].model_validate(body)
+        self._correlation += 1
+        self.world.network.send(
+            self.name, self.world.coordinator_broker(getattr(request, "group_id", "")), api, request, self._correlation
+        )
+
+    def receive(self, envelope: Any) -> None:
+        self.responses.append((envelope.api, envelope.payload))
+
+    def fire_timer(self, key: Any) -> None:  # never schedules any
+        raise ValueError(f"{self.name}: a scripted client has no timers ({key!r})")
+
+    @property
+    def last_response(self) -> Any:
+        return self.responses[-1][1] if self.responses else None

@@ -1,0 +1,136 @@
+"""The trace: one typed event per thing that happened, in the order it happened.
+
+Every event carries the step that produced it, the simulated time, the actor, a kind and a
+JSON-serialisable payload. Saving uses sorted keys and no wall-clock data, so the same
+scenario and seed give byte-identical files. pandas and pyarrow are imported only by the
+methods that need them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+
+class EventKind(StrEnum):
+    MESSAGE_SENT = "message_sent"
+    MESSAGE_DELIVERED = "message_delivered"
+    MESSAGE_DROPPED = "message_dropped"
+    HANDLER_RESULT = "handler_result"  # a coordinator handler or timer, with the records it wrote
+    TIMER_FIRED = "timer_fired"
+    STATE_TRANSITION = "state_transition"
+    CALLBACK_INVOKED = "callback_invoked"
+    CALLBACK_COMPLETED = "callback_completed"
+    ASSIGNMENT_CHANGED = "assignment_changed"  # a client's owned/fetching partitions changed
+    FAULT_INJECTED = "fault_injected"
+    ACTION_APPLIED = "action_applied"  # setup and scripted actions (add a consumer, send a request)
+    INVARIANT_VIOLATED = "invariant_violated"
+    NOTE = "note"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    step: int
+    time_ms: int
+    actor: str
+    kind: EventKind
+    payload: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "step": self.step,
+                "time_ms": self.time_ms,
+                "actor": self.actor,
+                "kind": self.kind.value,
+                "payload": self.payload,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceEvent:
+        return cls(
+            int(data["step"]), int(data["time_ms"]), str(data["actor"]), EventKind(data["kind"]), dict(data["payload"])
+        )
+
+
+class Trace:
+    """An append-only list of events with tidy-frame and file views."""
+
+    def __init__(self, events: Iterable[TraceEvent] = ()) -> None:
+        self._events: list[TraceEvent] = list(events)
+
+    def append(self, event: TraceEvent) -> None:
+        self._events.append(event)
+
+    def extend(self, events: Iterable[TraceEvent]) -> None:
+        self._events.extend(events)
+
+    def truncate_after(self, step: int) -> None:
+        """Drop events of steps later than ``step`` (time travel backwards)."""
+        keep = len(self._events)
+        while keep and self._events[keep - 1].step > step:
+            keep -= 1
+        del self._events[keep:]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(self._events)
+
+    def __getitem__(self, index):
+        return self._events[index]
+
+    def of_kind(self, *kinds: EventKind) -> list[TraceEvent]:
+        wanted = set(kinds)
+        return [e for e in self._events if e.kind in wanted]
+
+    def at_step(self, step: int) -> list[TraceEvent]:
+        return [e for e in self._events if e.step == step]
+
+    # -- files ----------------------------------------------------------------------
+    def to_jsonl(self) -> str:
+        return "".join(e.to_json() + "\n" for e in self._events)
+
+    def save_jsonl(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_jsonl(), encoding="utf-8")
+
+    @classmethod
+    def load_jsonl(cls, path: str | Path) -> Trace:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        return cls(TraceEvent.from_dict(json.loads(line)) for line in lines if line)
+
+    def to_pandas(self):
+        """One row per event: step, time_ms, actor, kind, and the payload as JSON text."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "step": [e.step for e in self._events],
+                "time_ms": [e.time_ms for e in self._events],
+                "actor": [e.actor for e in self._events],
+                "kind": [e.kind.value for e in self._events],
+                "payload": [json.dumps(e.payload, sort_keys=True) for e in self._events],
+            },
+            columns=["step", "time_ms", "actor", "kind", "payload"],
+        )
+
+    def save_parquet(self, path: str | Path) -> None:
+        self.to_pandas().to_parquet(path, index=False)
+
+    @classmethod
+    def load_parquet(cls, path: str | Path) -> Trace:
+        import pandas as pd
+
+        frame = pd.read_parquet(path)
+        return cls(
+            TraceEvent(int(r.step), int(r.time_ms), str(r.actor), EventKind(r.kind), json.loads(r.payload))
+            for r in frame.itertuples(index=False)
+        )

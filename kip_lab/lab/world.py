@@ -1,0 +1,291 @@
+"""Everything that changes during a Lab run, in one object graph.
+
+The World holds the clock and timer heap, the one seeded RNG, the cluster, the network,
+the brokers, the coordinator and its ``__consumer_offsets`` log, and the clients. The Lab
+deep-copies it for snapshots and forks; nothing outside it changes while a run steps
+(the trace lives outside and is cut back on ``seek``).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
+from kip_lab.lab.network import Envelope, LinkConfig, Network, summarize
+from kip_lab.protocol import Errors
+from kip_lab.protocol.consumer_group import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupInstallAssignmentResponse,
+    ConsumerGroupPrepareAssignmentResponse,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+)
+from kip_lab.runtime.log import PartitionLog
+from kip_lab.runtime.scheduler import Scheduler
+
+TP = tuple[str, int]
+
+HANDLERS = {
+    "ConsumerGroupHeartbeat": "consumer_group_heartbeat",
+    "ConsumerGroupDescribe": "consumer_group_describe",
+    "ConsumerGroupPrepareAssignment": "consumer_group_prepare_assignment",
+    "ConsumerGroupInstallAssignment": "consumer_group_install_assignment",
+    "OffsetCommit": "offset_commit",
+    "OffsetFetch": "offset_fetch",
+}
+
+
+def not_coordinator_response(api: str, request: Any) -> Any:
+    """What a broker that does not host the group answers (the client looks it up again)."""
+    error = Errors.NOT_COORDINATOR
+    if api == "ConsumerGroupHeartbeat":
+        return ConsumerGroupHeartbeatResponse(error_code=error, member_epoch=request.member_epoch)
+    if api == "OffsetCommit":
+        return OffsetCommitResponse(
+            topics=[
+                OffsetCommitResponseTopic(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    partitions=[
+                        OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ]
+        )
+    if api == "OffsetFetch":
+        return OffsetFetchResponse(
+            groups=[OffsetFetchResponseGroup(group_id=g.group_id, error_code=error) for g in request.groups]
+        )
+    if api == "ConsumerGroupDescribe":
+        return ConsumerGroupDescribeResponse(groups=[])
+    if api == "ConsumerGroupPrepareAssignment":
+        return ConsumerGroupPrepareAssignmentResponse(error_code=error)
+    return ConsumerGroupInstallAssignmentResponse(error_code=error)
+
+
+@dataclass
+class Broker:
+    """A broker: it serves the group coordinator's RPCs when it hosts ``__consumer_offsets``."""
+
+    name: str
+    world: Any
+
+    def receive(self, envelope: Envelope) -> None:
+        world = self.world
+        if world.coordinator_host != self.name:
+            response = not_coordinator_response(envelope.api, envelope.payload)
+        else:
+            result = getattr(world.coordinator, HANDLERS[envelope.api])(envelope.payload)
+            world.emit_result(self.name, result, envelope.api)
+            response = result.response
+        world.network.send(self.name, envelope.source, envelope.api, response, envelope.correlation_id)
+
+
+class World:
+    def __init__(self, seed: int, coordinator_config: CoordinatorConfig, link: LinkConfig, brokers: int) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.scheduler = Scheduler()
+        self.cluster = ClusterMetadata()
+        self.network = Network(default_link=link, world=self)
+        self.brokers = {f"broker-{i}": Broker(f"broker-{i}", self) for i in range(brokers)}
+        self.log = PartitionLog()  # __consumer_offsets-0: replicated, so it survives a failover
+        self.coordinator_host = "broker-0"
+        self.coordinator_config = coordinator_config
+        self.coordinator = GroupCoordinator(
+            coordinator_config, self.cluster, scheduler=self.scheduler, log=self.log, seed=seed
+        )
+        self.clients: dict[str, Any] = {}
+        self.produce_rate: dict[str, float] = {}  # topic id -> records per ms per partition
+        self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
+        self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
+        self.events: list[tuple[str, str, dict[str, Any]]] = []  # this step's events, not yet in the trace
+        self.scheduled: dict[int, Any] = {}  # scheduled actions (faults, scripted requests) by number
+        self.actions_scheduled = 0
+        self.action_timers = ScheduledActions(self)
+        self.listeners: dict[str, Any] = {}  # user rebalance listeners by member name
+
+    def __deepcopy__(self, memo: dict) -> World:
+        # The log only grows and its records are immutable: share them instead of copying.
+        memo[id(self.log)] = self.log.truncated(self.log.batch_count)
+        clone = World.__new__(World)
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            setattr(clone, key, copy.deepcopy(value, memo))
+        return clone
+
+    # -- what actors call -------------------------------------------------------------
+    def emit(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
+        self.events.append((actor, kind, payload))
+
+    def emit_result(self, actor: str, result: CoordinatorResult, origin: str) -> None:
+        """A coordinator handler or timer result, with the records it wrote."""
+        if result.response is None and not result.batches:
+            return
+        payload: dict[str, Any] = {"origin": result.origin or origin}
+        if result.batches:
+            payload["records"] = [
+                {
+                    "key": summarize(r.key) | {"type": type(r.key).__name__},
+                    "value": None if r.value is None else summarize(r.value),
+                }
+                for r in result.records
+            ]
+        if result.response is not None:
+            error = getattr(result.response, "error_code", None)
+            if error is not None:
+                payload["error"] = Errors(error).name
+        self.emit(actor, "handler_result", payload)
+
+    def endpoint(self, name: str) -> Any:
+        return self.brokers.get(name) or self.clients[name]
+
+    def coordinator_broker(self, group_id: str) -> str:
+        """FindCoordinator, answered from cluster metadata (not modelled as an RPC)."""
+        return self.coordinator_host
+
+    def partition_name(self, tp: TP) -> str:
+        topic = self.cluster.topic_by_id(tp[0])
+        return f"{topic.name if topic else tp[0]}-{tp[1]}"
+
+    def log_end_offset(self, tp: TP, now_ms: int) -> int:
+        return int(self.produce_rate.get(tp[0], 0.0) * now_ms)
+
+    def record_processed(self, actor: str, tp: TP, start: int, end: int) -> None:
+        """Count records in [start, end) that someone had already processed."""
+        if end <= start:
+            return
+        done = self.processed.get(tp, 0)
+        overlap = max(0, min(end, done) - start)
+        if overlap:
+            self.duplicates[tp] = self.duplicates.get(tp, 0) + overlap
+        self.processed[tp] = max(done, end)
+
+    # -- actions ------------------------------------------------------------------------
+    def schedule_action(self, action: Any, at_ms: int) -> None:
+        """Perform ``action`` when the clock reaches ``at_ms`` (as its own step)."""
+        self.actions_scheduled += 1
+        number = self.actions_scheduled
+        self.scheduled[number] = action
+        self.scheduler.schedule(self.action_timers, number, max(0, at_ms - self.scheduler.now_ms))
+
+    def perform(self, action: Any) -> None:  # noqa: C901 - one branch per action type
+        """Carry out one action on this world and record it in the trace."""
+        from kip_lab.clients.consumer import Consumer
+        from kip_lab.lab import actions as a
+
+        kind = "fault_injected" if isinstance(action, a.FAULTS) and self.clients else "action_applied"
+        self.emit("lab", kind, action.model_dump(mode="json"))
+        if isinstance(action, a.AddConsumer):
+            if action.member in self.clients or action.member in self.brokers:
+                raise ValueError(f"an actor named {action.member!r} already exists")
+            client = Consumer(action.member, action.config, self, listener=self.listeners.get(action.member))
+            self.clients[action.member] = client
+            if action.start:
+                client.subscribe()
+        elif isinstance(action, a.AdvanceTo):
+            if action.time_ms > self.scheduler.now_ms:
+                self.scheduler.run(action.time_ms)
+        elif isinstance(action, a.Start):
+            self.client(action.member).subscribe()
+        elif isinstance(action, a.Close):
+            self.client(action.member).close()
+        elif isinstance(action, a.Crash):
+            self.client(action.member).crash()
+        elif isinstance(action, a.Restart):
+            old = self.client(action.member)
+            if old.alive:
+                old.crash()
+            client = Consumer(
+                action.member,
+                old.config,
+                self,
+                listener=self.listeners.get(action.member),
+                incarnation=old.incarnation + 1,
+            )
+            self.clients[action.member] = client
+            client.subscribe()
+        elif isinstance(action, a.Pause):
+            self.client(action.member).pause()
+        elif isinstance(action, a.Resume):
+            self.client(action.member).resume()
+        elif isinstance(action, a.DropMessages):
+            self.network.link_faults(action.member, self.coordinator_host).drop_next += action.count
+        elif isinstance(action, a.DelayMessages):
+            faults = self.network.link_faults(action.member, self.coordinator_host)
+            faults.delay_next += action.count
+            faults.delay_ms = action.delay_ms
+        elif isinstance(action, a.PartitionLink):
+            for broker in self.brokers:
+                self.network.link_faults(action.member, broker).down_until_ms = (
+                    self.scheduler.now_ms + action.duration_ms
+                )
+        elif isinstance(action, a.FailOver):
+            self.fail_over(action.to_broker)
+        elif isinstance(action, a.CreateTopic):
+            topic_id = self.cluster.create_topic(action.topic, action.partitions)
+            self.produce_rate[topic_id] = action.produce_rate_per_s / 1000.0
+        elif isinstance(action, a.AddPartitions):
+            self.cluster.add_partitions(action.topic, action.count)
+        elif isinstance(action, a.DeleteTopic):
+            self.cluster.delete_topic(action.topic)
+        elif isinstance(action, a.RecreateTopic):
+            rate = self.produce_rate.get(self.cluster.topic(action.topic).topic_id, 0.0)
+            topic_id = self.cluster.recreate_topic(action.topic, action.partitions)
+            self.produce_rate[topic_id] = rate
+        elif isinstance(action, a.ChangeSubscription):
+            self.client(action.member).change_subscription(action.topics, action.regex)
+        elif isinstance(action, a.SendRequest):
+            self.scripted(action.member).send(action.api, action.body)
+        else:
+            raise TypeError(f"unknown action {action!r}")
+
+    def client(self, name: str) -> Any:
+        try:
+            return self.clients[name]
+        except KeyError:
+            raise KeyError(f"no member named {name!r}; members: {sorted(self.clients)}") from None
+
+    def scripted(self, name: str) -> Any:
+        from kip_lab.lab.scripted import ScriptedClient
+
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = ScriptedClient(name, self)
+        if not isinstance(client, ScriptedClient):
+            raise ValueError(f"{name!r} is an autonomous consumer; scripted requests need their own name")
+        return client
+
+    def fail_over(self, to_broker: str | None) -> None:
+        """The partition leader moves: the old coordinator unloads, a new one loads the log."""
+        names = sorted(self.brokers)
+        target = to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
+        if target not in self.brokers:
+            raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+        self.coordinator.unload()
+        self.coordinator_host = target
+        self.coordinator = GroupCoordinator.from_log(
+            self.log, self.coordinator_config, self.cluster, scheduler=self.scheduler, seed=self.rng.getrandbits(32)
+        )
+        for result in self.coordinator.load_results:
+            self.emit_result(target, result, "load")
+
+
+class ScheduledActions:
+    """Owner of the timers that perform scheduled actions (a scenario's "at t=30s, crash A")."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def fire_timer(self, key: int) -> None:
+        self.world.perform(self.world.scheduled.pop(key))
