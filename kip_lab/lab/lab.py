@@ -28,7 +28,6 @@ from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
 
-
 GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
 
 
