@@ -480,6 +480,8 @@ class Consumer:
                 self._on_new_target()
             elif self.state is MemberState.JOINING:
                 self._transition(MemberState.STABLE, "joined, nothing to reconcile")
+            elif self.state is MemberState.RECONCILING and not self.reconciling:
+                self._reconcile()  # a failed reconciliation is retried (Kafka retries on the next poll)
             self._timer("heartbeat", 0 if self.state is MemberState.ACKNOWLEDGING else self.heartbeat_interval_ms)
         elif error in FENCING:
             self._fenced(error)
