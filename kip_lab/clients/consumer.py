@@ -24,6 +24,7 @@ costs a few events per heartbeat interval, not one per record.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -166,6 +167,8 @@ class Consumer:
     _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)
     _callback_running: bool = False
     _callback_then: tuple = ()
+    _reconciliation: int = 0  # bumped by every reconciliation, fence and leave: stale continuations stop
+    _stale_released: bool = True  # a STALE member has finished on_partitions_lost and may rejoin
 
     def __post_init__(self) -> None:
         if self.listener is None:
@@ -241,11 +244,37 @@ class Consumer:
         return self.name if self.incarnation == 0 else f"{self.name}#{self.incarnation + 1}"
 
     def close(self) -> None:
-        """Leave the group: commit, revoke (callbacks), heartbeat with epoch -1 (-2 if static)."""
-        if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL, MemberState.STALE):
+        """Leave the group: commit, revoke (callbacks), heartbeat with epoch -1 (-2 if static).
+
+        As Kafka's ``leaveGroup``: a no-op when already out of the group or already leaving; a
+        FENCED member (still running on_partitions_lost) just drops its assignment.
+        """
+        if not self.alive or self.state in (
+            MemberState.UNSUBSCRIBED,
+            MemberState.FATAL,
+            MemberState.STALE,
+            MemberState.PREPARE_LEAVING,
+            MemberState.LEAVING,
+        ):
+            return
+        if self.state is MemberState.FENCED:
+            self._transition(MemberState.UNSUBSCRIBED, "unsubscribed while fenced")
+            self._abandon_membership()
             return
         self._transition(MemberState.PREPARE_LEAVING, "unsubscribe or close")
         self._release_then_leave(run_callbacks=True)
+
+    def _abandon_membership(self) -> None:
+        """Out of the group without a leave heartbeat: stop fetching, drop the assignment, stop timers."""
+        self.target = None
+        self.reconciling = False
+        self._reconciliation += 1
+        self._stop_fetching(set(self.fetching))
+        if self.owned:
+            self.owned.clear()
+            self._emit_assignment()
+        for key in ("heartbeat", "poll_timeout", "auto_commit"):
+            self._cancel(key)
 
     def change_subscription(self, topics: list[str] | None, regex: str | None) -> None:
         """subscribe() again with other topics or another pattern: an immediate heartbeat sends it."""
@@ -264,11 +293,26 @@ class Consumer:
         self._hb_in_flight = None
 
     def pause(self) -> None:
-        """The application thread stops calling poll (a long GC, a stuck handler)."""
+        """The application thread stops calling poll (a long GC, a stuck handler).
+
+        Records are processed only inside poll, so every position stops where it is: what is
+        committed meanwhile (auto-commit runs in the background) is what was processed.
+        """
+        if self.paused:
+            return
+        now = self.now
+        for tp, fetch in self.fetching.items():
+            reached = self.position(tp)
+            self.world.record_processed(self.name, tp, fetch.offset, reached)
+            fetch.offset, fetch.since_ms = reached, now
         self.paused = True
 
     def resume(self) -> None:
-        self.paused = False
+        if self.paused:
+            self.paused = False
+            now = self.now
+            for fetch in self.fetching.values():
+                fetch.since_ms = now
         self._poll()
 
     # ------------------------------------------------------------------ the application thread
@@ -280,14 +324,24 @@ class Consumer:
         if not self.alive or self.paused:
             return
         self.last_poll_ms = max(self.now, self.app_busy_until)
-        if self.state is MemberState.STALE:
-            self._poll_expired = False
-            self.member_epoch = 0
-            self._sent.clear()
-            self._transition(MemberState.JOINING, "poll")
-            self._timer("heartbeat", 0)
+        if self.state is MemberState.STALE and self._stale_released:
+            self._rejoin_stale()
         self._arm_poll_timer()
         self._run_queued_callbacks()
+
+    def _rejoin_stale(self) -> None:
+        """Kafka's ``maybeRejoinStaleMember``: once polled again and the assignment released, rejoin."""
+        self._poll_expired = False
+        self.member_epoch = 0
+        self._sent.clear()
+        self._transition(MemberState.JOINING, "poll")
+        self._timer("heartbeat", 0)
+
+    def _stale_release_done(self, _ok: bool) -> None:
+        # The callback ran on the application thread, inside poll: the poll timer is reset.
+        self._stale_released = True
+        if self.state is MemberState.STALE and not self.paused:
+            self._rejoin_stale()
 
     def _call_back(self, kind: str, partitions: list[TP], then: Any) -> None:
         """Queue a callback for the application thread; ``then(ok)`` runs when it returns."""
@@ -334,6 +388,7 @@ class Consumer:
             seq, kind, then, ok = self._callback_then
             if key[1] != seq:
                 return
+            self._callback_then = ()
             self._callback_running = False
             self.world.emit(self.name, "callback_completed", {"callback": kind, "ok": ok})
             self.last_poll_ms = self.now
@@ -364,8 +419,8 @@ class Consumer:
     def _maybe_heartbeat(self) -> None:
         if self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL, MemberState.STALE, MemberState.FENCED):
             return
-        if self._hb_in_flight is not None:
-            return
+        if self._hb_in_flight is not None and self.state is not MemberState.LEAVING:
+            return  # one heartbeat at a time, except the leave heartbeat, which goes out at once (Kafka)
         request = self._heartbeat_request()
         correlation = self._send("ConsumerGroupHeartbeat", request, request.member_epoch)
         self._hb_in_flight = correlation
@@ -377,9 +432,16 @@ class Consumer:
                 self._transition(MemberState.RECONCILING, "new assignment")
                 self._reconcile()
         elif self.state is MemberState.LEAVING:
-            self.owned.clear()
+            released = sorted(self.owned)
+            if released:
+                self.owned.clear()
+                self._emit_assignment()
             if self._poll_expired:
                 self._transition(MemberState.STALE, "leave heartbeat sent after poll timeout")
+                # Kafka's transitionToStale: on_partitions_lost, then wait for a poll to rejoin.
+                self._stale_released = not released
+                if released:
+                    self._call_back("on_partitions_lost", released, self._stale_release_done)
             else:
                 self._transition(MemberState.UNSUBSCRIBED, "leave heartbeat sent")
                 self._cancel("poll_timeout")
@@ -462,6 +524,12 @@ class Consumer:
         error = response.error_code
         if sent_epoch < 0:  # the answer to our leave heartbeat
             return
+        if self.state in (MemberState.UNSUBSCRIBED, MemberState.STALE, MemberState.FATAL, MemberState.FENCED):
+            return  # not a member any more: Kafka ignores a late answer
+        if self.state is MemberState.LEAVING:
+            if error in FENCING:
+                self._fenced(error)
+            return
         if error is Errors.NONE:
             self._backoff_ms = 0
             if response.member_id:
@@ -514,114 +582,154 @@ class Consumer:
         self._reconcile()
 
     def _reconcile(self) -> None:
-        """Commit, revoke (callback), assign (callback), then acknowledge — one at a time."""
+        """Commit, revoke (callback), assign (callback), then acknowledge — one at a time.
+
+        The steps are continuations (``functools.partial`` of methods, not closures), so a
+        snapshot deep-copies them along with the consumer they belong to. Each carries the
+        reconciliation's number: a fence or a leave in between bumps it, and the stale step
+        stops (Kafka's ``maybeAbortReconciliation``).
+        """
         if self.reconciling or self.target is None:
             return
         target = self.target
         self.target = None
         self.reconciling = True
+        self._reconciliation += 1
+        seq = self._reconciliation
         revoked = sorted(self.owned - target)
         added = sorted(target - self.owned)
         stopped = self._stop_fetching(set(revoked))
-
-        def after_assign(ok: bool) -> None:
-            self.reconciling = False
-            if self.state is not MemberState.RECONCILING:
-                return
-            if not ok:
-                # Kafka leaves the member RECONCILING without an ack; it retries on the next
-                # poll, and the coordinator's rebalance timeout fences it if it never succeeds.
-                self.target = target if self.target is None else self.target
-                self._timer("heartbeat", self.heartbeat_interval_ms)
-                return
-            self.owned |= set(added)
-            self._emit_assignment()
-            if added:
-                self._fetch_offsets(added)
-            self._transition(MemberState.ACKNOWLEDGING, "reconciled")
-            self._cancel("heartbeat")
-            self._timer("heartbeat", 0)
-
-        def after_revoke(ok: bool) -> None:
-            if self.state is not MemberState.RECONCILING:
-                self.reconciling = False
-                return
-            if not ok:
-                after_assign(False)
-                return
-            self.owned -= set(revoked)
-            self._emit_assignment()
-            if added:
-                self._call_back("on_partitions_assigned", added, after_assign)
-            else:
-                after_assign(True)
-
-        def after_commit(_: bool) -> None:
-            if revoked:
-                self._call_back("on_partitions_revoked", revoked, after_revoke)
-            else:
-                after_revoke(True)
-
+        then = partial(self._reconcile_after_commit, seq, target, revoked, added)
         # Kafka commits every consumed position before reconciling (auto-commit), and carries on
         # whatever the commit's outcome. Revoked partitions stopped fetching above; their
         # positions were recorded at that moment.
         if self.config.enable_auto_commit and (self.fetching or stopped):
-            self._commit(sorted(self.fetching), after_commit, extra=stopped)
+            self._commit(sorted(self.fetching), then, extra=stopped)
         else:
-            after_commit(True)
+            then(True)
+
+    def _still_reconciling(self, seq: int) -> bool:
+        if seq != self._reconciliation:
+            return False  # superseded by a fence, a leave or a newer reconciliation
+        if self.state is not MemberState.RECONCILING:
+            self.reconciling = False
+            return False
+        return True
+
+    def _reconcile_after_commit(self, seq: int, target: frozenset[TP], revoked: list[TP], added: list[TP], _ok: bool):
+        if not self._still_reconciling(seq):
+            return
+        if revoked:
+            then = partial(self._reconcile_after_revoke, seq, target, revoked, added)
+            self._call_back("on_partitions_revoked", revoked, then)
+        else:
+            self._reconcile_after_revoke(seq, target, revoked, added, True)
+
+    def _reconcile_after_revoke(self, seq: int, target: frozenset[TP], revoked: list[TP], added: list[TP], ok: bool):
+        if not self._still_reconciling(seq):
+            return
+        if not ok:
+            self._reconcile_after_assign(seq, target, added, False)
+            return
+        self.owned -= set(revoked)
+        self._emit_assignment()
+        if added:
+            self._call_back("on_partitions_assigned", added, partial(self._reconcile_after_assign, seq, target, added))
+        else:
+            self._reconcile_after_assign(seq, target, added, True)
+
+    def _reconcile_after_assign(self, seq: int, target: frozenset[TP], added: list[TP], ok: bool) -> None:
+        if not self._still_reconciling(seq):
+            return
+        self.reconciling = False
+        if not ok:
+            # Kafka leaves the member RECONCILING without an ack; it retries on the next
+            # poll, and the coordinator's rebalance timeout fences it if it never succeeds.
+            self.target = target if self.target is None else self.target
+            self._timer("heartbeat", self.heartbeat_interval_ms)
+            return
+        self.owned |= set(added)
+        self._emit_assignment()
+        if added:
+            self._fetch_offsets(added)
+        self._transition(MemberState.ACKNOWLEDGING, "reconciled")
+        self._cancel("heartbeat")
+        self._timer("heartbeat", 0)
 
     def _fenced(self, error: Errors) -> None:
-        leaving = self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING)
+        """UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (Kafka's ``transitionToFenced``)."""
+        if self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
+            # Already leaving: no on_partitions_lost, no leave heartbeat, no rejoin.
+            if self.state is MemberState.PREPARE_LEAVING:
+                self._transition(MemberState.LEAVING, "fenced while leaving")
+            self._transition(MemberState.UNSUBSCRIBED, "fenced while leaving")
+            self.world.emit(self.name, "note", {"text": f"fenced: {error.name}"})
+            self._abandon_membership()
+            return
         self._transition(MemberState.FENCED, "fenced")
         self.world.emit(self.name, "note", {"text": f"fenced: {error.name}"})
         lost = sorted(self.owned)
         self.reconciling = False
+        self._reconciliation += 1
         self.target = None
+        self.member_epoch = 0
         self._stop_fetching(set(self.fetching))
-
-        def rejoin(_: bool) -> None:
-            self.owned.clear()
-            self._emit_assignment()
-            self.member_epoch = 0
-            self._sent.clear()
-            if leaving:
-                self._transition(MemberState.UNSUBSCRIBED, "unsubscribed while fenced")
-                return
-            self._transition(MemberState.JOINING, "partitions lost, rejoin")
-            self._timer("heartbeat", 0)
-
         if lost:
-            self._call_back("on_partitions_lost", lost, rejoin)
+            self._call_back("on_partitions_lost", lost, self._rejoin_after_fence)
         else:
-            rejoin(True)
+            self._rejoin_after_fence(True)
+
+    def _rejoin_after_fence(self, _ok: bool) -> None:
+        if self.state is not MemberState.FENCED:
+            return  # closed (or failed) while on_partitions_lost ran
+        self.owned.clear()
+        self._emit_assignment()
+        self.member_epoch = 0
+        self._sent.clear()
+        self._transition(MemberState.JOINING, "partitions lost, rejoin")
+        self._timer("heartbeat", 0)
 
     def _release_then_leave(self, run_callbacks: bool) -> None:
+        """PREPARE_LEAVING: stop consuming, commit what was processed, revoke, then LEAVING.
+
+        The application thread is closing (or not polling), so no record is processed after
+        this point: positions are taken now and committed (auto-commit, graceful leave only).
+        """
         owned = sorted(self.owned)
         self.target = None
         self.reconciling = False
-
-        def leave(_: bool) -> None:
-            self._stop_fetching(set(self.fetching))
-            self._transition(MemberState.LEAVING, "partitions released")
-            self._cancel("heartbeat")
-            self._timer("heartbeat", 0)
-
-        def revoke(_: bool) -> None:
-            if run_callbacks and owned:
-                self._call_back("on_partitions_revoked", owned, leave)
-            else:
-                leave(True)
-
-        if run_callbacks and self.config.enable_auto_commit and self.fetching:
-            self._commit(sorted(self.fetching), revoke)
+        self._reconciliation += 1
+        stopped = self._stop_fetching(set(self.fetching))
+        then = partial(self._leave_after_commit, owned, run_callbacks)
+        if run_callbacks and self.config.enable_auto_commit and stopped:
+            self._commit([], then, extra=stopped)
         else:
-            revoke(True)
+            then(True)
+
+    def _leave_after_commit(self, owned: list[TP], run_callbacks: bool, _ok: bool) -> None:
+        if self.state is not MemberState.PREPARE_LEAVING:
+            return
+        if run_callbacks and owned:
+            self._call_back("on_partitions_revoked", owned, self._leave_after_release)
+        else:
+            self._leave_after_release(True)
+
+    def _leave_after_release(self, _ok: bool) -> None:
+        if self.state is not MemberState.PREPARE_LEAVING:
+            return  # fenced or failed while the callback ran (Kafka: the leave is dropped)
+        self._stop_fetching(set(self.fetching))
+        self._transition(MemberState.LEAVING, "partitions released")
+        self._cancel("heartbeat")
+        self._timer("heartbeat", 0)
 
     # ------------------------------------------------------------------ consumption and offsets
     def position(self, tp: TP) -> int:
         fetch = self.fetching[tp]
-        processed = fetch.offset + int((self.now - fetch.since_ms) * self.config.consume_rate_per_ms)
-        return min(self.world.log_end_offset(tp, self.now), processed)
+        if self.paused:
+            return fetch.offset  # nothing is processed while the application does not poll
+        now = self.world.scheduler.now_ms
+        processed = fetch.offset + int((now - fetch.since_ms) * self.config.consume_rate_per_ms)
+        return min(self.world.log_end_offset(tp, now), processed)
 
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
         """Stop consuming ``partitions``; returns the position each had reached."""
@@ -682,8 +790,11 @@ class Consumer:
             self._commit(sorted(self.fetching), None)
 
     def _commit(self, partitions: list[TP], then: Any, extra: dict[TP, int] | None = None) -> None:
-        offsets = {tp: self.position(tp) for tp in partitions if tp in self.fetching}
-        offsets.update(extra or {})
+        fetching = self.fetching
+        position = self.position
+        offsets = {tp: position(tp) for tp in partitions if tp in fetching}
+        if extra:
+            offsets.update(extra)
         if not offsets:
             if then is not None:
                 then(True)

@@ -47,6 +47,8 @@ CONSUMER_MEMBER_MACHINE = StateMachine.from_table(
         ("LEAVING", "fenced", "FENCED"),
         ("FENCED", "partitions lost, rejoin", "JOINING"),
         ("FENCED", "unsubscribed while fenced", "UNSUBSCRIBED"),
+        ("PREPARE_LEAVING", "fenced while leaving", "LEAVING"),
+        ("LEAVING", "fenced while leaving", "UNSUBSCRIBED"),
         ("JOINING", "unsubscribe or close", "PREPARE_LEAVING"),
         ("STABLE", "unsubscribe or close", "PREPARE_LEAVING"),
         ("RECONCILING", "unsubscribe or close", "PREPARE_LEAVING"),

@@ -5,8 +5,9 @@ message delivered, a heartbeat due, a session expiring, a scheduled fault) or an
 applied from outside (``lab.crash("A")``), which is a step of its own. Each step appends its
 events to the trace, then the invariants are checked.
 
-Time travel: the World is deep-copied every ``snapshot_every`` steps; ``seek(k)`` restores
-the nearest snapshot at or before ``k`` and replays deterministically — the same timers
+Time travel: the World is snapshotted (``snapshot.Snapshot``) every ``snapshot_every`` steps
+or more — a large world less often, so that snapshots cost a bounded share of the run; ``seek(k)``
+restores the nearest snapshot at or before ``k`` and replays deterministically — the same timers
 fire in the same order, and the actions applied from outside are re-applied at the steps
 they were applied at. Applying an action after seeking back discards the old future (the
 run forks in place); ``fork()`` returns an independent copy to try something else.
@@ -14,7 +15,6 @@ run forks in place); ``fork()`` returns an independent copy to try something els
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,10 +25,12 @@ from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
 from kip_lab.lab import actions as a
 from kip_lab.lab.invariants import InvariantChecker
 from kip_lab.lab.network import LinkConfig
+from kip_lab.lab.snapshot import Snapshot
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
 
 GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
+_KINDS = {kind.value: kind for kind in EventKind}
 
 
 class LabConfig(BaseModel):
@@ -37,7 +39,14 @@ class LabConfig(BaseModel):
     brokers: int = Field(3, ge=1)
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
-    snapshot_every: int = Field(256, ge=1, description="steps between time-travel snapshots")
+    snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
+    snapshot_events_per_byte: float = Field(
+        1 / 30,
+        ge=0,
+        description="a snapshot also waits until the events since the last one reach this times its size "
+        "in bytes, so a large world is snapshotted less often (snapshots stay near a quarter of the stepping "
+        "cost, and a seek replays about as long as a snapshot takes); 0: every snapshot_every steps",
+    )
     raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
 
 
@@ -51,7 +60,9 @@ class Lab:
         self.horizon = 0  # the furthest step this timeline has reached
         self.invariants = InvariantChecker(raise_on_violation=self.config.raise_on_violation)
         self._applied: dict[int, Any] = {}  # step -> action applied from outside at that step
-        self._snapshots: dict[int, tuple[World, InvariantChecker]] = {0: self._snapshot()}
+        self._ahead: list[TraceEvent] = []  # after a backward seek: the known events of later steps
+        self._snapshots: dict[int, Snapshot] = {}
+        self._snapshots[0] = self._snapshot(0)
 
     # ------------------------------------------------------------------ views
     @property
@@ -152,6 +163,7 @@ class Lab:
         self._applied = {k: v for k, v in self._applied.items() if k <= self.step_count}
         self._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
         self.horizon = self.step_count
+        self._ahead = []
 
     def has_next(self) -> bool:
         return (self.step_count + 1) in self._applied or self.world.scheduler.peek() is not None
@@ -175,8 +187,19 @@ class Lab:
             world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
         if world.events:
             events += self._flush(number)
-        if number % self.config.snapshot_every == 0 and number not in self._snapshots:
-            self._snapshots[number] = self._snapshot()
+        if self._ahead:  # replaying known steps: their events are in the trace again
+            ahead = self._ahead
+            done = 0
+            while done < len(ahead) and ahead[done].step <= number:
+                done += 1
+            del ahead[:done]
+        self._events_since_snapshot += len(events)
+        if (
+            number - self._last_snapshot >= self.config.snapshot_every
+            and self._events_since_snapshot >= self._snapshot_size * self.config.snapshot_events_per_byte
+            and number not in self._snapshots
+        ):
+            self._snapshots[number] = self._snapshot(number)
         return events
 
     def _perform(self, action: Any) -> None:
@@ -188,7 +211,8 @@ class Lab:
 
     def _flush(self, step: int) -> list[TraceEvent]:
         now = self.world.scheduler.now_ms
-        events = [TraceEvent(step, now, actor, EventKind(kind), payload) for actor, kind, payload in self.world.events]
+        kinds = _KINDS
+        events = [TraceEvent(step, now, actor, kinds[kind], payload) for actor, kind, payload in self.world.events]
         self.world.events.clear()
         self.trace.extend(events)
         return events
@@ -217,8 +241,22 @@ class Lab:
 
     def is_stable(self) -> bool:
         """Every group Stable and every live member STABLE with nothing left to reconcile."""
-        groups = self.world.coordinator.groups
+        for client in self.world.clients.values():  # the cheap, usual way to say no
+            state = getattr(client, "state", None)
+            if (
+                state is not None
+                and client.alive
+                and state not in GONE_STATES
+                and (state is not ClientState.STABLE or client.reconciling or client.target is not None)
+            ):
+                return False
+        coordinator = self.world.coordinator
+        groups = coordinator.groups
         if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
+            return False
+        # A topic change the group has not noticed yet (added partitions, a new topic matching
+        # its regex) is a rebalance still to come; compared the way the coordinator compares.
+        if any(coordinator._subscription_metadata(g.members) != g.subscription_metadata for g in groups.values()):
             return False
         live = {
             (c.config.group_id, c.member_id)
@@ -230,6 +268,8 @@ class Lab:
         for client in self.world.clients.values():
             if not getattr(client, "alive", False) or not hasattr(client, "state"):
                 continue
+            if client.state is ClientState.STALE and not client.paused:
+                return False  # polled again: it rejoins once on_partitions_lost has run
             if client.state in GONE_STATES:
                 continue
             if client.state is not ClientState.STABLE or client.reconciling or client.target is not None:
@@ -257,8 +297,31 @@ class Lab:
         return self.is_stable()
 
     # ------------------------------------------------------------------ time travel
-    def _snapshot(self) -> tuple[World, InvariantChecker]:
-        return copy.deepcopy((self.world, self.invariants))
+    def _snapshot(self, number: int) -> Snapshot:
+        snapshot = Snapshot(self.world, self.invariants)
+        self._mark_snapshot(number, snapshot)
+        return snapshot
+
+    def _mark_snapshot(self, number: int, snapshot: Snapshot) -> None:
+        self._last_snapshot = number
+        self._snapshot_size = snapshot.size
+        self._events_since_snapshot = 0
+
+    def _restore(self, base: int) -> None:
+        """Load the snapshot of step ``base``; the trace follows (keeping what a later seek needs)."""
+        if base < self.step_count:
+            self._ahead[:0] = self.trace.split_after(base)
+        else:  # forward, past the present: the events up to ``base`` are known already
+            ahead = self._ahead
+            known = 0
+            while known < len(ahead) and ahead[known].step <= base:
+                known += 1
+            self.trace.extend(ahead[:known])
+            del ahead[:known]
+        snapshot = self._snapshots[base]
+        self.world, self.invariants = snapshot.restore()
+        self.step_count = base
+        self._mark_snapshot(base, snapshot)
 
     def seek(self, step: int) -> None:
         """Put the Lab in the state it had right after ``step`` (earlier or later than now)."""
@@ -267,9 +330,7 @@ class Lab:
         if step < self.step_count or (step > self.step_count and step <= self.horizon):
             base = max(k for k in self._snapshots if k <= step)
             if not (base <= self.step_count <= step):
-                self.world, self.invariants = copy.deepcopy(self._snapshots[base])
-                self.step_count = base
-                self.trace.truncate_after(base)
+                self._restore(base)
         while self.step_count < step:
             if not self.has_next():
                 raise ValueError(f"the run ends at step {self.step_count}; cannot seek to {step}")
@@ -280,11 +341,15 @@ class Lab:
         twin = Lab.__new__(Lab)
         twin.seed = self.seed
         twin.config = self.config
-        twin.world, twin.invariants = copy.deepcopy((self.world, self.invariants))
+        twin.world, twin.invariants = Snapshot(self.world, self.invariants).restore()
         twin.trace = Trace(self.trace)
         twin.trace.truncate_after(self.step_count)
         twin.step_count = self.step_count
         twin.horizon = self.step_count
         twin._applied = {k: v for k, v in self._applied.items() if k <= self.step_count}
         twin._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
+        twin._ahead = []
+        twin._last_snapshot = max(twin._snapshots)
+        twin._snapshot_size = twin._snapshots[twin._last_snapshot].size
+        twin._events_since_snapshot = self._events_since_snapshot
         return twin

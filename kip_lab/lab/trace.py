@@ -74,10 +74,16 @@ class Trace:
 
     def truncate_after(self, step: int) -> None:
         """Drop events of steps later than ``step`` (time travel backwards)."""
+        self.split_after(step)
+
+    def split_after(self, step: int) -> list[TraceEvent]:
+        """Drop events of steps later than ``step`` and return them, oldest first."""
         keep = len(self._events)
         while keep and self._events[keep - 1].step > step:
             keep -= 1
+        cut = self._events[keep:]
         del self._events[keep:]
+        return cut
 
     def __len__(self) -> int:
         return len(self._events)

@@ -134,13 +134,12 @@ class World:
             return
         payload: dict[str, Any] = {"origin": result.origin or origin}
         if result.batches:
-            payload["records"] = [
-                {
-                    "key": summarize(r.key) | {"type": type(r.key).__name__},
-                    "value": None if r.value is None else summarize(r.value),
-                }
-                for r in result.records
-            ]
+            records = []
+            for r in result.records:
+                key = summarize(r.key)
+                key["type"] = type(r.key).__name__
+                records.append({"key": key, "value": None if r.value is None else summarize(r.value)})
+            payload["records"] = records
         if result.response is not None:
             error = getattr(result.response, "error_code", None)
             if error is not None:
@@ -195,7 +194,7 @@ class World:
                 client.subscribe()
         elif isinstance(action, a.AdvanceTo):
             if action.time_ms > self.scheduler.now_ms:
-                self.scheduler.run(action.time_ms)
+                self.advance_to(action.time_ms)
         elif isinstance(action, a.Start):
             self.client(action.member).subscribe()
         elif isinstance(action, a.Close):
@@ -249,6 +248,16 @@ class World:
             self.scripted(action.member).send(action.api, action.body)
         else:
             raise TypeError(f"unknown action {action!r}")
+
+    def advance_to(self, time_ms: int) -> None:
+        """Fire every timer due by ``time_ms``, tracing what the coordinator's timers wrote."""
+        scheduler = self.scheduler
+        while (due := scheduler.peek()) is not None and due <= time_ms:
+            fired = scheduler.step()
+            if isinstance(fired.owner, GroupCoordinator):
+                self.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
+                self.emit_result(self.coordinator_host, fired.result, "timer")
+        scheduler.run(time_ms)
 
     def client(self, name: str) -> Any:
         try:

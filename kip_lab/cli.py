@@ -1,0 +1,185 @@
+"""``kip-lab``: validate, run and list scenarios, and print the scenario JSON Schema.
+
+Exit codes: 0 ok; 1 a run's expectations failed or an invariant was violated; 2 invalid
+input (a bad scenario file, an unknown library name, an unusable option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from kip_lab.scenarios import (
+    Scenario,
+    ScenarioError,
+    ScenarioResult,
+    list_library,
+    load_library_scenario,
+    load_scenario,
+    run_scenario,
+    scenario_schema,
+)
+from kip_lab.scenarios.model import export_schema
+
+OK, FAILED, INVALID = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.command(args)
+    except ScenarioError as exc:
+        print(exc, file=sys.stderr)
+        return INVALID
+    except BrokenPipeError:  # the reader went away (``kip-lab run basic | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kip-lab", description="Run deterministic simulations of Kafka's group protocols (KIP-848)."
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    validate = commands.add_parser("validate", help="check a scenario file; exit 0 if valid, 2 if not")
+    validate.add_argument("file", type=Path)
+    validate.set_defaults(command=_validate)
+
+    run = commands.add_parser("run", help="run a scenario file or a library scenario and check its expectations")
+    run.add_argument("scenario", help="a scenario file (.yaml) or a library name (see 'kip-lab list')")
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--trace", type=Path, help="write the trace: .parquet (needs pandas, pyarrow), else JSONL")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.set_defaults(command=_run)
+
+    listing = commands.add_parser("list", help="list the library scenarios")
+    listing.set_defaults(command=_list)
+
+    schema = commands.add_parser("schema", help="print the scenario JSON Schema, or write it to PATH")
+    schema.add_argument("path", nargs="?", type=Path)
+    schema.set_defaults(command=_schema)
+    return parser
+
+
+def _validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.file)
+    counts = f"{len(scenario.members)} members, {len(scenario.events)} events"
+    print(f"{args.file}: valid scenario {scenario.name!r} ({counts})")
+    return OK
+
+
+def _resolve(name: str) -> Scenario:
+    """A file if one exists at that path (or it looks like one), else a library name."""
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml", ".json"):
+        return load_scenario(path)
+    return load_library_scenario(name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    scenario = _resolve(args.scenario)
+    if args.seed is not None:
+        scenario = scenario.model_copy(update={"seed": args.seed})
+    parquet = args.trace is not None and args.trace.suffix == ".parquet"
+    if parquet and (find_spec("pandas") is None or find_spec("pyarrow") is None):
+        print("kip-lab: --trace *.parquet needs pandas and pyarrow; write a .jsonl trace instead", file=sys.stderr)
+        return INVALID
+    result = run_scenario(scenario)
+    if args.trace is not None:
+        if parquet:
+            result.trace.save_parquet(args.trace)
+        else:
+            result.trace.save_jsonl(args.trace)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
+    else:
+        print(_summary(result, args.trace))
+    return OK if result.ok else FAILED
+
+
+def _summary(result: ScenarioResult, trace: Path | None) -> str:
+    scripted = any(m.client_state is None for m in result.members)
+    lines = [
+        f"scenario {result.scenario} (seed {result.seed}): {result.steps} steps, ended at {result.end_ms} ms, "
+        + ("stable" if result.stable else "not stable")
+        + ("" if result.stable or not scripted else " (the Lab does not judge scripted members: see the group state)")
+        + ("" if result.time_to_stable_ms is None else f" ({result.time_to_stable_ms} ms after the last event)")
+    ]
+    for gid, group in result.groups.items():
+        lines.append(
+            f"group {gid}: {group['state']}, group epoch {group['group_epoch']}, "
+            f"assignment epoch {group['assignment_epoch']}"
+        )
+    rows = [("member", "member id", "epoch", "client state", "assignment")]
+    for m in result.members:
+        rows.append(
+            (
+                m.name,
+                m.member_id,
+                "-" if m.member_epoch is None else str(m.member_epoch),
+                (m.client_state or "(scripted)") + ("" if m.alive else " (crashed)"),
+                "not in the group" if m.assignment is None else _partitions(m.assignment),
+            )
+        )
+    lines += ["", *_table(rows), ""]
+    if result.metrics is None:
+        lines.append(result.metrics_note or "no metrics")
+    else:
+        lines.append("metrics:")
+        lines += [f"  {key}: {_compact(value)}" for key, value in sorted(result.metrics.items())]
+    if result.violations:
+        lines.append(f"invariants: VIOLATED ({len(result.violations)})")
+        lines += [
+            f"  step {v['step']} at {v['time_ms']} ms: {v['invariant']}: {v['explanation']}" for v in result.violations
+        ]
+    else:
+        lines.append("invariants: all held")
+    passed = sum(e.passed for e in result.expectations)
+    lines.append(f"expectations: {passed}/{len(result.expectations)} passed")
+    for e in result.expectations:
+        detail = _compact(e.actual) if e.passed else f"expected {_compact(e.expected)}, got {_compact(e.actual)}"
+        lines.append(f"  {'ok  ' if e.passed else 'FAIL'} {e.name}: {detail}")
+    if trace is not None:
+        lines.append(f"trace: {len(result.trace)} events written to {trace}")
+    lines.append("OK" if result.ok else "FAILED")
+    return "\n".join(lines)
+
+
+def _partitions(assignment: dict[str, list[int]]) -> str:
+    return ", ".join(f"{topic}-{p}" for topic, parts in assignment.items() for p in parts) or "(none)"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _list(args: argparse.Namespace) -> int:
+    for name in list_library():
+        description = " ".join(load_library_scenario(name).description.split())
+        first = description.split(". ")[0].rstrip(".")
+        print(f"{name:<22} {first}")
+    return OK
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.path is None:
+        print(json.dumps(scenario_schema(), indent=2, sort_keys=True))
+    else:
+        export_schema(args.path)
+        print(f"wrote {args.path}")
+    return OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,337 @@
+"""What a scenario says: the cluster, its topics and members, timed events, how long to run, what to expect.
+
+Python and YAML describe the same things: a YAML file is read into plain data and validated
+by these models (``Scenario.model_validate(data)``), and the JSON Schema of ``Scenario``
+documents both. Every model forbids unknown fields, so a misspelt setting is an error rather
+than a default silently used. Cross-references (an event naming a member that does not
+exist, a step already taken by setup) are checked here too, so that ``kip-lab validate``
+catches everything a run would trip over.
+
+Events reuse the Lab's action models (``kip_lab.lab.actions``) and add *when*:
+
+* ``at_ms: T`` — performed when the simulated clock reaches T ms (a timer step of its own;
+  events due at the same time happen in file order);
+* ``at_step: N`` — applied as step N of the run, the step numbered N in the trace. Steps
+  are numbered from 1 and setup takes the first ``Scenario.setup_steps`` of them (one per
+  topic, one per autonomous member, one per delayed start, one per ``at_ms`` event, in that
+  order), so N must be larger. The runner steps the Lab until N-1 steps are done, then the
+  action *is* step N. This is how a reviewer pins a scripted request to an exact point in
+  the message sequence ("at step 5, A heartbeats with epoch 1"): step numbers do not depend
+  on latencies, only on the order things happen in.
+
+Scripted members (``scripted: true``) are driven only by ``send_request`` events; their
+name is the member id their requests use. In a request body, ``{topic: foo, ...}`` stands
+for ``{topic_id: <id of foo>, ...}`` (the id ``foo`` has when the run starts), because topic
+ids are derived, not chosen, and the KIP's requests carry ids only.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Mapping
+from functools import reduce
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from kip_lab.clients.consumer import ConsumerConfig
+from kip_lab.clients.member_state import MemberState as ClientState
+from kip_lab.coordinator import CoordinatorConfig, GroupState
+from kip_lab.lab import actions as a
+from kip_lab.lab.lab import LabConfig
+from kip_lab.lab.network import LinkConfig
+from kip_lab.lab.scripted import REQUESTS
+from kip_lab.protocol import Errors
+
+
+class FieldError(ValueError):
+    """A cross-reference problem, with the path of the field at fault.
+
+    Raised from ``Scenario``'s own validator, whose errors pydantic reports at the root;
+    the path lets ``ScenarioError`` point at the right field and line anyway.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(f"{'.'.join(map(str, loc))}: {message}")
+        self.loc = loc
+        self.message = message
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LabSpec(_Spec):
+    """The cluster: brokers, the client-broker links, the coordinator's configs."""
+
+    brokers: int = Field(3, ge=1)
+    link: LinkConfig = LinkConfig()
+    coordinator: CoordinatorConfig = CoordinatorConfig()
+    snapshot_every: int = Field(256, ge=1, description="steps between time-travel snapshots")
+
+    def config(self) -> LabConfig:
+        return LabConfig(
+            brokers=self.brokers, link=self.link, coordinator=self.coordinator, snapshot_every=self.snapshot_every
+        )
+
+
+class TopicSpec(_Spec):
+    """A topic that exists when the run starts."""
+
+    name: str = Field(..., min_length=1)
+    partitions: int = Field(..., ge=1)
+    produce_rate_per_s: float = Field(100.0, ge=0, description="records produced per second per partition")
+
+
+class MemberSpec(ConsumerConfig):
+    """A member: a new-protocol consumer (``ConsumerConfig`` fields), or ``scripted: true``."""
+
+    scripted: bool = Field(False, description="driven only by send_request events; takes no consumer settings")
+    start_at_ms: int = Field(0, ge=0, description="when the consumer subscribes (0: at once)")
+
+    @model_validator(mode="after")
+    def _subscription(self) -> MemberSpec:  # replaces ConsumerConfig's check: a scripted member has no subscription
+        if self.scripted:
+            extra = sorted(self.model_fields_set - {"scripted"})
+            if extra:
+                raise ValueError(f"a scripted member takes no consumer settings; remove {', '.join(extra)}")
+            return self
+        ConsumerConfig._subscription(self)
+        return self
+
+    def consumer_config(self) -> ConsumerConfig:
+        return ConsumerConfig.model_validate(self.model_dump(exclude={"scripted", "start_at_ms"}))
+
+
+class EventTiming(_Spec):
+    at_ms: int | None = Field(None, ge=0, description="performed when the clock reaches this time (ms)")
+    at_step: int | None = Field(None, ge=1, description="applied as the step with this number (see Scenario)")
+
+    @model_validator(mode="after")
+    def _one_time(self) -> EventTiming:
+        if (self.at_ms is None) == (self.at_step is None):
+            raise ValueError("an event needs exactly one of at_ms or at_step")
+        return self
+
+
+EVENT_ACTIONS: tuple[type[BaseModel], ...] = (
+    a.Crash,
+    a.Restart,
+    a.Close,
+    a.Pause,
+    a.Resume,
+    a.DropMessages,
+    a.DelayMessages,
+    a.PartitionLink,
+    a.FailOver,
+    a.CreateTopic,
+    a.AddPartitions,
+    a.DeleteTopic,
+    a.RecreateTopic,
+    a.ChangeSubscription,
+    a.SendRequest,
+)
+
+# One event model per action: the action's own fields plus at_ms/at_step.
+EVENT_MODELS: dict[str, type[BaseModel]] = {
+    action.model_fields["action"].default: type(
+        f"{action.__name__}Event", (EventTiming, action), {"__module__": __name__, "__doc__": action.__doc__}
+    )
+    for action in EVENT_ACTIONS
+}
+ACTION_OF: dict[type[BaseModel], type[BaseModel]] = dict(zip(EVENT_MODELS.values(), EVENT_ACTIONS, strict=True))
+
+Event = Annotated[reduce(operator.or_, EVENT_MODELS.values()), Field(discriminator="action")]
+
+
+def event_action(event: Any) -> Any:
+    """The Lab action an event performs (the event without its timing)."""
+    return ACTION_OF[type(event)].model_validate(event.model_dump(exclude={"at_ms", "at_step"}))
+
+
+class RunSpec(_Spec):
+    """How long to run: to a time, or until the group settles after the last event."""
+
+    until_ms: int | None = Field(None, gt=0, description="run until the clock reaches this time")
+    until_stable: bool = Field(
+        False, description="run until every event has happened and the Lab is stable (Lab.is_stable)"
+    )
+    timeout_ms: int = Field(600_000, gt=0, description="with until_stable: give up when the clock would pass this")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> RunSpec:
+        if (self.until_ms is None) == (not self.until_stable):
+            raise ValueError("give either until_ms or until_stable: true")
+        return self
+
+
+ErrorName = Literal[tuple(e.name for e in Errors)]  # type: ignore[valid-type]
+PartitionsByTopic = dict[str, list[int]]
+
+
+class Expect(_Spec):
+    """Outcomes asserted after the run; each one set is checked and reported with the actual value.
+
+    Member names are the scenario's; ``assignment``, ``member_epochs`` and ``members_in_group``
+    are the coordinator's view of group ``group_id``, ``member_states`` the client's.
+    """
+
+    group_id: str = "g"
+    stable: bool | None = Field(None, description="Lab.is_stable() at the end of the run")
+    group_state: GroupState | None = None
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+    members_in_group: list[str] | None = Field(None, description="exactly these members are in the group")
+    assignment: dict[str, PartitionsByTopic] | None = Field(
+        None, description="member -> topic -> partitions it may use (the coordinator's current assignment)"
+    )
+    member_epochs: dict[str, int] | None = None
+    member_states: dict[str, ClientState] | None = Field(None, description="client state of autonomous members")
+    no_invariant_violations: bool | None = None
+    max_time_to_stable_ms: int | None = Field(
+        None, ge=0, description="the Lab became stable at most this long after the last event"
+    )
+    absent_errors: list[ErrorName] | None = Field(None, description="no coordinator response carried these errors")
+    messages_dropped: int | None = Field(None, ge=0, description="exactly this many messages were dropped")
+
+
+def resolve_topic_refs(value: Any, topic_ids: Mapping[str, str], loc: tuple[str | int, ...] = ()) -> Any:
+    """Replace every ``{topic: name, ...}`` in a request body with ``{topic_id: id, ...}``."""
+    if isinstance(value, list):
+        return [resolve_topic_refs(v, topic_ids, (*loc, i)) for i, v in enumerate(value)]
+    if not isinstance(value, dict):
+        return value
+    out = {k: resolve_topic_refs(v, topic_ids, (*loc, k)) for k, v in value.items()}
+    if "topic" in out:
+        name = out.pop("topic")
+        if name not in topic_ids:
+            raise FieldError((*loc, "topic"), f"unknown topic {name!r}; topics: {sorted(topic_ids)}")
+        out["topic_id"] = topic_ids[name]
+    return out
+
+
+class Scenario(_Spec):
+    """A whole run: build the Lab, perform the events, run, check the expectations."""
+
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    seed: int = Field(0, description="seeds the Lab's one RNG (latencies, losses, the coordinator)")
+    lab: LabSpec = LabSpec()
+    topics: list[TopicSpec] = []
+    members: dict[str, MemberSpec] = {}
+    events: list[Event] = []
+    run: RunSpec = RunSpec(until_stable=True)
+    expect: Expect = Expect()
+
+    @property
+    def setup_steps(self) -> int:
+        """How many steps setup takes before the first timer (``at_step`` events come after)."""
+        autonomous = [m for m in self.members.values() if not m.scripted]
+        return (
+            len(self.topics)
+            + len(autonomous)
+            + sum(1 for m in autonomous if m.start_at_ms > 0)
+            + sum(1 for e in self.events if e.at_ms is not None)
+        )
+
+    @model_validator(mode="after")
+    def _references(self) -> Scenario:
+        names = [t.name for t in self.topics]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise FieldError(("topics", i, "name"), f"topic {name!r} is declared twice")
+        for name, member in self.members.items():
+            if name in self._brokers():
+                raise FieldError(("members", name), f"{name!r} is a broker's name")
+            if self.run.until_ms is not None and member.start_at_ms > self.run.until_ms:
+                raise FieldError(
+                    ("members", name, "start_at_ms"), f"the run ends at {self.run.until_ms} ms (run.until_ms), before"
+                )
+        steps: set[int] = set()
+        for i, event in enumerate(self.events):
+            self._check_event(i, event)
+            if event.at_step is not None:
+                if event.at_step <= self.setup_steps:
+                    raise FieldError(
+                        ("events", i, "at_step"),
+                        f"step {event.at_step} is taken by setup (steps 1-{self.setup_steps}); "
+                        f"the first free step is {self.setup_steps + 1}",
+                    )
+                if event.at_step in steps:
+                    raise FieldError(("events", i, "at_step"), f"two events at step {event.at_step}")
+                steps.add(event.at_step)
+        self._check_expect()
+        return self
+
+    def _check_event(self, i: int, event: Any) -> None:
+        until = self.run.until_ms
+        if until is not None and event.at_ms is not None and event.at_ms > until:
+            raise FieldError(("events", i, "at_ms"), f"the run ends at {until} ms (run.until_ms), before this event")
+        topic = getattr(event, "topic", None)
+        known = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
+        if topic is not None and not isinstance(event, a.CreateTopic) and topic not in known:
+            raise FieldError(("events", i, "topic"), f"no topic named {topic!r}; topics: {sorted(known)}")
+        broker = getattr(event, "to_broker", None)
+        if broker is not None and broker not in self._brokers():
+            raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
+        member = getattr(event, "member", None)
+        if member is None:
+            return
+        spec = self.members.get(member)
+        if spec is None:
+            raise FieldError(("events", i, "member"), f"no member named {member!r}; members: {sorted(self.members)}")
+        if isinstance(event, a.SendRequest):
+            if not spec.scripted:
+                raise FieldError(
+                    ("events", i, "member"), f"send_request needs a scripted member (scripted: true), not {member!r}"
+                )
+            body = resolve_topic_refs(event.body, {t.name: f"<{t.name}>" for t in self.topics}, ("events", i, "body"))
+            if body.get("member_id") not in (None, "", member):
+                raise FieldError(
+                    ("events", i, "body", "member_id"), f"a scripted member's requests use its name {member!r}"
+                )
+            try:
+                REQUESTS[event.api].model_validate(body)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise FieldError(("events", i, "body", *first["loc"]), f"{event.api}: {first['msg']}") from None
+        elif spec.scripted:
+            raise FieldError(
+                ("events", i, "member"), f"{event.action} acts on a consumer; {member!r} is a scripted member"
+            )
+
+    def _brokers(self) -> list[str]:
+        return [f"broker-{i}" for i in range(self.lab.brokers)]
+
+    def _check_expect(self) -> None:
+        expect = self.expect
+        per_member = {
+            "assignment": expect.assignment,
+            "member_epochs": expect.member_epochs,
+            "member_states": expect.member_states,
+        }
+        for field, values in per_member.items():
+            for name in values or {}:
+                if name not in self.members:
+                    raise FieldError(("expect", field, name), f"no member named {name!r}")
+                if field == "member_states" and self.members[name].scripted:
+                    raise FieldError(("expect", field, name), "a scripted member has no client state")
+        for i, name in enumerate(expect.members_in_group or []):
+            if name not in self.members:
+                raise FieldError(("expect", "members_in_group", i), f"no member named {name!r}")
+
+
+def scenario_schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file (YAML or JSON)."""
+    schema = Scenario.model_json_schema()
+    schema["title"] = "kip_lab scenario"
+    return schema
+
+
+def export_schema(path: str | Path) -> Path:
+    """Write ``scenario_schema()`` to ``path`` (stable formatting, so the file can be committed)."""
+    path = Path(path)
+    path.write_text(json.dumps(scenario_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
