@@ -1,0 +1,521 @@
+"""Altair chart builders: ``TraceFrames`` in, an ``alt.LayerChart`` spec out; rendering is separate.
+
+Every builder is pure and takes an optional ``cursor_ms`` (the widget's current time) that
+it draws as a black rule. Faults, coordinator timers and invariant violations from
+``frames.markers`` are drawn as thin rules with a label.
+
+Data go into the spec as inline values (``alt.Data(values=...)``), not as DataFrames, so
+Altair's 5,000-row guard (``MaxRowsError``) never applies and no global data-transformer
+setting is touched: a 100,000-event trace builds the same way as a short one.
+
+``to_svg`` and ``to_png`` render with vl-convert (Vega bundled, no browser, and no network:
+remote URLs are refused), ``to_json`` gives the Vega-Lite JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from kip_lab.viz.frames import TraceFrames, trace_frames
+
+STATUS_ORDER = ["assigned", "revoking", "pending"]
+STATUS_OPACITY = [1.0, 0.6, 0.3]
+STATUS_DASH = [[1, 0], [1, 0], [3, 2]]
+MARKER_KINDS = ["fault", "timer", "invariant"]
+MARKER_COLORS = ["#d62728", "#7b1fa2", "#000000"]
+ERROR_COLOR = "#d62728"
+DROPPED_COLOR = "#9e9e9e"
+API_PALETTE = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22"]
+CURSOR_COLOR = "#000000"
+GAP_COLOR = "#d62728"
+DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
+MEMBER_SCHEME = "tableau10"
+
+
+# ---------------------------------------------------------------------------- helpers
+def _frames(source: Any) -> TraceFrames:
+    return source if isinstance(source, TraceFrames) else trace_frames(source)
+
+
+def _values(frame: pd.DataFrame | list[dict[str, Any]], columns: list[str] | None = None) -> alt.InlineData:
+    """Inline data as one JSON text (NaN/NA -> null), parsed by Vega: no row limit, and cheap.
+
+    A list of records would be walked value by value by Altair's ``to_dict`` and validated
+    item by item against the schema — seconds for a few thousand rows. A JSON string is a
+    single value to both, and Vega parses it (``format: {type: json}``) when it renders.
+    ``columns`` keeps only the fields the chart uses.
+    """
+    if isinstance(frame, pd.DataFrame):
+        if columns is not None:
+            frame = frame[columns]
+        text = frame.to_json(orient="records") if len(frame) else "[]"
+    else:
+        text = json.dumps(frame, sort_keys=True)
+    return alt.InlineData(values=text, format=alt.DataFormat(type="json"))
+
+
+def _markers(
+    frames: TraceFrames, kinds: list[str] | None = None, time_range: tuple[float, float] | None = None
+) -> pd.DataFrame:
+    """Markers of the wanted kinds (faults, timers, invariant violations by default) inside the range."""
+    wanted = MARKER_KINDS if kinds is None else kinds
+    markers = frames.markers
+    keep = markers["kind"].isin(wanted)
+    if time_range is not None:
+        keep &= (markers["time_ms"] >= time_range[0]) & (markers["time_ms"] <= time_range[1])
+    return markers[keep].reset_index(drop=True)
+
+
+def _in_range(value: float | None, time_range: tuple[float, float] | None) -> bool:
+    return value is not None and (time_range is None or time_range[0] <= value <= time_range[1])
+
+
+def _marker_color() -> Any:
+    """A fixed colour per marker kind, without a scale (so no legend and no clash with the data's colours)."""
+    kinds = list(zip(MARKER_KINDS, MARKER_COLORS, strict=True))
+    rule = alt.when(alt.datum.kind == kinds[0][0]).then(alt.value(kinds[0][1]))
+    for kind, colour in kinds[1:]:
+        rule = rule.when(alt.datum.kind == kind).then(alt.value(colour))
+    return rule.otherwise(alt.value("#616161"))
+
+
+def _vertical_markers(
+    frames: TraceFrames, kinds: list[str] | None, time_range: tuple[float, float] | None
+) -> list[alt.Chart]:
+    markers = _markers(frames, kinds, time_range)
+    if markers.empty:
+        return []
+    base = alt.Chart(_values(markers))
+    tooltip = [
+        alt.Tooltip("kind:N"),
+        alt.Tooltip("label:N"),
+        alt.Tooltip("time_ms:Q", title="time (ms)"),
+        alt.Tooltip("step:Q"),
+        alt.Tooltip("detail:N"),
+    ]
+    rules = base.mark_rule(strokeDash=[4, 3], strokeWidth=1.5).encode(
+        x="time_ms:Q", color=_marker_color(), tooltip=tooltip
+    )
+    labels = base.mark_text(align="left", baseline="top", dx=3, angle=0, fontSize=9).encode(
+        x="time_ms:Q", y=alt.value(2), text="label:N", color=_marker_color()
+    )
+    return [rules, labels]
+
+
+def _vertical_cursor(cursor_ms: float | None, time_range: tuple[float, float] | None) -> list[alt.Chart]:
+    if not _in_range(cursor_ms, time_range):
+        return []
+    return [
+        alt.Chart(_values([{"cursor_ms": cursor_ms}]))
+        .mark_rule(color=CURSOR_COLOR, strokeWidth=2)
+        .encode(x="cursor_ms:Q", tooltip=[alt.Tooltip("cursor_ms:Q", title="cursor (ms)")])
+    ]
+
+
+def _time_scale(frames: TraceFrames, time_range: tuple[float, float] | None) -> alt.Scale:
+    lo, hi = time_range if time_range is not None else (0, max(frames.end_ms, 1))
+    return alt.Scale(domain=[lo, hi], nice=False, zero=False)
+
+
+def _layer(layers: list[alt.Chart], title: str, width: int, height: int) -> alt.LayerChart:
+    return alt.layer(*layers).properties(title=title, width=width, height=height)
+
+
+# ---------------------------------------------------------------------------- ownership
+def ownership_swimlanes(
+    frames: Any,
+    cursor_ms: float | None = None,
+    *,
+    view: str = "client",
+    markers: list[str] | None = None,
+    time_range: tuple[float, float] | None = None,
+    width: int = 720,
+    height: int | None = None,
+) -> alt.LayerChart:
+    """One lane per partition; bars show who held it when (colour = member, opacity = status).
+
+    Within a lane each member gets its own sub-row (``yOffset``); ``assigned`` is solid,
+    ``revoking`` half-transparent, ``pending`` faint. Red shading marks the gaps when no
+    member had the partition assigned. ``view="coordinator"`` draws the coordinator's record
+    view instead of the clients'.
+    """
+    frames = _frames(frames)
+    if view not in ("client", "coordinator"):
+        raise ValueError(f"view must be 'client' or 'coordinator', got {view!r}")
+    data = frames.ownership if view == "client" else frames.ownership_coordinator
+    gaps = frames.gaps if view == "client" else frames.gaps.iloc[0:0]
+    partitions = frames.partitions or sorted(set(data["partition"]))
+    groups = sorted(set(data["group_id"]) | set(gaps["group_id"]))
+    if len(groups) > 1:  # the same partition in two groups: one lane per (group, partition)
+        data = data.assign(partition=data["group_id"] + ": " + data["partition"])
+        gaps = gaps.assign(partition=gaps["group_id"] + ": " + gaps["partition"])
+        partitions = [f"{g}: {p}" for g in groups for p in partitions]
+    members = sorted(set(data["member"]))
+    if height is None:
+        height = max(120, len(partitions) * max(18, 10 * max(1, len(members))))
+    x = alt.X("start_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
+    y = alt.Y("partition:N", sort=partitions, scale=alt.Scale(domain=partitions), title="partition")
+
+    layers: list[alt.Chart] = []
+    if not gaps.empty:
+        layers.append(
+            alt.Chart(_values(gaps))
+            .mark_rect(color=GAP_COLOR, opacity=0.15, clip=True)
+            .encode(
+                x=x,
+                x2="end_ms:Q",
+                y=y,
+                tooltip=[
+                    alt.Tooltip("partition:N"),
+                    alt.Tooltip("start_ms:Q", title="unassigned from (ms)"),
+                    alt.Tooltip("end_ms:Q", title="until (ms)"),
+                    alt.Tooltip("duration_ms:Q", title="duration (ms)"),
+                ],
+            )
+        )
+    layers.append(
+        alt.Chart(_values(data))
+        .mark_bar(strokeWidth=1, clip=True)
+        .encode(
+            x=x,
+            x2="end_ms:Q",
+            y=y,
+            yOffset=alt.YOffset("member:N", scale=alt.Scale(domain=members)),
+            color=alt.Color(
+                "member:N", scale=alt.Scale(domain=members, scheme=MEMBER_SCHEME), legend=alt.Legend(title="member")
+            ),
+            stroke=alt.Stroke("member:N", scale=alt.Scale(domain=members, scheme=MEMBER_SCHEME), legend=None),
+            opacity=alt.Opacity(
+                "status:N",
+                scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_OPACITY),
+                legend=alt.Legend(title="status"),
+            ),
+            strokeDash=alt.StrokeDash(
+                "status:N",
+                scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_DASH),
+                legend=alt.Legend(title="status"),
+            ),
+            tooltip=[
+                alt.Tooltip("partition:N"),
+                alt.Tooltip("member:N"),
+                alt.Tooltip("status:N"),
+                alt.Tooltip("member_epoch:Q", title="member epoch"),
+                alt.Tooltip("start_ms:Q", title="from (ms)"),
+                alt.Tooltip("end_ms:Q", title="until (ms)"),
+                alt.Tooltip("start_step:Q", title="from step"),
+            ],
+        )
+    )
+    layers += _vertical_markers(frames, markers, time_range)
+    layers += _vertical_cursor(cursor_ms, time_range)
+    title = "partition ownership" + (" (coordinator records)" if view == "coordinator" else "")
+    return _layer(layers, title, width, height)
+
+
+# ---------------------------------------------------------------------------- epochs
+def _epoch_lines(frames: TraceFrames) -> pd.DataFrame:
+    """The epoch changes plus a closing point at ``end_ms`` for every series still running."""
+    epochs = frames.epochs.copy()
+    if epochs.empty:
+        return epochs
+    if epochs["group_id"].nunique() > 1:
+        epochs["series"] = epochs["group_id"] + ": " + epochs["series"]
+    closing = []
+    for (_series, _segment), rows in epochs.groupby(["series", "segment"], sort=True):
+        last = rows.iloc[-1]
+        if last["source"] != "end" and last["time_ms"] < frames.end_ms:
+            closing.append({**last.to_dict(), "time_ms": frames.end_ms, "source": "extend"})
+    if closing:
+        epochs = pd.concat([epochs, pd.DataFrame(closing, columns=epochs.columns)], ignore_index=True)
+    return epochs
+
+
+def epoch_chart(
+    frames: Any,
+    cursor_ms: float | None = None,
+    *,
+    markers: list[str] | None = None,
+    time_range: tuple[float, float] | None = None,
+    width: int = 720,
+    height: int = 260,
+) -> alt.LayerChart:
+    """Group epoch, assignment epoch and each member's epoch over time (step lines)."""
+    frames = _frames(frames)
+    data = _epoch_lines(frames)
+    series = list(dict.fromkeys(data["series"])) if not data.empty else []
+    x = alt.X("time_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
+    color = alt.Color("series:N", scale=alt.Scale(domain=series), legend=alt.Legend(title="epoch"))
+    dash = alt.StrokeDash(
+        "kind:N",
+        scale=alt.Scale(domain=["group", "assignment", "member"], range=[[1, 0], [6, 3], [2, 2]]),
+        legend=alt.Legend(title="kind"),
+    )
+    tooltip = [
+        alt.Tooltip("series:N"),
+        alt.Tooltip("epoch:Q"),
+        alt.Tooltip("time_ms:Q", title="time (ms)"),
+        alt.Tooltip("step:Q"),
+        alt.Tooltip("source:N"),
+    ]
+    base = alt.Chart(_values(data))
+    layers: list[alt.Chart] = [
+        base.mark_line(interpolate="step-after", strokeWidth=2, clip=True).encode(
+            x=x,
+            y=alt.Y("epoch:Q", title="epoch"),
+            color=color,
+            strokeDash=dash,
+            detail="segment:N",
+            tooltip=tooltip,
+        ),
+        base.transform_filter(alt.datum.source != "extend")
+        .mark_point(filled=True, size=30, clip=True)
+        .encode(x=x, y="epoch:Q", color=color, tooltip=tooltip),
+    ]
+    layers += _vertical_markers(frames, markers, time_range)
+    layers += _vertical_cursor(cursor_ms, time_range)
+    return _layer(layers, "epochs", width, height)
+
+
+# ---------------------------------------------------------------------------- message sequence
+def _lanes(frames: TraceFrames) -> list[str]:
+    messages = frames.messages
+    actors = frames.actors or list(dict.fromkeys([*messages["from"], *messages["to"]]))
+    servers = set(messages.loc[messages["direction"] == "request", "to"])
+    return [a for a in actors if a not in servers] + sorted(a for a in actors if a in servers)
+
+
+def _step_of(frames: TraceFrames, cursor_ms: float) -> float:
+    """Just after the last step at or before ``cursor_ms`` (for a step-scaled sequence diagram)."""
+    steps = frames.steps
+    before = steps[steps["time_ms"] <= cursor_ms]
+    return (float(before["step"].max()) if len(before) else 0.0) + 0.5
+
+
+def message_sequence(
+    frames: Any,
+    cursor_ms: float | None = None,
+    *,
+    y_axis: str = "time",
+    apis: list[str] | None = None,
+    markers: list[str] | None = None,
+    time_range: tuple[float, float] | None = None,
+    width: int | None = None,
+    height: int = 600,
+) -> alt.LayerChart:
+    """A sequence diagram: a vertical lane per actor, time down the page, one arrow per message.
+
+    Requests are solid, responses dashed; a response carrying an error is red; a dropped
+    message is grey and stops part-way (``DROP_REACH``) with a cross; one still in flight runs to the end.
+    ``y_axis="step"`` spaces events by step instead of milliseconds (readable when many
+    messages share a millisecond). ``apis`` keeps only those APIs; ``time_range`` zooms.
+    Hover an arrow for its body.
+    """
+    if y_axis not in ("time", "step"):
+        raise ValueError(f"y_axis must be 'time' or 'step', got {y_axis!r}")
+    frames = _frames(frames)
+    lanes = _lanes(frames)
+    lane_of = {name: i for i, name in enumerate(lanes)}
+    data = frames.messages.copy()
+    if apis is not None:
+        data = data[data["api"].isin(apis)]
+    if time_range is not None:
+        data = data[(data["sent_ms"] <= time_range[1]) & (data["delivered_ms"].fillna(frames.end_ms) >= time_range[0])]
+    api_names = sorted(set(frames.messages["api"]))
+
+    by_step = y_axis == "step"
+    last_step = int(frames.markers["step"].max()) if not frames.markers.empty else 0
+    if not frames.messages.empty:
+        last_step = max(last_step, int(frames.messages["sent_step"].max()))
+        if frames.messages["delivered_step"].notna().any():
+            last_step = max(last_step, int(frames.messages["delivered_step"].max()))
+
+    messages = data.assign(
+        from_x=data["from"].map(lane_of).astype(float),
+        to_x=data["to"].map(lane_of).astype(float),
+    )
+    dropped = messages["status"] == "dropped"
+    in_flight = messages["status"] == "in_flight"
+    end_x = messages["to_x"].where(~dropped, messages["from_x"] + DROP_REACH * (messages["to_x"] - messages["from_x"]))
+    if by_step:
+        y0 = messages["sent_step"].astype(float)
+        y1 = messages["delivered_step"].astype("Float64").fillna(float(last_step)).astype(float)
+        y1 = y1.where(~dropped, y0)
+    else:
+        y0 = messages["sent_ms"].astype(float)
+        y1 = messages["delivered_ms"].astype("Float64").fillna(float(frames.end_ms)).astype(float)
+        y1 = y1.where(~dropped, messages["dropped_ms"].astype("Float64").fillna(y0).astype(float))
+    y1 = y1.where(~in_flight, float(last_step) if by_step else float(frames.end_ms))
+    category = messages["api"].where(~messages["is_error"].astype(bool), "error").where(~dropped, "dropped")
+    head = pd.Series("triangle-left", index=messages.index).where(
+        messages["to_x"] < messages["from_x"], "triangle-right"
+    )
+    head = head.where(~dropped, "cross")
+    messages = messages.assign(end_x=end_x, y0=y0, y1=y1, category=category, head=head)
+    columns = [
+        "api",
+        "direction",
+        "from",
+        "to",
+        "status",
+        "error",
+        "sent_ms",
+        "delivered_ms",
+        "member_epoch",
+        "correlation_id",
+        "body_short",
+        "from_x",
+        "end_x",
+        "y0",
+        "y1",
+        "category",
+        "head",
+    ]
+    if width is None:
+        width = max(360, 130 * len(lanes))
+
+    if by_step:
+        y_title, y_domain = "step", [0, max(last_step, 1)]
+    else:
+        y_title = "time (ms)"
+        y_domain = list(time_range) if time_range is not None else [0, max(frames.end_ms, 1)]
+    y_scale = alt.Scale(domain=y_domain, reverse=True, nice=False, zero=False)
+    x_scale = alt.Scale(domain=[-0.5, len(lanes) - 0.5], nice=False, zero=False)
+    x_axis = alt.Axis(
+        orient="top",
+        values=list(range(len(lanes))),
+        labelExpr=f"{json.dumps(lanes)}[datum.value]",
+        grid=False,
+        title=None,
+        labelAngle=0,
+        labelFontWeight="bold",
+        ticks=False,
+        domain=False,
+    )
+    categories = [*api_names, "error", "dropped"]
+    palette = [API_PALETTE[i % len(API_PALETTE)] for i in range(len(api_names))] + [ERROR_COLOR, DROPPED_COLOR]
+    color = alt.Color(
+        "category:N", scale=alt.Scale(domain=categories, range=palette), legend=alt.Legend(title="message")
+    )
+    tooltip = [
+        alt.Tooltip("api:N"),
+        alt.Tooltip("direction:N"),
+        alt.Tooltip("from:N"),
+        alt.Tooltip("to:N"),
+        alt.Tooltip("status:N"),
+        alt.Tooltip("error:N"),
+        alt.Tooltip("sent_ms:Q", title="sent (ms)"),
+        alt.Tooltip("delivered_ms:Q", title="delivered (ms)"),
+        alt.Tooltip("member_epoch:Q", title="member epoch"),
+        alt.Tooltip("correlation_id:Q", title="correlation id"),
+        alt.Tooltip("body_short:N", title="body"),
+    ]
+
+    lifelines = pd.DataFrame({"lane": list(range(len(lanes))), "actor": lanes, "y0": y_domain[0], "y1": y_domain[1]})
+    layers: list[alt.Chart] = [
+        alt.Chart(_values(lifelines))
+        .mark_rule(color="#bdbdbd", strokeWidth=1)
+        .encode(
+            x=alt.X("lane:Q", scale=x_scale, axis=x_axis),
+            y=alt.Y("y0:Q", scale=y_scale, title=y_title),
+            y2="y1:Q",
+            tooltip=[alt.Tooltip("actor:N")],
+        )
+    ]
+    if not messages.empty:
+        base = alt.Chart(_values(messages, columns))
+        layers.append(
+            base.mark_rule(strokeWidth=1.5, clip=True)
+            .encode(
+                x=alt.X("from_x:Q", scale=x_scale, axis=x_axis),
+                x2="end_x:Q",
+                y=alt.Y("y0:Q", scale=y_scale, title=y_title),
+                y2="y1:Q",
+                color=color,
+                strokeDash=alt.StrokeDash(
+                    "direction:N",
+                    scale=alt.Scale(domain=["request", "response"], range=[[1, 0], [5, 3]]),
+                    legend=alt.Legend(title="direction"),
+                ),
+                tooltip=tooltip,
+            )
+            .interactive(bind_x=False)
+        )
+        layers.append(
+            base.mark_point(filled=True, size=45, opacity=1, clip=True).encode(
+                x=alt.X("end_x:Q", scale=x_scale, axis=x_axis),
+                y=alt.Y("y1:Q", scale=y_scale, title=y_title),
+                shape=alt.Shape(
+                    "head:N",
+                    scale=alt.Scale(
+                        domain=["triangle-right", "triangle-left", "cross"],
+                        range=["triangle-right", "triangle-left", "cross"],
+                    ),
+                    legend=None,
+                ),
+                color=color,
+                tooltip=tooltip,
+            )
+        )
+
+    marks = _markers(frames, markers, time_range if not by_step else None)
+    if not marks.empty:
+        marks = marks.assign(y=marks["step"] if by_step else marks["time_ms"])
+        base = alt.Chart(_values(marks))
+        layers.append(
+            base.mark_rule(strokeDash=[4, 3], strokeWidth=1.2).encode(
+                y=alt.Y("y:Q", scale=y_scale, title=y_title),
+                color=_marker_color(),
+                tooltip=[
+                    alt.Tooltip("kind:N"),
+                    alt.Tooltip("label:N"),
+                    alt.Tooltip("time_ms:Q"),
+                    alt.Tooltip("detail:N"),
+                ],
+            )
+        )
+        layers.append(
+            base.mark_text(align="left", baseline="bottom", dx=2, dy=-2, fontSize=9).encode(
+                x=alt.value(0), y=alt.Y("y:Q", scale=y_scale, title=y_title), text="label:N", color=_marker_color()
+            )
+        )
+    if _in_range(cursor_ms, None if by_step else time_range):
+        y_value = _step_of(frames, cursor_ms) if by_step else cursor_ms
+        layers.append(
+            alt.Chart(_values([{"cursor_ms": cursor_ms, "y": y_value}]))
+            .mark_rule(color=CURSOR_COLOR, strokeWidth=2)
+            .encode(
+                y=alt.Y("y:Q", scale=y_scale, title=y_title), tooltip=[alt.Tooltip("cursor_ms:Q", title="cursor (ms)")]
+            )
+        )
+    return _layer(layers, "messages", width, height)
+
+
+# ---------------------------------------------------------------------------- export
+def _vl_version() -> str | None:
+    import vl_convert as vlc
+
+    major_minor = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return major_minor if major_minor in vlc.get_vegalite_versions() else None
+
+
+def to_json(chart: alt.TopLevelMixin, indent: int | None = 2) -> str:
+    """The Vega-Lite spec as JSON text (sorted keys: the same chart gives the same text)."""
+    return chart.to_json(indent=indent, sort_keys=True)
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    """Render to SVG text with vl-convert, offline (remote data or images are refused)."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_svg(chart.to_dict(), vl_version=_vl_version(), allowed_base_urls=[])
+
+
+def to_png(chart: alt.TopLevelMixin, scale: float = 1.0, ppi: float | None = None) -> bytes:
+    """Render to PNG bytes with vl-convert, offline."""
+    import vl_convert as vlc
+
+    return vlc.vegalite_to_png(chart.to_dict(), vl_version=_vl_version(), scale=scale, ppi=ppi, allowed_base_urls=[])

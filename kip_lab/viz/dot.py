@@ -1,0 +1,336 @@
+"""State machines and consumer groups as graphviz DOT text.
+
+``machine_dot`` and ``group_dot`` are pure: they return DOT source built from the data
+(the machine's transition table, a ``ConsumerGroup``'s replayed state) and import nothing
+beyond the standard library. ``render`` is the only function that needs the ``graphviz``
+package and the ``dot`` executable, and it degrades to a message plus the source when they
+are missing, so a notebook without graphviz still shows something useful.
+
+Output is deterministic: states in the machine's declared order, edges sorted by
+(source, target) in that order with their triggers in declaration order, members sorted by
+id, partitions by (topic name, partition). Every node and edge carries an ``id`` attribute
+(``state:…``, ``edge:…``, ``member:…``, ``partition:…``, ``assigned:…``, ``pending:…``,
+``revoking:…``) so tests and SVG styling can find them without parsing labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kip_lab.machines import StateMachine, Transition
+
+FONT = "Helvetica"
+CURRENT_FILL = "#ffd54f"
+TAKEN_COLOR = "#d62728"
+TAKEN_MARK = "\u25b6 "  # prefixed to the trigger just taken when an edge merges several
+
+ASSIGNED_COLOR = "#333333"
+PENDING_COLOR = "#1f77b4"
+REVOKING_COLOR = "#d62728"
+UNOWNED_FILL = "#ffcdd2"
+MEMBER_FILLS = {
+    "STABLE": "#c8e6c9",
+    "UNREVOKED_PARTITIONS": "#ffe0b2",
+    "UNRELEASED_PARTITIONS": "#fff9c4",
+    "UNKNOWN": "#e0e0e0",
+}
+
+DOT_MISSING_MESSAGE = (
+    "graphviz could not render this diagram: the 'dot' executable (apt-get install graphviz) "
+    "or the 'graphviz' Python package (pip install 'kip-lab[viz]') is missing. DOT source follows."
+)
+
+
+# ---------------------------------------------------------------------------- DOT text helpers
+def quote(text: Any) -> str:
+    """A DOT double-quoted string; newlines become DOT's centred line break ``\\n``."""
+    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{s}"'
+
+
+def _attrs(attrs: Mapping[str, Any]) -> str:
+    if not attrs:
+        return ""
+    return " [" + ", ".join(f"{k}={quote(v)}" for k, v in attrs.items()) + "]"
+
+
+def _node(name: str, **attrs: Any) -> str:
+    return f"  {quote(name)}{_attrs(attrs)};"
+
+
+def _edge(source: str, target: str, **attrs: Any) -> str:
+    return f"  {quote(source)} -> {quote(target)}{_attrs(attrs)};"
+
+
+def _header(name: str, graph: Mapping[str, Any]) -> list[str]:
+    return [
+        f"digraph {quote(name)} {{",
+        f"  graph{_attrs(graph)};",
+        f"  node{_attrs({'fontname': FONT, 'fontsize': 11})};",
+        f"  edge{_attrs({'fontname': FONT, 'fontsize': 9})};",
+    ]
+
+
+# ---------------------------------------------------------------------------- state machines
+INITIAL_NODE = "__initial__"
+
+
+def _normalise_transition(machine: StateMachine, last: Any) -> tuple[str, str | None, str]:
+    """(source, trigger or None, target) from a Transition, a 3-tuple or a (source, target) pair."""
+    if isinstance(last, Transition):
+        source, trigger, target = last.source, last.trigger, last.target
+    elif isinstance(last, Mapping):  # a state_transition trace payload
+        source, trigger, target = last["from"], last.get("trigger"), last["to"]
+    else:
+        parts = tuple(last)
+        if len(parts) == 3:
+            source, trigger, target = parts
+        elif len(parts) == 2:
+            (source, target), trigger = parts, None
+        else:
+            raise ValueError(f"last_transition must be (source, trigger, target) or (source, target), got {last!r}")
+    source, target = str(source), str(target)
+    if trigger is None:
+        machine.require_edge(source, target)
+    else:
+        machine.require(source, str(trigger), target)
+    return source, None if trigger is None else str(trigger), target
+
+
+def machine_edges(machine: StateMachine) -> list[tuple[str, str, list[str]]]:
+    """(source, target, triggers) per connected pair, sorted by the machine's state order."""
+    order = {state: i for i, state in enumerate(machine.states)}
+    merged: dict[tuple[str, str], list[str]] = {}
+    for t in machine.transitions:
+        merged.setdefault((t.source, t.target), []).append(t.trigger)
+    pairs = sorted(merged, key=lambda pair: (order[pair[0]], order[pair[1]]))
+    return [(source, target, merged[(source, target)]) for source, target in pairs]
+
+
+def machine_dot(
+    machine: StateMachine,
+    current: str | None = None,
+    last_transition: Transition | tuple | Mapping | None = None,
+    *,
+    rankdir: str = "LR",
+) -> str:
+    """The machine's table as a DOT digraph.
+
+    One node per state (the initial state has a double border and an arrow from a start
+    point); one edge per connected (source, target) pair labelled with its triggers, one
+    per line. ``current`` fills that state; ``last_transition`` — a ``Transition``, a
+    ``(source, trigger, target)`` or ``(source, target)`` tuple, or a ``state_transition``
+    trace payload — draws that edge bold and red and marks the trigger taken with ▶.
+    Both are checked against the table: highlighting an undeclared state or edge raises.
+    """
+    if current is not None and current not in machine.states:
+        raise ValueError(f"{machine.name}: current state {current!r} is not a state of the machine")
+    taken = None if last_transition is None else _normalise_transition(machine, last_transition)
+
+    lines = _header(
+        machine.name,
+        {
+            "rankdir": rankdir,
+            "label": machine.name,
+            "labelloc": "t",
+            "fontname": FONT,
+            "tooltip": machine.description or machine.name,
+        },
+    )
+    lines.append(_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label=""))
+    for state in machine.states:
+        attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": state}
+        if state == machine.initial:
+            attrs["peripheries"] = 2
+        if state == current:
+            attrs.update(style="rounded,filled", fillcolor=CURRENT_FILL, penwidth=2)
+        lines.append(_node(state, **attrs))
+    lines.append(_edge(INITIAL_NODE, machine.initial, id="initial-edge", arrowhead="normal"))
+    for source, target, triggers in machine_edges(machine):
+        attrs = {"id": f"edge:{source}->{target}", "label": "\n".join(triggers)}
+        if taken is not None and (taken[0], taken[2]) == (source, target):
+            if taken[1] is not None and len(triggers) > 1:
+                attrs["label"] = "\n".join(TAKEN_MARK + t if t == taken[1] else t for t in triggers)
+            attrs.update(color=TAKEN_COLOR, fontcolor=TAKEN_COLOR, penwidth=2.5, style="bold")
+        lines.append(_edge(source, target, **attrs))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- consumer groups
+def _topic_namer(group: Any, cluster: Any) -> Any:
+    def name(topic_id: str) -> str:
+        if isinstance(cluster, Mapping):
+            found = cluster.get(topic_id)
+            if found:
+                return str(found)
+        elif cluster is not None:
+            topic = cluster.topic_by_id(topic_id)
+            if topic is not None:
+                return topic.name
+        by_group = group.topic_name_of(topic_id) if hasattr(group, "topic_name_of") else None
+        return by_group or topic_id
+
+    return name
+
+
+def _pairs(assignment: Mapping[str, Iterable[int]]) -> set[tuple[str, int]]:
+    return {(t, int(p)) for t, parts in assignment.items() for p in parts}
+
+
+def group_dot(group: Any, cluster: Any = None, *, rankdir: str = "LR") -> str:
+    """A consumer group's members, partitions and who holds what, as a DOT digraph.
+
+    ``group`` is a ``kip_lab.coordinator.ConsumerGroup`` (the coordinator's replayed state).
+    ``cluster`` (a ``ClusterMetadata``, or a mapping topic id -> name) names topics; without
+    it the group's own partition metadata is used, then the raw topic id.
+
+    Edges member -> partition:
+
+    * ``assigned`` (solid): the member may use the partition now;
+    * ``pending`` (dashed, blue): in the member's target but not assigned yet — either
+      still held by another member (not yet released) or not yet handed over because the
+      member has not reconciled to the new target (the tooltip says which);
+    * ``revoking`` (bold red, tee arrowhead): the member was told to give it up and has
+      not confirmed yet (``pending_revocation``).
+
+    Members are labelled with their epoch and reconciliation state; partitions nobody holds
+    are filled red. The graph label carries the group state, group epoch and assignment epoch.
+    """
+    topic_name = _topic_namer(group, cluster)
+    members = sorted(group.members.values(), key=lambda m: m.member_id)
+
+    partitions: set[tuple[str, int]] = set()
+    for _name, (topic_id, count) in getattr(group, "subscription_metadata", {}).items():
+        partitions.update((topic_id, p) for p in range(count))
+    targets: dict[str, set[tuple[str, int]]] = {}
+    for member in members:
+        targets[member.member_id] = _pairs(group.target_of(member.member_id))
+        partitions |= _pairs(member.assigned) | _pairs(member.pending_revocation) | targets[member.member_id]
+
+    def pkey(tp: tuple[str, int]) -> tuple[str, str, int]:
+        return (topic_name(tp[0]), tp[0], tp[1])
+
+    ordered = sorted(partitions, key=pkey)
+    held = {tp for m in members for tp in _pairs(m.owned())}
+    state = group.state
+    state_name = getattr(state, "value", state)
+
+    def node_of(tp: tuple[str, int]) -> str:
+        return f"partition:{tp[0]}:{tp[1]}"
+
+    def plabel(tp: tuple[str, int]) -> str:
+        return f"{topic_name(tp[0])}-{tp[1]}"
+
+    lines = _header(
+        f"group {group.group_id}",
+        {
+            "rankdir": rankdir,
+            "labelloc": "t",
+            "fontname": FONT,
+            "nodesep": "0.25",
+            "ranksep": "1.4",
+            "label": (
+                f"group {group.group_id} \u00b7 {state_name}\n"
+                f"group epoch {group.group_epoch} \u00b7 assignment epoch {group.assignment_epoch}\n"
+                "solid: assigned \u00b7 dashed: pending (target not yet usable) \u00b7 bold red: revoking"
+            ),
+        },
+    )
+    lines.append('  subgraph "cluster_members" {')
+    lines.append(f"    graph{_attrs({'label': 'members', 'style': 'dashed', 'color': '#9e9e9e'})};")
+    for member in members:
+        state_value = getattr(member.state, "value", member.state)
+        label = member.member_id
+        if getattr(member, "instance_id", None):
+            label += f"\n(static: {member.instance_id})"
+        label += f"\nepoch {member.member_epoch} \u00b7 {state_value}"
+        if member.member_epoch != group.assignment_epoch:
+            label += f"\n(target epoch {group.assignment_epoch})"
+        lines.append(
+            "  "
+            + _node(
+                f"member:{member.member_id}",
+                id=f"member:{member.member_id}",
+                shape="box",
+                style="rounded,filled",
+                fillcolor=MEMBER_FILLS.get(str(state_value), "#ffffff"),
+                label=label,
+            )
+        )
+    lines.append("  }")
+    lines.append('  subgraph "cluster_partitions" {')
+    lines.append(f"    graph{_attrs({'label': 'partitions', 'style': 'dashed', 'color': '#9e9e9e'})};")
+    for tp in ordered:
+        attrs: dict[str, Any] = {"id": node_of(tp), "shape": "ellipse", "label": plabel(tp)}
+        if tp not in held:
+            attrs.update(style="filled", fillcolor=UNOWNED_FILL, tooltip=f"{plabel(tp)}: held by no member")
+        lines.append("  " + _node(node_of(tp), **attrs))
+    lines.append("  }")
+
+    for member in members:
+        mid = member.member_id
+        assigned = _pairs(member.assigned)
+        revoking = _pairs(member.pending_revocation)
+        pending = targets[mid] - assigned - revoking
+        for tp in sorted(assigned, key=pkey):
+            lines.append(
+                _edge(
+                    f"member:{mid}",
+                    node_of(tp),
+                    id=f"assigned:{mid}:{plabel(tp)}",
+                    color=ASSIGNED_COLOR,
+                    style="solid",
+                    tooltip=f"{mid} holds {plabel(tp)}",
+                )
+            )
+        for tp in sorted(pending, key=pkey):
+            holder = tp in held
+            why = "not yet released by its previous owner" if holder else "not yet reconciled"
+            lines.append(
+                _edge(
+                    f"member:{mid}",
+                    node_of(tp),
+                    id=f"pending:{mid}:{plabel(tp)}",
+                    color=PENDING_COLOR,
+                    style="dashed",
+                    tooltip=f"{plabel(tp)} is in {mid}'s target, {why}",
+                )
+            )
+        for tp in sorted(revoking, key=pkey):
+            lines.append(
+                _edge(
+                    f"member:{mid}",
+                    node_of(tp),
+                    id=f"revoking:{mid}:{plabel(tp)}",
+                    color=REVOKING_COLOR,
+                    style="bold",
+                    penwidth=2,
+                    arrowhead="tee",
+                    tooltip=f"{mid} must revoke {plabel(tp)}",
+                )
+            )
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- rendering
+TEXT_FORMATS = {"svg", "dot", "gv", "plain", "plain-ext", "json", "xdot", "canon"}
+
+
+def render(dot_source: str, format: str = "svg", engine: str = "dot") -> str | bytes:
+    """Lay out ``dot_source`` with graphviz: text for SVG and other text formats, bytes otherwise.
+
+    If the ``graphviz`` package or the ``dot`` executable is missing this does not raise: it
+    returns ``DOT_MISSING_MESSAGE``, a blank line and the DOT source, so the caller can show it.
+    """
+    try:
+        import graphviz
+    except ImportError:
+        return f"{DOT_MISSING_MESSAGE}\n\n{dot_source}"
+    try:
+        out = graphviz.Source(dot_source, engine=engine).pipe(format=format)
+    except graphviz.ExecutableNotFound:
+        return f"{DOT_MISSING_MESSAGE}\n\n{dot_source}"
+    return out.decode("utf-8") if format in TEXT_FORMATS else out

@@ -1,0 +1,844 @@
+"""A Lab trace as tidy pandas frames, ready for charts (one row per fact, one column per variable).
+
+``trace_frames(trace)`` reads the trace once and returns a ``TraceFrames`` bundle:
+
+``ownership``
+    Who holds which partition when, as the *clients* experience it (one row per interval):
+    ``group_id, member, member_id, topic_id, partition_index, partition, status, start_ms,
+    end_ms, start_step, end_step, member_epoch``. ``status`` is one of:
+
+    * ``assigned`` — the client owns the partition (its last ``assignment_changed.owned``)
+      and has not been told to give it up;
+    * ``revoking`` — the client still owns it but has been told to let it go: the last
+      ConsumerGroupHeartbeat response *delivered* to it carried an assignment without the
+      partition (the body of the matching ``message_sent``), or the client is FENCED
+      (partitions lost) or leaving (PREPARE_LEAVING, LEAVING). It ends when the client's
+      ``assignment_changed`` no longer lists it;
+    * ``pending`` — the partition is in the member's target (the coordinator's
+      ``ConsumerGroupTargetAssignmentMember`` record, mapped to the client by
+      (group id, member id)) but the client does not own it yet: it is waiting for the
+      previous owner to release it and for its own next heartbeat and reconciliation.
+      Only while the client is JOINING, RECONCILING, ACKNOWLEDGING or STABLE.
+
+    Where the trace says nothing explicit, these rules fill in: a ``crash`` (or the crash
+    half of a ``restart``) fault ends everything the process held at the fault's time (the
+    trace keeps the dead client's ``owned``, but nobody is consuming them; a restarted
+    member's new incarnation counts from its first ``state_transition``); a transition to
+    UNSUBSCRIBED, STALE or FATAL empties ``owned`` (the leave heartbeat clears it without an
+    ``assignment_changed``); deliveries to a crashed client are ignored. An interval also
+    splits when the client's member epoch changes (from ``state_transition``,
+    ``assignment_changed`` and successful heartbeat responses). Zero-length intervals are
+    dropped, and equal neighbours meeting at the same instant are merged.
+
+    This is what each client *believes*, so it can overlap: a member cut off from the
+    coordinator keeps its partitions ("assigned") until it learns it was fenced, while the
+    coordinator has already given them to someone else — the zombie window. The
+    coordinator view below never overlaps.
+
+``ownership_coordinator``
+    The same columns from the coordinator's records alone: ``assigned`` = the current
+    assignment's ``topic_partitions``, ``revoking`` = its ``partitions_pending_revocation``,
+    ``pending`` = target minus both. Works for scripted clients that emit no client events.
+
+``gaps``
+    ``group_id, topic_id, partition_index, partition, start_ms, end_ms, duration_ms``: while
+    a partition exists in a group's subscription metadata and no member holds it as
+    ``assigned`` (client view) — the unavailability a rebalance or a crash costs.
+
+``epochs``
+    ``time_ms, step, group_id, series, kind, epoch, segment, source``: one row per change of
+    the group epoch (``ConsumerGroupMetadata`` records), the assignment epoch
+    (``ConsumerGroupTargetAssignmentMetadata`` records) and each client's member epoch.
+    ``segment`` counts a member's lives (a crash, leave or fatal error ends one with a row
+    whose ``source`` is ``end``; a rejoin starts the next).
+
+``messages``
+    One row per message: ``id, api, from, to, correlation_id, direction (request/response),
+    status (delivered/dropped/in_flight), sent_ms, sent_step, delivered_ms, delivered_step,
+    dropped_ms, drop_reason, latency_ms, error (the response's first non-zero error_code by
+    name, NONE for a clean response, None for a request), is_error, member_epoch, body (JSON),
+    body_short``.
+
+``markers``
+    ``time_ms, step, kind (fault/action/timer/invariant/note), actor, label, detail``.
+
+``steps``
+    ``step, time_ms``: when each step happened (to place a time cursor on a step axis).
+
+``member_states``
+    ``group_id, member, state, trigger, start_ms, end_ms, start_step, member_epoch``: each
+    client's new-consumer state over time (from ``state_transition``), including states it
+    passed through within one millisecond (``start_ms == end_ms``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+TP = tuple[str, int]
+
+OWNERSHIP_COLUMNS = [
+    "group_id",
+    "member",
+    "member_id",
+    "topic_id",
+    "partition_index",
+    "partition",
+    "status",
+    "start_ms",
+    "end_ms",
+    "start_step",
+    "end_step",
+    "member_epoch",
+]
+GAP_COLUMNS = ["group_id", "topic_id", "partition_index", "partition", "start_ms", "end_ms", "duration_ms"]
+EPOCH_COLUMNS = ["time_ms", "step", "group_id", "series", "kind", "epoch", "segment", "source"]
+MESSAGE_COLUMNS = [
+    "id",
+    "api",
+    "from",
+    "to",
+    "correlation_id",
+    "direction",
+    "status",
+    "sent_ms",
+    "sent_step",
+    "delivered_ms",
+    "delivered_step",
+    "dropped_ms",
+    "drop_reason",
+    "latency_ms",
+    "error",
+    "is_error",
+    "member_epoch",
+    "body",
+    "body_short",
+]
+MARKER_COLUMNS = ["time_ms", "step", "kind", "actor", "label", "detail"]
+STEP_COLUMNS = ["step", "time_ms"]
+STATE_COLUMNS = ["group_id", "member", "state", "trigger", "start_ms", "end_ms", "start_step", "member_epoch"]
+
+STATUSES = ("assigned", "pending", "revoking")
+ACTIVE_STATES = {"JOINING", "RECONCILING", "ACKNOWLEDGING", "STABLE"}
+RELEASING_STATES = {"FENCED", "PREPARE_LEAVING", "LEAVING"}
+GONE_STATES = {"UNSUBSCRIBED", "STALE", "FATAL"}
+IGNORES_ASSIGNMENT = {"PREPARE_LEAVING", "LEAVING", "UNSUBSCRIBED", "STALE"}
+BODY_SHORT = 300
+
+
+@dataclass
+class TraceFrames:
+    """Every frame the charts need, built from one pass over a trace."""
+
+    ownership: pd.DataFrame
+    ownership_coordinator: pd.DataFrame
+    gaps: pd.DataFrame
+    epochs: pd.DataFrame
+    messages: pd.DataFrame
+    markers: pd.DataFrame
+    member_states: pd.DataFrame
+    end_ms: int
+    partitions: list[str] = field(default_factory=list)  # display order: topic name, then index
+    actors: list[str] = field(default_factory=list)  # order of first appearance in messages
+    steps: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=STEP_COLUMNS))  # step -> time_ms
+
+
+# ---------------------------------------------------------------------------- helpers
+def _events(source: Any) -> list[tuple[int, int, str, str, dict[str, Any]]]:
+    """(step, time_ms, actor, kind, payload) from a Trace, a Lab, or an iterable of events/dicts."""
+    if hasattr(source, "trace") and not isinstance(source, Mapping):
+        source = source.trace
+    out = []
+    for e in source:
+        if isinstance(e, Mapping):
+            out.append((int(e["step"]), int(e["time_ms"]), str(e["actor"]), str(e["kind"]), dict(e["payload"])))
+        else:
+            kind = getattr(e.kind, "value", e.kind)
+            out.append((e.step, e.time_ms, e.actor, str(kind), e.payload))
+    return out
+
+
+def _tps(items: Iterable[Mapping[str, Any]] | None) -> set[TP]:
+    """A wire list of {topic_id, partitions} as a set of (topic id, partition)."""
+    return {(str(t["topic_id"]), int(p)) for t in items or () for p in t.get("partitions", ())}
+
+
+def _first_error(body: Any) -> int:
+    """The first non-zero ``error_code`` anywhere in a response body (0 if none)."""
+    if isinstance(body, Mapping):
+        code = body.get("error_code")
+        if isinstance(code, int) and code != 0:
+            return code
+        for value in body.values():
+            found = _first_error(value)
+            if found:
+                return found
+    elif isinstance(body, list):
+        for value in body:
+            found = _first_error(value)
+            if found:
+                return found
+    return 0
+
+
+def _error_name(code: int) -> str:
+    from kip_lab.protocol import Errors
+
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"ERROR_{code}"
+
+
+def _action_label(payload: Mapping[str, Any]) -> str:
+    action = str(payload.get("action", "?"))
+    subject = payload.get("member") or payload.get("topic") or payload.get("to_broker")
+    if action == "schedule_action" and isinstance(payload.get("inner"), Mapping):
+        return f"schedule {_action_label(payload['inner'])} at {payload.get('at_ms')} ms"
+    return f"{action} {subject}" if subject else action
+
+
+class _Intervals:
+    """Open/close status intervals per key; drops zero-length ones and merges equal neighbours."""
+
+    def __init__(self, keep_empty: bool = False) -> None:
+        self.open: dict[tuple, tuple[str, int, int, Any, dict[str, Any]]] = {}
+        self.closed: dict[tuple, list[dict[str, Any]]] = {}
+        self.keep_empty = keep_empty  # keep zero-length intervals (a state passed through in one instant)
+
+    def set(self, key: tuple, status: str | None, epoch: Any, t: int, step: int, extra: dict[str, Any]) -> None:
+        current = self.open.get(key)
+        if current is not None and current[0] == status and current[3] == epoch:
+            return
+        if current is not None:
+            self._close(key, current, t, step)
+        if status is None:
+            return
+        rows = self.closed.get(key)
+        if (
+            not self.keep_empty
+            and rows
+            and rows[-1]["end_ms"] == t
+            and rows[-1]["status"] == status
+            and rows[-1]["member_epoch"] == epoch
+        ):
+            last = rows.pop()  # status flickered away and back within one instant: continue it
+            self.open[key] = (status, last["start_ms"], last["start_step"], epoch, extra)
+        else:
+            self.open[key] = (status, t, step, epoch, extra)
+
+    def _close(self, key: tuple, current: tuple, t: int, step: int) -> None:
+        status, start, start_step, epoch, extra = current
+        del self.open[key]
+        if t > start or self.keep_empty:
+            self.closed.setdefault(key, []).append(
+                {
+                    **extra,
+                    "status": status,
+                    "start_ms": start,
+                    "end_ms": t,
+                    "start_step": start_step,
+                    "end_step": step,
+                    "member_epoch": epoch,
+                }
+            )
+
+    def keys_with(self, prefix: tuple) -> list[tuple]:
+        n = len(prefix)
+        return [k for k in self.open if k[:n] == prefix]
+
+    def finish(self, end_ms: int, end_step: int) -> list[dict[str, Any]]:
+        for key in list(self.open):
+            self._close(key, self.open[key], max(end_ms, self.open[key][1]), end_step)
+        return [row for rows in self.closed.values() for row in rows]
+
+
+@dataclass
+class _Client:
+    name: str
+    group_id: str = "g"
+    member_id: str = ""
+    member_epoch: int = 0
+    state: str = "UNSUBSCRIBED"
+    owned: set[TP] = field(default_factory=set)
+    told: set[TP] | None = None  # assigned partitions of the last heartbeat response it received
+    alive: bool = False
+    incarnation: int = 0  # bumped by a restart: answers to the old process's requests are not for it
+    segment: int = -1
+    in_segment: bool = False
+    last_epoch: int | None = None
+
+
+@dataclass
+class _CoordMember:
+    epoch: int = 0
+    assigned: set[TP] = field(default_factory=set)
+    revoking: set[TP] = field(default_factory=set)
+
+
+# ---------------------------------------------------------------------------- the pass
+class _Builder:
+    def __init__(self) -> None:
+        self.topic_names: dict[str, str] = {}
+        self.clients: dict[str, _Client] = {}
+        self.member_actor: dict[tuple[str, str], str] = {}  # (group id, member id) -> client name
+        self.targets: dict[tuple[str, str], set[TP]] = {}
+        self.coord: dict[tuple[str, str], _CoordMember] = {}
+        self.listed: dict[str, set[TP]] = {}  # group -> partitions in its partition metadata
+        self.group_epoch: dict[str, int] = {}
+        self.assignment_epoch: dict[str, int] = {}
+        self.client_view = _Intervals()
+        self.coord_view = _Intervals()
+        self.existence = _Intervals()
+        self.states = _Intervals(keep_empty=True)
+        self.epochs: list[dict[str, Any]] = []
+        self.messages: dict[int, dict[str, Any]] = {}
+        self.open_requests: dict[tuple[str, str, int], int] = {}
+        self.markers: list[dict[str, Any]] = []
+        self.actors: list[str] = []
+        self.dirty_clients: set[str] = set()
+        self.dirty_members: set[tuple[str, str]] = set()
+        self.t = 0
+        self.step = 0
+
+    # -- small utilities ----------------------------------------------------------------
+    def client(self, name: str) -> _Client:
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = _Client(name)
+        return client
+
+    def actor_of(self, group_id: str, member_id: str) -> str:
+        return self.member_actor.get((group_id, member_id), member_id)
+
+    def see_actor(self, name: str) -> None:
+        if name not in self.actors:
+            self.actors.append(name)
+
+    def member_epoch_row(self, client: _Client, source: str) -> None:
+        if not client.in_segment:
+            client.segment += 1
+            client.in_segment = True
+            client.last_epoch = None
+        if client.last_epoch == client.member_epoch and source != "end":
+            return
+        client.last_epoch = client.member_epoch
+        self.epochs.append(
+            {
+                "time_ms": self.t,
+                "step": self.step,
+                "group_id": client.group_id,
+                "series": client.name,
+                "kind": "member",
+                "epoch": client.member_epoch,
+                "segment": client.segment,
+                "source": source,
+            }
+        )
+
+    def end_segment(self, client: _Client) -> None:
+        if client.in_segment:
+            self.member_epoch_row(client, "end")
+            client.in_segment = False
+
+    def group_row(self, group_id: str, kind: str, epoch: int, source: str) -> None:
+        self.epochs.append(
+            {
+                "time_ms": self.t,
+                "step": self.step,
+                "group_id": group_id,
+                "series": f"{kind} epoch",
+                "kind": kind,
+                "epoch": epoch,
+                "segment": 0,
+                "source": source,
+            }
+        )
+
+    # -- events ---------------------------------------------------------------------------
+    def feed(self, step: int, t: int, actor: str, kind: str, payload: dict[str, Any]) -> None:
+        self.step, self.t = step, t
+        handler = getattr(self, f"on_{kind}", None)
+        if handler is not None:
+            handler(actor, payload)
+        self.sync()
+
+    def on_action_applied(self, actor: str, payload: dict[str, Any]) -> None:
+        self.on_lab_action(payload, "action")
+
+    def on_fault_injected(self, actor: str, payload: dict[str, Any]) -> None:
+        self.on_lab_action(payload, "fault")
+
+    def on_lab_action(self, payload: dict[str, Any], kind: str) -> None:
+        action = payload.get("action")
+        member = payload.get("member")
+        if action != "advance_to":
+            self.markers.append(
+                {
+                    "time_ms": self.t,
+                    "step": self.step,
+                    "kind": kind,
+                    "actor": member or "lab",
+                    "label": _action_label(payload),
+                    "detail": json.dumps(payload, sort_keys=True),
+                }
+            )
+        if action == "add_consumer" and member:
+            client = self.client(member)
+            client.group_id = str((payload.get("config") or {}).get("group_id", "g"))
+            client.alive = True
+        elif action in ("crash", "restart") and member in self.clients:
+            client = self.clients[member]
+            client.owned = set()
+            client.told = None
+            # A restart is a crash and a new process at once: what the dying incarnation still
+            # emits is ignored; the new one comes alive with its first state transition.
+            client.alive = False
+            client.incarnation += 1
+            self.end_segment(client)
+            self.close_state(client)
+            self.dirty_clients.add(member)
+
+    def on_timer_fired(self, actor: str, payload: dict[str, Any]) -> None:
+        timer = payload.get("timer")
+        label = " ".join(str(x) for x in timer) if isinstance(timer, list) else str(timer)
+        self.markers.append(
+            {
+                "time_ms": self.t,
+                "step": self.step,
+                "kind": "timer",
+                "actor": actor,
+                "label": label,
+                "detail": json.dumps(payload, sort_keys=True),
+            }
+        )
+
+    def on_invariant_violated(self, actor: str, payload: dict[str, Any]) -> None:
+        self.markers.append(
+            {
+                "time_ms": self.t,
+                "step": self.step,
+                "kind": "invariant",
+                "actor": actor,
+                "label": str(payload.get("invariant", "invariant")),
+                "detail": str(payload.get("explanation", "")),
+            }
+        )
+
+    def on_note(self, actor: str, payload: dict[str, Any]) -> None:
+        self.markers.append(
+            {
+                "time_ms": self.t,
+                "step": self.step,
+                "kind": "note",
+                "actor": actor,
+                "label": str(payload.get("text", "")),
+                "detail": json.dumps(payload, sort_keys=True),
+            }
+        )
+
+    def on_state_transition(self, actor: str, payload: dict[str, Any]) -> None:
+        client = self.client(actor)
+        client.alive = True  # only a running process changes state (a new incarnation starts with one)
+        if payload.get("member_id"):
+            client.member_id = str(payload["member_id"])
+            self.member_actor[(client.group_id, client.member_id)] = actor
+        client.member_epoch = int(payload.get("member_epoch", client.member_epoch))
+        target = str(payload.get("to"))
+        client.state = target
+        if target in ("JOINING", "FENCED"):
+            client.told = None
+        if target in GONE_STATES:
+            client.owned = set()
+            client.told = None
+            self.end_segment(client)
+        else:
+            self.member_epoch_row(client, "state_transition")
+        self.states.set(
+            (client.group_id, actor),
+            target,
+            None,
+            self.t,
+            self.step,
+            {
+                "group_id": client.group_id,
+                "member": actor,
+                "trigger": payload.get("trigger"),
+                "epoch": client.member_epoch,
+            },
+        )
+        self.dirty_clients.add(actor)
+
+    def close_state(self, client: _Client) -> None:
+        self.states.set((client.group_id, client.name), None, None, self.t, self.step, {})
+
+    def on_assignment_changed(self, actor: str, payload: dict[str, Any]) -> None:
+        client = self.client(actor)
+        if payload.get("member_id"):
+            client.member_id = str(payload["member_id"])
+            self.member_actor[(client.group_id, client.member_id)] = actor
+        client.member_epoch = int(payload.get("member_epoch", client.member_epoch))
+        if client.alive:
+            client.owned = {(str(t), int(p)) for t, p in payload.get("owned", ())}
+            if client.state not in GONE_STATES:
+                self.member_epoch_row(client, "assignment_changed")
+        self.dirty_clients.add(actor)
+
+    # -- messages -------------------------------------------------------------------------
+    def _new_message(self, payload: dict[str, Any], body: Any) -> dict[str, Any]:
+        src, dst, cid = str(payload.get("from")), str(payload.get("to")), int(payload.get("correlation_id", -1))
+        self.see_actor(src)
+        self.see_actor(dst)
+        request_id = self.open_requests.pop((dst, src, cid), None)
+        direction = "response" if request_id is not None else "request"
+        if direction == "request":
+            self.open_requests[(src, dst, cid)] = int(payload["id"])
+        body = body if body is not None else {}
+        error = _first_error(body) if direction == "response" else 0
+        text = json.dumps(body, sort_keys=True)
+        epoch = body.get("member_epoch") if isinstance(body, Mapping) else None
+        if epoch is None and direction == "response" and payload.get("api") == "ConsumerGroupHeartbeat":
+            epoch = 0  # a default the summary leaves out
+        row = {
+            "id": int(payload["id"]),
+            "api": str(payload.get("api")),
+            "from": src,
+            "to": dst,
+            "correlation_id": cid,
+            "direction": direction,
+            "status": "in_flight",
+            "sent_ms": self.t,
+            "sent_step": self.step,
+            "delivered_ms": None,
+            "delivered_step": None,
+            "dropped_ms": None,
+            "drop_reason": None,
+            "latency_ms": payload.get("latency_ms"),
+            "error": None if direction == "request" else _error_name(error),
+            "is_error": bool(error),
+            "member_epoch": epoch,
+            "body": text,
+            "body_short": text if len(text) <= BODY_SHORT else text[: BODY_SHORT - 1] + "\u2026",
+            "_request": request_id,
+            "_body": body,
+            "_incarnation": self.clients[src].incarnation if src in self.clients else None,
+        }
+        self.messages[row["id"]] = row
+        return row
+
+    def on_message_sent(self, actor: str, payload: dict[str, Any]) -> None:
+        self._new_message(payload, payload.get("body"))
+
+    def on_message_dropped(self, actor: str, payload: dict[str, Any]) -> None:
+        row = self.messages.get(int(payload["id"]))
+        if row is None:  # dropped as it was sent: this is its only event
+            row = self._new_message(payload, payload.get("body"))
+        row["status"] = "dropped"
+        row["dropped_ms"] = self.t
+        row["drop_reason"] = payload.get("reason")
+
+    def on_message_delivered(self, actor: str, payload: dict[str, Any]) -> None:
+        row = self.messages.get(int(payload["id"]))
+        if row is None:
+            row = self._new_message(payload, None)
+        row["status"] = "delivered"
+        row["delivered_ms"] = self.t
+        row["delivered_step"] = self.step
+        if row["direction"] == "response" and row["api"] == "ConsumerGroupHeartbeat":
+            self.heartbeat_response(row)
+
+    def heartbeat_response(self, row: dict[str, Any]) -> None:
+        client = self.clients.get(row["to"])
+        if client is None or not client.alive or row["is_error"]:
+            return
+        request = self.messages.get(row["_request"]) if row["_request"] is not None else None
+        if request is None or request["_incarnation"] != client.incarnation:
+            return  # not an answer to this process's request (a restart happened in between)
+        if int(request["_body"].get("member_epoch", 0)) < 0:
+            return  # the answer to a leave heartbeat changes nothing on the client
+        body = row["_body"]
+        client.member_epoch = int(body.get("member_epoch", 0))
+        if body.get("member_id"):
+            client.member_id = str(body["member_id"])
+            self.member_actor[(client.group_id, client.member_id)] = client.name
+        assignment = body.get("assignment")
+        if assignment is not None and client.state not in IGNORES_ASSIGNMENT:
+            client.told = _tps(assignment.get("assigned_topic_partitions"))
+        if client.state not in GONE_STATES:
+            self.member_epoch_row(client, "heartbeat_response")
+        self.dirty_clients.add(client.name)
+
+    # -- coordinator records -------------------------------------------------------------
+    def on_handler_result(self, actor: str, payload: dict[str, Any]) -> None:
+        for record in payload.get("records") or ():
+            self.record(record.get("key") or {}, record.get("value"))
+
+    def record(self, key: Mapping[str, Any], value: Any) -> None:
+        kind = key.get("type")
+        group = str(key.get("group_id", key.get("group", "")))
+        member_id = key.get("member_id")
+        if kind == "ConsumerGroupMetadataKey":
+            if value is not None:
+                epoch = int(value.get("epoch", 0))
+                if self.group_epoch.get(group) != epoch:
+                    self.group_epoch[group] = epoch
+                    self.group_row(group, "group", epoch, "ConsumerGroupMetadata")
+        elif kind == "ConsumerGroupTargetAssignmentMetadataKey":
+            if value is not None:
+                epoch = int(value.get("assignment_epoch", 0))
+                if self.assignment_epoch.get(group) != epoch:
+                    self.assignment_epoch[group] = epoch
+                    self.group_row(group, "assignment", epoch, "ConsumerGroupTargetAssignmentMetadata")
+        elif kind == "ConsumerGroupPartitionMetadataKey":
+            listed: set[TP] = set()
+            for topic in (value or {}).get("topics", ()):
+                self.topic_names[str(topic["topic_id"])] = str(topic.get("topic_name", topic["topic_id"]))
+                listed.update((str(topic["topic_id"]), p) for p in range(int(topic.get("num_partitions", 0))))
+            before = self.listed.get(group, set())
+            self.listed[group] = listed
+            for tp in before - listed:
+                self.existence.set((group, tp), None, None, self.t, self.step, {})
+            for tp in listed - before:
+                self.existence.set((group, tp), "listed", None, self.t, self.step, {"group_id": group, "tp": tp})
+        elif kind == "ConsumerGroupTargetAssignmentMemberKey" and member_id is not None:
+            if value is None:
+                self.targets.pop((group, member_id), None)
+            else:
+                self.targets[(group, member_id)] = _tps(value.get("topic_partitions"))
+            self.dirty_members.add((group, member_id))
+            actor = self.member_actor.get((group, member_id))
+            if actor is not None:
+                self.dirty_clients.add(actor)
+        elif kind == "ConsumerGroupCurrentMemberAssignmentKey" and member_id is not None:
+            if value is None:
+                self.coord.pop((group, member_id), None)
+            else:
+                self.coord[(group, member_id)] = _CoordMember(
+                    epoch=int(value.get("member_epoch", 0)),
+                    assigned=_tps(value.get("topic_partitions")),
+                    revoking=_tps(value.get("partitions_pending_revocation")),
+                )
+            self.dirty_members.add((group, member_id))
+        elif kind == "ConsumerGroupMemberMetadataKey" and member_id is not None and value is None:
+            self.coord.pop((group, member_id), None)
+            self.dirty_members.add((group, member_id))
+        elif kind == "OffsetCommitKey" and isinstance(value, Mapping) and value.get("topic_id"):
+            self.topic_names.setdefault(str(value["topic_id"]), str(key.get("topic")))
+
+    # -- recomputing statuses ------------------------------------------------------------
+    def sync(self) -> None:
+        for name in sorted(self.dirty_clients):
+            self.sync_client(self.clients[name])
+        for group, member_id in sorted(self.dirty_members):
+            self.sync_member(group, member_id)
+        self.dirty_clients.clear()
+        self.dirty_members.clear()
+
+    def sync_client(self, client: _Client) -> None:
+        want: dict[TP, str] = {}
+        if client.alive and client.state not in GONE_STATES:
+            for tp in client.owned:
+                releasing = client.state in RELEASING_STATES or (client.told is not None and tp not in client.told)
+                want[tp] = "revoking" if releasing else "assigned"
+            if client.state in ACTIVE_STATES:
+                for tp in self.targets.get((client.group_id, client.member_id), ()):
+                    want.setdefault(tp, "pending")
+        prefix = (client.group_id, client.name)
+        for key in self.client_view.keys_with(prefix):
+            if key[2] not in want:
+                self.client_view.set(key, None, None, self.t, self.step, {})
+        for tp, status in want.items():
+            extra = {"group_id": client.group_id, "member": client.name, "member_id": client.member_id, "tp": tp}
+            self.client_view.set((*prefix, tp), status, client.member_epoch, self.t, self.step, extra)
+
+    def sync_member(self, group: str, member_id: str) -> None:
+        member = self.coord.get((group, member_id))
+        want: dict[TP, str] = {}
+        if member is not None:
+            for tp in member.assigned:
+                want[tp] = "assigned"
+            for tp in member.revoking:
+                want[tp] = "revoking"
+            for tp in self.targets.get((group, member_id), ()):
+                want.setdefault(tp, "pending")
+        prefix = (group, member_id)
+        for key in self.coord_view.keys_with(prefix):
+            if key[2] not in want:
+                self.coord_view.set(key, None, None, self.t, self.step, {})
+        epoch = member.epoch if member is not None else None
+        for tp, status in want.items():
+            extra = {"group_id": group, "member": self.actor_of(group, member_id), "member_id": member_id, "tp": tp}
+            self.coord_view.set((*prefix, tp), status, epoch, self.t, self.step, extra)
+
+    # -- output --------------------------------------------------------------------------
+    def partition_label(self, tp: TP) -> str:
+        topic_id, index = tp
+        name = self.topic_names.get(topic_id)
+        if name is None:
+            return f"{topic_id[:6]}-{index}"
+        if sum(1 for n in self.topic_names.values() if n == name) > 1:
+            return f"{name}@{topic_id[:4]}-{index}"  # a deleted and recreated topic
+        return f"{name}-{index}"
+
+    def partition_sort(self, tp: TP) -> tuple[str, str, int]:
+        return (self.topic_names.get(tp[0], tp[0]), tp[0], tp[1])
+
+    def ownership(self, intervals: _Intervals, end_ms: int) -> pd.DataFrame:
+        rows = intervals.finish(end_ms, self.step)
+        for row in rows:
+            tp = row.pop("tp")
+            row["topic_id"], row["partition_index"], row["partition"] = tp[0], tp[1], self.partition_label(tp)
+        rows.sort(
+            key=lambda r: (
+                r["group_id"],
+                self.partition_sort((r["topic_id"], r["partition_index"])),
+                r["start_ms"],
+                r["member"],
+            )
+        )
+        frame = pd.DataFrame(rows, columns=OWNERSHIP_COLUMNS)
+        return frame.astype({"member_epoch": "Int64"}) if len(frame) else frame
+
+    def gaps(self, ownership: pd.DataFrame, end_ms: int) -> pd.DataFrame:
+        exists = self.existence.finish(end_ms, self.step)
+        held: dict[tuple[str, TP], list[tuple[int, int]]] = {}
+        assigned = ownership[ownership["status"] == "assigned"]
+        for g, t, p, s, e in zip(
+            assigned["group_id"],
+            assigned["topic_id"],
+            assigned["partition_index"],
+            assigned["start_ms"],
+            assigned["end_ms"],
+            strict=True,
+        ):
+            held.setdefault((g, (t, int(p))), []).append((int(s), int(e)))
+        rows = []
+        for span in exists:
+            group, tp = span["group_id"], span["tp"]
+            cursor = span["start_ms"]
+            for s, e in sorted(held.get((group, tp), ())):
+                if e <= cursor:
+                    continue
+                if s > cursor:
+                    rows.append((group, tp, cursor, min(s, span["end_ms"])))
+                cursor = max(cursor, e)
+                if cursor >= span["end_ms"]:
+                    break
+            if cursor < span["end_ms"]:
+                rows.append((group, tp, cursor, span["end_ms"]))
+        out = [
+            {
+                "group_id": g,
+                "topic_id": tp[0],
+                "partition_index": tp[1],
+                "partition": self.partition_label(tp),
+                "start_ms": s,
+                "end_ms": e,
+                "duration_ms": e - s,
+            }
+            for g, tp, s, e in rows
+            if e > s
+        ]
+        out.sort(
+            key=lambda r: (r["group_id"], self.partition_sort((r["topic_id"], r["partition_index"])), r["start_ms"])
+        )
+        return pd.DataFrame(out, columns=GAP_COLUMNS)
+
+    def message_frame(self) -> pd.DataFrame:
+        rows = [{k: v for k, v in row.items() if not k.startswith("_")} for _, row in sorted(self.messages.items())]
+        frame = pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+        ints = ["delivered_ms", "delivered_step", "dropped_ms", "latency_ms", "member_epoch"]
+        return frame.astype({c: "Int64" for c in ints}) if len(frame) else frame
+
+    def state_frame(self, end_ms: int) -> pd.DataFrame:
+        rows = self.states.finish(end_ms, self.step)
+        out = [
+            {
+                "group_id": r["group_id"],
+                "member": r["member"],
+                "state": r["status"],
+                "trigger": r["trigger"],
+                "start_ms": r["start_ms"],
+                "end_ms": r["end_ms"],
+                "start_step": r["start_step"],
+                "member_epoch": r["epoch"],
+            }
+            for r in rows
+        ]
+        out.sort(key=lambda r: (r["group_id"], r["member"], r["start_ms"], r["start_step"]))
+        return pd.DataFrame(out, columns=STATE_COLUMNS)
+
+
+def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
+    """Read a trace (a ``Trace``, a ``Lab``, or an iterable of ``TraceEvent``/dicts) into frames.
+
+    Open intervals are closed at ``end_ms`` (default: the time of the last event).
+    """
+    events = _events(trace)
+    builder = _Builder()
+    for step, t, actor, kind, payload in events:
+        builder.feed(step, t, actor, kind, payload)
+    last = events[-1][1] if events else 0
+    end = last if end_ms is None else max(int(end_ms), last)
+    builder.t = end
+    ownership = builder.ownership(builder.client_view, end)
+    coordinator = builder.ownership(builder.coord_view, end)
+    gaps = builder.gaps(ownership, end)
+    seen = set(zip(ownership["topic_id"], ownership["partition_index"], strict=True)) | set(
+        zip(coordinator["topic_id"], coordinator["partition_index"], strict=True)
+    )
+    seen |= {tp for listed in builder.listed.values() for tp in listed}
+    seen |= set(zip(gaps["topic_id"], gaps["partition_index"], strict=True))
+    partitions = [
+        builder.partition_label((t, int(p)))
+        for t, p in sorted(seen, key=lambda tp: builder.partition_sort((tp[0], int(tp[1]))))
+    ]
+    return TraceFrames(
+        ownership=ownership,
+        ownership_coordinator=coordinator,
+        gaps=gaps,
+        epochs=pd.DataFrame(builder.epochs, columns=EPOCH_COLUMNS),
+        messages=builder.message_frame(),
+        markers=pd.DataFrame(builder.markers, columns=MARKER_COLUMNS),
+        member_states=builder.state_frame(end),
+        end_ms=end,
+        partitions=list(dict.fromkeys(partitions)),
+        actors=list(builder.actors),
+        steps=pd.DataFrame(sorted({(step, t) for step, t, *_ in events}), columns=STEP_COLUMNS),
+    )
+
+
+# ---------------------------------------------------------------------------- single frames
+def ownership_frame(trace: Any, view: str = "client", end_ms: int | None = None) -> pd.DataFrame:
+    """Ownership intervals: ``view="client"`` (default) or ``"coordinator"`` (records only)."""
+    frames = trace_frames(trace, end_ms)
+    if view == "client":
+        return frames.ownership
+    if view == "coordinator":
+        return frames.ownership_coordinator
+    raise ValueError(f"view must be 'client' or 'coordinator', got {view!r}")
+
+
+def epoch_frame(trace: Any) -> pd.DataFrame:
+    return trace_frames(trace).epochs
+
+
+def message_frame(trace: Any) -> pd.DataFrame:
+    return trace_frames(trace).messages
+
+
+def marker_frame(trace: Any) -> pd.DataFrame:
+    return trace_frames(trace).markers
+
+
+def gap_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
+    return trace_frames(trace, end_ms).gaps
+
+
+def member_state_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
+    return trace_frames(trace, end_ms).member_states
