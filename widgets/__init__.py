@@ -1,0 +1,6 @@
+"""The Jupyter layer: step through a Lab run and change it. The core never imports this."""
+
+from widgets.faults import FaultPanel, explore
+from widgets.stepper import Stepper
+
+__all__ = ["FaultPanel", "Stepper", "explore"]
