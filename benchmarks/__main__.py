@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bench_assignors, bench_coordinator
+from benchmarks import bench_assignors, bench_coordinator, bench_lab
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     status = 0
-    for bench in (bench_assignors, bench_coordinator):
+    for bench in (bench_assignors, bench_coordinator, bench_lab):
         print(f"\n## {bench.__name__}")
         status |= bench.main(args)
     return status

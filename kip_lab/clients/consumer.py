@@ -301,6 +301,9 @@ class Consumer:
         if self.paused:
             return
         now = self.now
+        if self.alive:  # it was polling until now: max.poll.interval.ms runs from here
+            self.last_poll_ms = max(now, self.app_busy_until)
+            self._arm_poll_timer()
         for tp, fetch in self.fetching.items():
             reached = self.position(tp)
             self.world.record_processed(self.name, tp, fetch.offset, reached)
@@ -398,6 +401,10 @@ class Consumer:
             self._run_queued_callbacks()
         elif isinstance(key, tuple) and key[0] == "request_timeout":
             self._request_timed_out(key[1])
+        elif isinstance(key, tuple) and key[0] == "fetch_offsets":
+            still = [tp for tp in key[1] if tp in self.owned and tp not in self.fetching]
+            if still and self.state not in (MemberState.FATAL, MemberState.UNSUBSCRIBED, MemberState.STALE):
+                self._fetch_offsets(still)
         else:
             raise ValueError(f"{self.name}: unknown timer {key!r}")
 
@@ -496,6 +503,8 @@ class Consumer:
             self._retry_later()
         elif api == "OffsetCommit" and context[1] is not None:
             context[1](False)
+        elif api == "OffsetFetch":
+            self._retry_fetch_offsets(context)
 
     def _retry_later(self) -> None:
         self._sent.clear()  # the next request is a full one
@@ -762,12 +771,20 @@ class Consumer:
         correlation = self._send("OffsetFetch", request, list(partitions))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
 
+    def _retry_fetch_offsets(self, partitions: list[TP]) -> None:
+        """A failed or lost OffsetFetch: the positions are still needed, so ask again after the backoff.
+
+        Kafka keeps retrying to initialise positions (STALE_MEMBER_EPOCH until the heartbeat
+        brings the new epoch, NOT_COORDINATOR across a failover, a lost response).
+        """
+        still = tuple(tp for tp in partitions if tp in self.owned and tp not in self.fetching)
+        if still:
+            self._timer(("fetch_offsets", still), self.config.retry_backoff_ms)
+
     def _on_fetch_response(self, response: OffsetFetchResponse, partitions: list[TP]) -> None:
         group = response.groups[0]
         if group.error_code is not Errors.NONE:
-            still_mine = [tp for tp in partitions if tp in self.owned]
-            if still_mine and group.error_code is Errors.STALE_MEMBER_EPOCH:
-                self._fetch_offsets(still_mine)  # retry with the epoch the next heartbeat brings
+            self._retry_fetch_offsets(partitions)
             return
         offsets = {(t.topic_id, p.partition_index): p.committed_offset for t in group.topics for p in t.partitions}
         started = False

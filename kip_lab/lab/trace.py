@@ -8,6 +8,7 @@ methods that need them.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ class TraceEvent:
         )
 
 
+def _step_of(event: TraceEvent) -> int:
+    return event.step
+
+
 class Trace:
     """An append-only list of events with tidy-frame and file views."""
 
@@ -78,9 +83,7 @@ class Trace:
 
     def split_after(self, step: int) -> list[TraceEvent]:
         """Drop events of steps later than ``step`` and return them, oldest first."""
-        keep = len(self._events)
-        while keep and self._events[keep - 1].step > step:
-            keep -= 1
+        keep = bisect.bisect_right(self._events, step, key=_step_of)  # events are in step order
         cut = self._events[keep:]
         del self._events[keep:]
         return cut

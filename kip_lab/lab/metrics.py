@@ -1,0 +1,461 @@
+"""What a rebalance cost, computed from a trace alone.
+
+``compute_metrics(trace)`` replays the trace's events — never the Lab that wrote them — so a
+trace saved to JSONL or Parquet and loaded back gives the same numbers. Pure Python.
+
+The replay keeps three small views, each changed only by events:
+
+* **clients** (by name): group (``add_consumer``), alive (``crash`` / ``restart``), paused
+  (``pause`` / ``resume``), state and member id (``state_transition``), owned and fetching
+  partitions (``assignment_changed``). A ``subscribe`` transition starts with nothing owned.
+* **groups** (by id), as the coordinator's records say (``handler_result`` records): group
+  epoch, assignment epoch, partition metadata, and per member its epoch, server-side state
+  and assigned partitions. The group state is derived as the coordinator derives it: Empty
+  without members, Assigning while group epoch > assignment epoch, Stable when every member
+  is STABLE at the assignment epoch, else Reconciling.
+* **topics** (by name): partition counts, from ``create_topic``, ``add_partitions``,
+  ``delete_topic`` and ``recreate_topic``.
+
+Definitions
+-----------
+trigger
+    A ``fault_injected`` event, or a group epoch bump (a ``ConsumerGroupMetadataKey`` record
+    with an epoch above the group's last one). One entry per trigger, in trace order.
+stable
+    Checked after each step (all of a step's events applied). The Lab is stable when
+    (1) every group with members is Stable; (2) every member the coordinator has belongs to a
+    live client (alive, not UNSUBSCRIBED, FATAL or STALE) of that group — a crashed process
+    still in the group is not stable; (3) every live client is STABLE, fetches exactly what it
+    owns, and owns exactly what the coordinator assigned its member; (4) no STALE client
+    that is polling again (not paused) is waiting to rejoin; (5) no group's partition
+    metadata lags the cluster for the topics it names or its members subscribe to by name
+    (an added partition or a deleted topic the coordinator has yet to notice), and every
+    member's subscription is the one its client last asked for. Changes to what a regex
+    matches are not checked.
+time to stable
+    For each trigger: the time of the first step, at or after the trigger's step, after
+    which the Lab is stable, minus the trigger's time. ``None`` if that never happens before
+    the trace ends. Overlapping triggers end at the same moment.
+partition unavailability
+    Per group and partition (named ``topic-partition``): the milliseconds during which the
+    partition existed for the group (it is in the group's partition metadata, or someone
+    fetches it) and no client of the group was fetching it, up to ``end_ms``. A partition
+    of a deleted topic stops counting when the group's metadata drops it. A recreated topic
+    adds to the same name.
+revocations
+    Partitions passed to ``on_partitions_revoked`` (every call counts, failed ones too).
+partition moves
+    A client starts fetching a partition whose previous fetcher (in that group) was another
+    client.
+heartbeats sent
+    ConsumerGroupHeartbeat requests a client put on the network: ``message_sent`` from a
+    non-broker, plus those the network dropped as they were sent.
+records written
+    Records in ``handler_result`` payloads (group records and offset commits).
+invariant violations
+    ``invariant_violated`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+TP = tuple[str, int]
+
+GONE = ("UNSUBSCRIBED", "FATAL", "STALE")
+
+
+@dataclass
+class _Client:
+    group: str
+    alive: bool = True
+    paused: bool = False
+    state: str = "UNSUBSCRIBED"
+    member_id: str = ""
+    owned: frozenset[TP] = frozenset()
+    fetching: frozenset[TP] = frozenset()
+    subscription: tuple[tuple[str, ...], str | None] = ((), None)  # sorted topic names, regex
+
+    @property
+    def live(self) -> bool:
+        return self.alive and self.state not in GONE
+
+
+@dataclass
+class _Member:
+    epoch: int = 0
+    state: str = "STABLE"
+    assigned: frozenset[TP] = frozenset()
+    subscribed: tuple[str, ...] = ()
+    regex: str | None = None
+
+
+@dataclass
+class _Group:
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, _Member] = field(default_factory=dict)
+    metadata: dict[str, tuple[str, int]] = field(default_factory=dict)  # topic id -> (name, partitions)
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        epoch = self.assignment_epoch
+        if all(m.state == "STABLE" and m.epoch == epoch for m in self.members.values()):
+            return "Stable"
+        return "Reconciling"
+
+    def partitions(self) -> set[TP]:
+        return {(tid, p) for tid, (_, n) in self.metadata.items() for p in range(n)}
+
+
+def _subscription(names: list[str] | None, regex: str | None) -> tuple[tuple[str, ...], str | None]:
+    return tuple(sorted(names or ())), regex
+
+
+def _partitions(items: Iterable[dict[str, Any]] | None) -> frozenset[TP]:
+    return frozenset((t["topic_id"], p) for t in items or () for p in t.get("partitions", ()))
+
+
+class _Replay:
+    def __init__(self) -> None:
+        self.clients: dict[str, _Client] = {}
+        self.groups: dict[str, _Group] = {}
+        self.topics: dict[str, int] = {}  # topic name -> partitions in the cluster
+        self.names: dict[str, str] = {}  # topic id -> name
+        # unavailability: (group, tp) -> state
+        self.fetchers: dict[tuple[str, TP], int] = {}
+        self.exists: set[tuple[str, TP]] = set()
+        self.seen: set[tuple[str, TP]] = set()  # has existed or been fetched
+        self.down_since: dict[tuple[str, TP], int] = {}
+        self.unavailable: dict[tuple[str, TP], int] = {}
+        self.last_fetcher: dict[tuple[str, TP], str] = {}
+        self.moves = 0
+        self.epoch_bumps: list[tuple[str, int]] = []  # of the step being applied
+
+    # -- availability bookkeeping ---------------------------------------------------------
+    def _update_down(self, key: tuple[str, TP], now: int) -> None:
+        down = key in self.seen and key in self.exists and not self.fetchers.get(key)
+        since = self.down_since.get(key)
+        if down and since is None:
+            self.down_since[key] = now
+        elif not down and since is not None:
+            self.unavailable[key] = self.unavailable.get(key, 0) + now - self.down_since.pop(key)
+
+    def _set_fetching(self, name: str, client: _Client, fetching: frozenset[TP], now: int) -> None:
+        group = client.group
+        for tp in client.fetching - fetching:
+            key = (group, tp)
+            self.fetchers[key] = self.fetchers.get(key, 0) - 1
+            self._update_down(key, now)
+        for tp in fetching - client.fetching:
+            key = (group, tp)
+            self.fetchers[key] = self.fetchers.get(key, 0) + 1
+            previous = self.last_fetcher.get(key)
+            if previous is not None and previous != name:
+                self.moves += 1
+            self.last_fetcher[key] = name
+            if key not in self.seen:
+                self.seen.add(key)
+                self.unavailable.setdefault(key, 0)
+            self._update_down(key, now)
+        client.fetching = fetching
+
+    def _set_metadata(self, group_id: str, group: _Group, metadata: dict[str, tuple[str, int]], now: int) -> None:
+        before = group.partitions()
+        group.metadata = metadata
+        after = group.partitions()
+        for tid, (name, _) in metadata.items():
+            self.names[tid] = name
+        for tp in before - after:
+            key = (group_id, tp)
+            self.exists.discard(key)
+            self._update_down(key, now)
+        for tp in after - before:
+            key = (group_id, tp)
+            self.exists.add(key)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.unavailable.setdefault(key, 0)
+            self._update_down(key, now)
+
+    # -- events ---------------------------------------------------------------------------
+    def apply(self, event: Any) -> None:
+        kind = event.kind.value if hasattr(event.kind, "value") else str(event.kind)
+        payload = event.payload
+        now = event.time_ms
+        if kind in ("action_applied", "fault_injected"):
+            self._action(payload, now)
+        elif kind == "state_transition":
+            client = self.clients.get(event.actor)
+            if client is None:
+                return
+            if payload.get("from") == "UNSUBSCRIBED" and payload.get("to") == "JOINING":
+                client.owned = frozenset()
+                self._set_fetching(event.actor, client, frozenset(), now)
+            client.state = payload["to"]
+            client.member_id = payload.get("member_id", client.member_id)
+        elif kind == "assignment_changed":
+            client = self.clients.get(event.actor)
+            if client is None:
+                return
+            client.member_id = payload.get("member_id", client.member_id)
+            client.owned = frozenset(tuple(tp) for tp in payload.get("owned", ()))
+            self._set_fetching(event.actor, client, frozenset(tuple(tp) for tp in payload.get("fetching", ())), now)
+        elif kind == "handler_result":
+            for record in payload.get("records") or ():
+                self._record(record, now)
+
+    def _action(self, payload: dict[str, Any], now: int) -> None:
+        action = payload.get("action")
+        member = payload.get("member")
+        if action == "add_consumer":
+            config = payload["config"]
+            self.clients[member] = _Client(
+                group=config["group_id"],
+                subscription=_subscription(config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")),
+            )
+        elif action == "change_subscription" and member in self.clients:
+            self.clients[member].subscription = _subscription(payload.get("topics"), payload.get("regex"))
+        elif action == "crash" and member in self.clients:
+            self.clients[member].alive = False
+        elif action == "restart" and member in self.clients:
+            client = self.clients[member]
+            client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
+        elif action == "pause" and member in self.clients:
+            self.clients[member].paused = True
+        elif action == "resume" and member in self.clients:
+            self.clients[member].paused = False
+        elif action in ("create_topic", "recreate_topic"):
+            partitions = payload.get("partitions")
+            self.topics[payload["topic"]] = (
+                partitions if partitions is not None else self.topics.get(payload["topic"], 0)
+            )
+        elif action == "add_partitions" and payload.get("topic") in self.topics:
+            self.topics[payload["topic"]] += payload["count"]
+        elif action == "delete_topic":
+            self.topics.pop(payload.get("topic"), None)
+
+    def _record(self, record: dict[str, Any], now: int) -> None:
+        key, value = record["key"], record["value"]
+        kind = key.get("type")
+        group_id = key.get("group_id")
+        if group_id is None:
+            return  # an offset commit
+        group = self.groups.get(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[group_id] = _Group()
+        if kind == "ConsumerGroupMetadataKey":
+            if value is None:
+                self._set_metadata(group_id, group, {}, now)
+                del self.groups[group_id]
+            else:
+                if value["epoch"] > group.group_epoch:
+                    self.epoch_bumps.append((group_id, value["epoch"]))
+                group.group_epoch = value["epoch"]
+        elif kind == "ConsumerGroupPartitionMetadataKey":
+            topics = (value or {}).get("topics", ())
+            metadata = {t["topic_id"]: (t["topic_name"], t["num_partitions"]) for t in topics}
+            self._set_metadata(group_id, group, metadata, now)
+        elif kind == "ConsumerGroupTargetAssignmentMetadataKey":
+            if value is not None:
+                group.assignment_epoch = value["assignment_epoch"]
+        elif kind == "ConsumerGroupMemberMetadataKey":
+            member_id = key["member_id"]
+            if value is None:
+                group.members.pop(member_id, None)
+            else:
+                member = group.members.setdefault(member_id, _Member())
+                member.subscribed = tuple(value.get("subscribed_topic_names", ()))
+                member.regex = value.get("subscribed_topic_regex")
+        elif kind == "ConsumerGroupCurrentMemberAssignmentKey":
+            member = group.members.get(key["member_id"])
+            if member is None:
+                if value is None:
+                    return
+                member = group.members[key["member_id"]] = _Member()
+            if value is None:
+                member.epoch, member.state, member.assigned = 0, "STABLE", frozenset()
+            else:
+                member.epoch = value["member_epoch"]
+                member.state = value.get("state", "STABLE")
+                member.assigned = _partitions(value.get("topic_partitions"))
+
+    # -- stability ------------------------------------------------------------------------
+    def is_stable(self) -> bool:
+        live: dict[tuple[str, str], _Client] = {}
+        for client in self.clients.values():
+            if client.state == "STALE" and client.alive and not client.paused:
+                return False  # polling again: it rejoins once its assignment is released
+            if not client.live:
+                continue
+            if client.state != "STABLE" or client.owned != client.fetching:
+                return False
+            live[(client.group, client.member_id)] = client
+        for group_id, group in self.groups.items():
+            if not group.members:
+                continue
+            if group.state != "Stable":
+                return False
+            for member_id, member in group.members.items():
+                client = live.get((group_id, member_id))
+                if client is None or client.owned != member.assigned:
+                    return False
+                if client.subscription != (tuple(sorted(member.subscribed)), member.regex):
+                    return False  # a subscription change the coordinator has not heard yet
+            if self._metadata_lags(group):
+                return False
+        for group_id, member_id in live:
+            group = self.groups.get(group_id)
+            if group is None or member_id not in group.members:
+                return False  # a live client the coordinator does not know (yet)
+        return True
+
+    def _metadata_lags(self, group: _Group) -> bool:
+        named: dict[str, int] = {}
+        for name, n in group.metadata.values():
+            named[name] = named.get(name, 0) + n
+        for name, n in named.items():
+            if self.topics.get(name) != n:
+                return True  # partitions added, or the topic deleted
+        subscribed = {name for m in group.members.values() for name in m.subscribed}
+        return any(name in self.topics and self.topics[name] > 0 and name not in named for name in subscribed)
+
+    def finish(self, end_ms: int) -> None:
+        for key in list(self.down_since):
+            self.unavailable[key] = self.unavailable.get(key, 0) + max(0, end_ms - self.down_since.pop(key))
+
+    def partition_name(self, tp: TP) -> str:
+        return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
+
+
+def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[str, Any]:
+    """Rebalance metrics of a run, from its trace (a ``Trace`` or any iterable of ``TraceEvent``).
+
+    ``end_ms`` closes the unavailability windows (default: the time of the last event).
+    See the module docstring for the exact definitions.
+    """
+    events = list(trace)
+    replay = _Replay()
+    triggers: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    sent_ids: set[Any] = set()
+    heartbeats = 0
+    records = 0
+    revocations = 0
+    violations: dict[str, int] = {}
+    senders: set[str] = set()  # consumers and scripted clients
+
+    def settle(step: int, time_ms: int) -> None:
+        if pending and replay.is_stable():
+            for trigger in pending:
+                trigger["stable_step"] = step
+                trigger["stable_time_ms"] = time_ms
+                trigger["time_to_stable_ms"] = time_ms - trigger["time_ms"]
+            pending.clear()
+
+    index = 0
+    while index < len(events):
+        step = events[index].step
+        time_ms = events[index].time_ms
+        relevant = False
+        while index < len(events) and events[index].step == step:
+            event = events[index]
+            index += 1
+            time_ms = event.time_ms
+            kind = _kind(event)
+            payload = event.payload
+            replay.epoch_bumps.clear()
+            replay.apply(event)
+            if kind in ("action_applied", "fault_injected") and payload.get("member"):
+                senders.add(payload["member"])
+            if kind == "fault_injected":
+                target = payload.get("member") or payload.get("topic") or payload.get("to_broker") or ""
+                trigger = _trigger(event, f"{payload.get('action')} {target}")
+                triggers.append(trigger)
+                pending.append(trigger)
+            for group_id, epoch in replay.epoch_bumps:
+                trigger = _trigger(event, f"group {group_id} epoch {epoch}")
+                triggers.append(trigger)
+                pending.append(trigger)
+            if kind == "message_sent":
+                sent_ids.add(payload.get("id"))
+                if payload.get("api") == "ConsumerGroupHeartbeat" and payload.get("from") in senders:
+                    heartbeats += 1
+            elif kind == "message_dropped":
+                at_send = payload.get("id") not in sent_ids
+                if at_send and payload.get("api") == "ConsumerGroupHeartbeat" and payload.get("from") in senders:
+                    heartbeats += 1
+            elif kind == "handler_result":
+                records += len(payload.get("records") or ())
+            elif kind == "callback_invoked" and payload.get("callback") == "on_partitions_revoked":
+                revocations += len(payload.get("partitions", ()))
+            elif kind == "invariant_violated":
+                name = payload.get("invariant", "?")
+                violations[name] = violations.get(name, 0) + 1
+            relevant = relevant or kind in _STATE_KINDS
+        if relevant or pending:
+            settle(step, time_ms)
+
+    last = events[-1].time_ms if events else 0
+    end = last if end_ms is None else end_ms
+    replay.finish(end)
+    unavailability: dict[str, dict[str, int]] = {}
+    for (group_id, tp), ms in sorted(replay.unavailable.items()):
+        per_group = unavailability.setdefault(group_id, {})
+        name = replay.partition_name(tp)
+        per_group[name] = per_group.get(name, 0) + ms
+    resolved = [t["time_to_stable_ms"] for t in triggers if t["time_to_stable_ms"] is not None]
+    return {
+        "end_ms": end,
+        "triggers": triggers,
+        "max_time_to_stable_ms": max(resolved) if resolved else None,
+        "mean_time_to_stable_ms": sum(resolved) / len(resolved) if resolved else None,
+        "unsettled_triggers": len(triggers) - len(resolved),
+        "stable_at_end": replay.is_stable(),
+        "partition_unavailability_ms": unavailability,
+        "total_unavailability_ms": sum(ms for per_group in unavailability.values() for ms in per_group.values()),
+        "revocations": revocations,
+        "partition_moves": replay.moves,
+        "heartbeats_sent": heartbeats,
+        "records_written": records,
+        "invariant_violations": sum(violations.values()),
+        "invariant_violations_by_name": dict(sorted(violations.items())),
+    }
+
+
+_STATE_KINDS = {"state_transition", "assignment_changed", "handler_result", "fault_injected", "action_applied"}
+
+
+def _kind(event: Any) -> str:
+    return event.kind.value if hasattr(event.kind, "value") else str(event.kind)
+
+
+def _trigger(event: Any, cause: str) -> dict[str, Any]:
+    return {
+        "step": event.step,
+        "time_ms": event.time_ms,
+        "cause": cause.strip(),
+        "stable_step": None,
+        "stable_time_ms": None,
+        "time_to_stable_ms": None,
+    }
+
+
+def stability_by_step(trace: Iterable[Any]) -> dict[int, bool]:
+    """Whether the Lab was stable (as defined above) after each step that has events."""
+    replay = _Replay()
+    out: dict[int, bool] = {}
+    events = list(trace)
+    for index, event in enumerate(events):
+        replay.apply(event)
+        if index + 1 == len(events) or events[index + 1].step != event.step:
+            out[event.step] = replay.is_stable()
+    return out
