@@ -14,24 +14,22 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(VENV)/.lab: pyproject.toml | $(BIN)/python
+# One environment for both jobs: the tests run the notebooks, the widgets and a browser.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	bash scripts/system-deps.sh
 	$(PIP) install -e ".[lab,test]"
 	@touch $@
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
-	$(PIP) install -e ".[test]"
-	@touch $@
-
-lab: $(VENV)/.lab
+lab: $(VENV)/.installed
 	$(BIN)/jupyter lab --notebook-dir=notebooks
 
-test: $(VENV)/.test
+test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
-bench: $(VENV)/.test
+bench: $(VENV)/.installed
 	$(BIN)/python -m benchmarks
 
-lint: $(VENV)/.test
+lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 clean:
