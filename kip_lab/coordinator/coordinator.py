@@ -185,6 +185,8 @@ class GroupCoordinator:
         log describes it, for inspection and time travel (no timers armed, nothing written).
         """
         coordinator = cls(config, cluster, assignors=assignors, scheduler=scheduler, log=log, seed=seed)
+        # A new coordinator must not hand out its predecessor's member ids again.
+        coordinator._rng = random.Random(f"{seed}:{log.end_offset}")
         for entry in log:
             coordinator._replay(entry.record)
         coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
@@ -300,7 +302,10 @@ class GroupCoordinator:
         return self.scheduler.timers(self)
 
     def _new_member_id(self) -> str:
-        return base64.urlsafe_b64encode(self._rng.getrandbits(128).to_bytes(16, "big")).rstrip(b"=").decode()
+        while True:
+            member_id = base64.urlsafe_b64encode(self._rng.getrandbits(128).to_bytes(16, "big")).rstrip(b"=").decode()
+            if not any(member_id in group.members for group in self.groups.values()):
+                return member_id
 
     def unload(self) -> None:
         """Stop serving (this broker lost the partition): groups become Dead, timers stop."""

@@ -57,7 +57,7 @@ def reconcile(
             return member, None
         return _next(
             member,
-            member.member_epoch + 1,
+            member.member_epoch,
             target_epoch,
             target,
             partition_held,
@@ -91,7 +91,10 @@ def _next(
         keep = current & wanted
         revoke = current - keep
         new = wanted - keep
-        free = frozenset(p for p in new if not partition_held(topic_id, p))
+        # A partition this member is releasing right now (its acknowledged revocation) is free
+        # for it again; anyone else's is held (Kafka KAFKA-19449).
+        releasing = member.pending_revocation.get(topic_id, frozenset())
+        free = frozenset(p for p in new if p in releasing or not partition_held(topic_id, p))
         if len(free) != len(new):
             unreleased = True
         if keep:
