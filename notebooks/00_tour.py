@@ -1,0 +1,399 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · A tour of kip_lab
+#
+# **kip_lab** is a deterministic, steppable workbench for Apache Kafka's group protocols. This
+# notebook series teaches **KIP-848, "The Next Generation of the Consumer Rebalance Protocol"**:
+# the protocol in which the *group coordinator* (a broker) computes assignments and every consumer
+# converges to its share on its own, heartbeat by heartbeat, with no group-wide barrier.
+#
+# Everything runs in this Python process on a **manual clock**: no broker, no threads, no wall
+# time. The same scenario and seed give the same trace, byte for byte, so every number printed in
+# these notebooks is reproducible — and checked by `nbval` in the test suite.
+#
+# This tour shows the three ways in and the pictures you will meet in every other notebook:
+#
+# 1. **the coordinator alone** — you play the consumers and send each heartbeat yourself;
+# 2. **the Lab** — autonomous new-protocol consumers, a simulated network, faults on demand;
+# 3. **the pictures** — a state diagram drawn from a machine's table, the group picture,
+#    ownership swimlanes, the epoch chart, the message sequence, and the stepper widget.
+#
+# | notebook | teaches |
+# |---|---|
+# | 01_joins | the *Basic* and *third member joins* case studies, heartbeat by heartbeat |
+# | 02_failures | session timeout, rebalance timeout, a lost response, coordinator failover |
+# | 03_partitions_and_topics | added partitions, topic recreation, regex subscriptions |
+# | 04_static_membership | epoch -2, replacement by instance id, UNRELEASED_INSTANCE_ID |
+# | 05_consumer_state_machine | the new consumer's MemberState machine, callbacks, fencing, STALE |
+# | 06_assignors | uniform vs range, and the KIP's client-side assignor mode |
+#
+# Citations like *seed L2850* point at line numbers of the KIP-848 wiki diff this workbench was
+# built from (the digest `kip848-inventory.md` quotes them); *digest §2.4* points at that digest.
+
+# %%
+import altair as alt
+
+alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+
+import pandas as pd
+from IPython.display import SVG, display
+
+pd.set_option("display.width", 140)
+pd.set_option("display.max_colwidth", 80)
+
+# %% [markdown]
+# ## 1 · The coordinator alone
+#
+# KIP-848 moves the whole rebalance into one RPC, **ConsumerGroupHeartbeat** (KIP-848, *Public
+# Interfaces → ConsumerGroupHeartbeat API*, seed L351-507). A member joins by sending member epoch
+# **0**, heartbeats with its current epoch, and leaves with **-1**. In each request it tells the
+# coordinator what it *owns*; each response tells it its *epoch* and what it may *use*.
+#
+# `GroupCoordinator` is the coordinator of one `__consumer_offsets` partition. Its handlers are
+# the RPC names in snake_case. It keeps its own manual clock (`gc.scheduler`).
+
+# %%
+from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
+from kip_lab.protocol import ConsumerGroupHeartbeatRequest
+
+cluster = ClusterMetadata()
+foo = cluster.create_topic("foo", partitions=3)  # returns the topic id: KIP-848 speaks topic ids
+gc = GroupCoordinator(CoordinatorConfig(), cluster)
+
+result = gc.consumer_group_heartbeat(
+    ConsumerGroupHeartbeatRequest(
+        group_id="g",
+        member_id="A",  # empty would make the coordinator generate one, as the KIP says; "A" reads better
+        member_epoch=0,  # 0 = join
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],  # what A owns: nothing yet
+    )
+)
+result.response
+
+# %% [markdown]
+# One heartbeat did a lot: A joined, the **group epoch** went 0 → 1, the coordinator computed a
+# **target assignment** for epoch 1 (everything to A, the only member), and A — owning nothing it
+# must give up — moved straight to **member epoch 1** with all three partitions. These are KIP-848's
+# three decoupled loops (KIP-848, *Rebalance Protocol*; digest §2.1):
+#
+# * **group epoch** — bumped whenever the group needs a new assignment (a join, a leave, a
+#   subscription change, a partition added…);
+# * **assignment epoch** — the group epoch the current target was computed for;
+# * **member epoch** — each member's own progress; it jumps to the assignment epoch once the member
+#   holds nothing outside its target.
+#
+# ### Records are the truth
+#
+# A handler never changes state directly: it returns the records to write to `__consumer_offsets`,
+# and **replaying** those records is the only thing that changes the group. That is how the real
+# coordinator works (Kafka's `CoordinatorResult` and `replay`), and it is why failover is just
+# "replay the log". `result.batches` holds the records in the atomic batches they were written in.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def topic_name(topic_id):
+    topic = cluster.topic_by_id(topic_id)
+    return topic.name if topic else topic_id[:6] + "…"
+
+
+def describe_record(record):
+    """One line per record: its key type (ConsumerGroup… prefix dropped), member, value fields."""
+    key, value = record.key, record.value
+    name = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
+    member = getattr(key, "member_id", None)
+    head = name + (f"({member})" if member else "")
+    if value is None:
+        return head + ": tombstone"
+    fields = value.model_dump(exclude_defaults=True)
+    for f in ("topic_partitions", "partitions_pending_revocation"):
+        if f in fields:
+            fields[f] = {topic_name(tp["topic_id"]): tp["partitions"] for tp in fields[f]}
+    if "topics" in fields:
+        fields["topics"] = {t["topic_name"]: t["num_partitions"] for t in fields["topics"]}
+    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def show_batches(result):
+    for i, batch in enumerate(result.batches):
+        print(f"batch {i}")
+        for record in batch:
+            print("   ", describe_record(record))
+
+
+show_batches(result)
+
+# %% [markdown]
+# Three batches, in the order KIP-848 prescribes (*Persistence*, seed L1889-2162; digest §8.3):
+#
+# 1. the member's metadata, the group's partition metadata, then the **group epoch** record last;
+# 2. the **target assignment**: changed members first, then the assignment epoch — one atomic batch,
+#    so a reader never sees half a target;
+# 3. A's **current assignment** at its new member epoch.
+#
+# The group state is derived from these records. `gc.groups["g"]` is the replayed state:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+group = gc.groups["g"]
+member = group.members["A"]
+print("group state:", group.state.value, "| group epoch", group.group_epoch, "| assignment epoch", group.assignment_epoch)
+print("A: member epoch", member.member_epoch, "| reconciliation state", member.state.value,
+      "| assigned", {topic_name(t): sorted(p) for t, p in member.assigned.items()})
+print("timers:", gc.timers())
+
+# %% [markdown]
+# The coordinator armed a **session timer** for A: 45 s (`group.consumer.session.timeout.ms`,
+# KIP-848 *Broker Configurations*). If nothing else arrives, advancing the clock fires it: A is
+# removed, its records are tombstoned and the group epoch is bumped (KIP-848, *Group Membership*,
+# seed L111; digest §5.1 S2). `gc.advance` returns what the timers wrote.
+#
+# Failover first, though: a brand-new coordinator that replays the same log holds the same state.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rebuilt = GroupCoordinator.from_log(gc.log, CoordinatorConfig(), cluster)
+print("log:", gc.log.batch_count, "batches,", len(gc.log), "records")
+print("rebuilt == live:", rebuilt.state_snapshot() == gc.state_snapshot())
+
+for fired in gc.advance(45_000):
+    print(f"t={gc.now_ms} ms:", fired.origin)
+    show_batches(fired)
+print("group state:", gc.groups["g"].state.value, "| group epoch", gc.groups["g"].group_epoch)
+
+# %% [markdown]
+# ## 2 · Pictures drawn from tables
+#
+# Every state machine in kip_lab is declared **once, as a table** of `(source, trigger, target)`
+# rows. The engine refuses any transition the table does not declare, and the diagrams are drawn
+# from the same table — the picture cannot drift from the code. Here is the consumer group state
+# (KIP-848, *Consumer Group States*, seed L129 and the metric labels at L2285; digest §3.1):
+
+# %%
+from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
+from kip_lab.viz import group_dot, machine_dot, render
+
+pd.DataFrame(
+    [(t.source, t.trigger, t.target) for t in GROUP_STATE_MACHINE.transitions],
+    columns=["source", "trigger", "target"],
+)
+
+# %%
+SVG(render(machine_dot(GROUP_STATE_MACHINE, current="Empty", last_transition=("Stable", "last member removed", "Empty"))))
+
+# %% [markdown]
+# Drawn here with the transition the group just took: A's session expired, the last member was
+# removed, Stable → Empty. How to read it: boxes are states (double border: the initial state;
+# yellow: the current state);
+# an edge carries every trigger that moves between two states, one per line; the edge just taken is
+# bold red, its trigger marked ▶. `machine_dot` returns DOT text, `render` lays it out with graphviz.
+#
+# The member side of the coordinator has its own table — Kafka's server-side reconciliation states
+# (digest §3.3). A member is `UNREVOKED_PARTITIONS` while it still holds something it was told to
+# give up, and `UNRELEASED_PARTITIONS` while part of its target is still held by someone else:
+
+# %%
+SVG(render(machine_dot(RECONCILIATION_MACHINE, current="UNRELEASED_PARTITIONS")))
+
+# %% [markdown]
+# The **group picture** (`group_dot`) draws the coordinator's view of a group: members with their
+# epoch and reconciliation state, partitions, and an edge per relation — solid *assigned*, dashed
+# blue *pending* (in the target, not usable yet), bold red *revoking*. We draw it in the middle of
+# a rebalance: B has just joined a group where A owns everything.
+
+# %%
+demo_cluster = ClusterMetadata()
+demo_cluster.create_topic("foo", partitions=3)
+demo = GroupCoordinator(CoordinatorConfig(), demo_cluster)
+
+
+def join(coordinator, member_id):
+    return coordinator.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
+        group_id="g", member_id=member_id, member_epoch=0, rebalance_timeout_ms=60_000,
+        subscribed_topic_names=["foo"], topic_partitions=[]))
+
+
+join(demo, "A")
+join(demo, "B")
+SVG(render(group_dot(demo.groups["g"], demo_cluster)))
+
+# %% [markdown]
+# B is at epoch 2 but foo-2 is only *pending* for it: A still owns foo-2 and has not been told yet
+# (it will be, in its next heartbeat). KIP-848 never gives a partition to a new owner before the
+# previous owner has released it (seed L2904: B "cannot get foo-2 until A revokes it").
+# Notebook 01 walks this case study heartbeat by heartbeat.
+#
+# ## 3 · The Lab: autonomous consumers on a simulated network
+#
+# The `Lab` wraps the same coordinator in a world: brokers, a network with latency and faults,
+# and **new-protocol consumers** (Kafka's `AsyncKafkaConsumer`: its member state machine, the
+# heartbeat manager, reconciliation with rebalance callbacks, auto-commit). A run is a sequence of
+# **steps**: the next timer on the shared clock (a message delivered, a heartbeat due, a session
+# expiring) or an action you apply (`lab.crash("A")`), which is a step of its own.
+#
+# We build the seed's *Basic* case: topic foo with 3 partitions; A starts at 0 s, B at 10 s, C at 20 s.
+
+# %%
+from kip_lab.lab import Lab
+from kip_lab.lab import actions
+
+lab = Lab(seed=0)
+lab.create_topic("foo", partitions=3)
+lab.add_consumer("A", subscribed_topic_names=["foo"])
+lab.add_consumer("B", subscribed_topic_names=["foo"], start=False)
+lab.add_consumer("C", subscribed_topic_names=["foo"], start=False)
+lab.schedule(actions.Start(member="B"), at_ms=10_000)
+lab.schedule(actions.Start(member="C"), at_ms=20_000)
+lab.run(until=20_000)  # run past the last scheduled start...
+print("stable:", lab.run_until_stable(), "at t =", lab.now, "ms after", lab.step_count, "steps")  # ...then settle
+
+# %% [markdown]
+# Everything that happened is in `lab.trace`: one typed event per thing, with the step, the
+# simulated time, the actor and a JSON payload. Here are the events of the step in which C's first
+# heartbeat reached the coordinator:
+
+# %%
+trace = lab.trace.to_pandas()
+first_c = trace[(trace.kind == "message_delivered") & trace.payload.str.contains('"from": "C"')].step.min()
+trace[trace.step == first_c]
+
+# %% [markdown]
+# ### Ownership swimlanes and the epoch chart
+#
+# `trace_frames` turns a trace into tidy pandas frames; the chart builders turn frames into Altair
+# specs. **Swimlanes**: one lane per partition, a bar per member that held it — solid *assigned*,
+# faint *pending* (in its target, waiting for the previous owner), half-transparent *revoking* (told
+# to give it up, not done yet); red shading is time when nobody could consume the partition.
+# **Epochs**: the group epoch (solid), the assignment epoch (dashed) and each member's epoch (dotted)
+# as step lines. Dashed vertical rules are faults and coordinator timers. Hover for details.
+
+# %%
+from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, to_svg, trace_frames
+
+frames = trace_frames(lab.trace)
+ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=180)
+
+# %% [markdown]
+# Read the top chart lane by lane: A holds everything from the start; at 10 s B joins and foo-2
+# becomes *pending* for B (faint orange) — and the lane turns red for about five seconds. Why? A
+# gives foo-2 up within milliseconds, but B only learns that foo-2 is free in its **next**
+# heartbeat response, and B heartbeats every 5 s (`group.consumer.heartbeat.interval.ms`). That is
+# KIP-848's design: a released partition goes to its new owner in the new owner's next heartbeat
+# response (the *Basic* case, seed L2930; digest §2.4 RC5). The same happens to foo-1 when C joins
+# at 20 s.
+#
+# Zoom in with `time_range` to see the first milliseconds after B's join: the group and assignment
+# epochs move to 2 at once, B jumps 0 → 2, A is told to revoke foo-2 (half-transparent), does so,
+# and moves to epoch 2 when it acknowledges.
+
+# %%
+zoom = (9_995, 10_020)
+ownership_swimlanes(frames, time_range=zoom, width=640) & epoch_chart(frames, time_range=zoom, width=640, height=160)
+
+# %% [markdown]
+# Charts are data until rendered: the same spec renders to a static SVG with `to_svg` (vl-convert,
+# no browser, no network). This one is stored as an image, so it also shows on GitHub:
+
+# %%
+SVG(to_svg(ownership_swimlanes(frames, time_range=(19_995, 20_020), width=560)))
+
+# %% [markdown]
+# ### The message sequence
+#
+# One vertical lane per actor, time running down, one arrow per message: requests solid, responses
+# dashed, errors red, dropped messages grey with a cross. `y_axis="step"` spaces messages by step
+# instead of milliseconds — here the whole run fits although it spans 25 s. `apis` keeps only the
+# heartbeats (the consumers also send OffsetCommit and OffsetFetch). Hover an arrow for its body.
+
+# %%
+message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=520)
+
+# %% [markdown]
+# With the default time axis, `time_range` zooms: C's join heartbeat at 20 s and its answer
+# (epoch 3, foo-1 pending), then B's regular heartbeat a few milliseconds later.
+
+# %%
+message_sequence(frames, time_range=(19_999, 20_010), apis=["ConsumerGroupHeartbeat"], height=300)
+
+# %% [markdown]
+# ## 4 · Stepping: the widget, time travel, forks
+#
+# `explore(lab)` is the stepper with a fault panel. **Play / Step / Back** and the slider move
+# through the run (`Lab.seek`); the timeline cursor follows; the diagram shows the chosen member's
+# client state, its reconciliation state on the coordinator, the group state or the group picture;
+# the table lists the records the coordinator wrote at that step; the lights are the invariants
+# (no partition owned twice, epochs never go back, …). A fault button applies the fault at the
+# step on screen — the run forks in place — and runs on until the group settles.
+#
+# *(The widget needs a live kernel; on GitHub you will only see its placeholder.)*
+
+# %%
+from widgets import explore
+
+explore(lab, member="A")
+
+# %% [markdown]
+# The same time travel from code: `seek(k)` restores the world right after step `k` (a snapshot
+# plus deterministic replay); `fork()` gives an independent copy to try something else.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+end = lab.step_count
+lab.seek(first_c)
+print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
+      f"C is {lab.clients['C'].state.value}")
+what_if = lab.fork()
+what_if.crash("A")
+what_if.run(until=lab.now + 60_000)
+print("fork where A crashes:", sorted(what_if.coordinator.groups["g"].members), "at group epoch",
+      what_if.coordinator.groups["g"].group_epoch)
+lab.seek(end)
+print(f"original run, back at step {lab.step_count}:", sorted(lab.coordinator.groups["g"].members))
+
+# %% [markdown]
+# ## 5 · Scenarios: a run written down as data
+#
+# A scenario (YAML or a Python dict) names the topics, members, timed events, how long to run and
+# what must be true at the end. The library holds the seed's case studies; `run_scenario` returns
+# the final table, metrics and every expectation with its actual value.
+
+# %%
+from kip_lab.scenarios import list_library, load_library_scenario, run_scenario
+
+print(list_library())
+basic = run_scenario(load_library_scenario("basic"))
+pd.DataFrame([(e.name, e.expected, e.actual, e.passed) for e in basic.expectations],
+             columns=["expectation", "expected", "actual", "passed"])
+
+# %% [markdown]
+# ## Summary
+#
+# The cell below is checked by `nbval` on every test run: if the engine's behaviour changes, the
+# notebook fails.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+g = lab.coordinator.groups["g"]
+print("Lab run (Basic case):", g.state.value, "group epoch", g.group_epoch, "assignment epoch", g.assignment_epoch)
+for member_id in sorted(g.members):
+    m = g.members[member_id]
+    print(f"  {member_id}: epoch {m.member_epoch}, assigned",
+          {lab.cluster.topic_by_id(t).name: sorted(p) for t, p in m.assigned.items()},
+          "| client", lab.clients[member_id].state.value)
+print("steps:", lab.step_count, "| end:", lab.now, "ms | invariant violations:", len(lab.invariants.violations))
+print("scenario 'basic' ok:", basic.ok, "| steps", basic.steps, "| records written", basic.metrics["records_written"])
