@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
