@@ -112,28 +112,14 @@ def topic_name(topic_id):
     return topic.name if topic else topic_id[:6] + "…"
 
 
-def describe_record(record):
-    """One line per record: its key type (ConsumerGroup… prefix dropped), member, value fields."""
-    key, value = record.key, record.value
-    name = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
-    member = getattr(key, "member_id", None)
-    head = name + (f"({member})" if member else "")
-    if value is None:
-        return head + ": tombstone"
-    fields = value.model_dump(exclude_defaults=True)
-    for f in ("topic_partitions", "partitions_pending_revocation"):
-        if f in fields:
-            fields[f] = {topic_name(tp["topic_id"]): tp["partitions"] for tp in fields[f]}
-    if "topics" in fields:
-        fields["topics"] = {t["topic_name"]: t["num_partitions"] for t in fields["topics"]}
-    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
+from kip_lab.coordinator.view import describe_record
 
 
 def show_batches(result):
     for i, batch in enumerate(result.batches):
         print(f"batch {i}")
         for record in batch:
-            print("   ", describe_record(record))
+            print("   ", describe_record(record, cluster))
 
 
 show_batches(result)

@@ -65,36 +65,7 @@ pd.set_option("display.width", 160)
 GROUP = "g"
 
 
-def describe_record(record, cluster):
-    """One line per record: key type (ConsumerGroup… dropped), member, non-default value fields."""
-    key, value = record.key, record.value
-    name = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
-    head = name + (f"({key.member_id})" if getattr(key, "member_id", None) else "")
-    if value is None:
-        return head + ": tombstone"
-    fields = value.model_dump(exclude_defaults=True)
-    for f in ("topic_partitions", "partitions_pending_revocation"):
-        if f in fields:
-            fields[f] = [p for tp in fields[f] for p in tp["partitions"]]
-    if "topics" in fields:
-        fields["topics"] = {t["topic_name"]: t["num_partitions"] for t in fields["topics"]}
-    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
-
-
-def cell(group, member_id):
-    """The digest's notation for one member: e<epoch> [usable] p[pending] r[revoking]."""
-    member = group.members.get(member_id) if group else None
-    if member is None:
-        return "-"
-    assigned = sorted(p for parts in member.assigned.values() for p in parts)
-    text = f"e{member.member_epoch} [{','.join(map(str, assigned))}]"
-    if member.state is MemberState.UNRELEASED_PARTITIONS:
-        target = sorted(p for parts in group.target_of(member_id).values() for p in parts)
-        text += f" p[{','.join(str(p) for p in target if p not in assigned)}]"
-    revoking = sorted(p for parts in member.pending_revocation.values() for p in parts)
-    if revoking:
-        text += f" r[{','.join(map(str, revoking))}]"
-    return text
+from kip_lab.coordinator.view import describe_record, member_cell as cell
 
 
 class SeedCase:

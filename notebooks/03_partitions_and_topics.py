@@ -52,24 +52,7 @@ from kip_lab.viz import epoch_chart, group_dot, ownership_swimlanes, render, to_
 pd.set_option("display.width", 160)
 
 
-def describe_record(record, cluster):
-    """One line per record, topic ids shown as names (or a short id for a topic that is gone)."""
-    def name(topic_id):
-        topic = cluster.topic_by_id(topic_id)
-        return topic.name if topic else f"<old id {topic_id[:6]}…>"
-
-    key, value = record.key, record.value
-    kind = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
-    head = kind + (f"({key.member_id})" if getattr(key, "member_id", None) else "")
-    if value is None:
-        return head + ": tombstone"
-    fields = value.model_dump(exclude_defaults=True)
-    for f in ("topic_partitions", "partitions_pending_revocation"):
-        if f in fields:
-            fields[f] = {name(tp["topic_id"]): tp["partitions"] for tp in fields[f]}
-    if "topics" in fields:
-        fields["topics"] = {t["topic_name"]: (t["num_partitions"], t["topic_id"][:6] + "…") for t in fields["topics"]}
-    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
+from kip_lab.coordinator.view import describe_record
 
 
 def group_line(group, cluster):

@@ -66,17 +66,7 @@ foo = cluster.create_topic("foo", partitions=4)
 gc = GroupCoordinator(CoordinatorConfig(), cluster)
 
 
-def describe_record(record):
-    key, value = record.key, record.value
-    name = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
-    head = name + (f"({key.member_id})" if getattr(key, "member_id", None) else "")
-    if value is None:
-        return head + ": tombstone"
-    fields = value.model_dump(exclude_defaults=True)
-    for f in ("topic_partitions", "partitions_pending_revocation"):
-        if f in fields:
-            fields[f] = [p for tp in fields[f] for p in tp["partitions"]]
-    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
+from kip_lab.coordinator.view import describe_record
 
 
 def group_line():

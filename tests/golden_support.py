@@ -1,37 +1,17 @@
-"""Drive the coordinator through the seed's case studies and read state the seed's way.
-
-A member cell reads like the digest's tables: ``e2 [0,1] p[2]`` is member epoch 2, usable
-foo-0 and foo-1, foo-2 pending (in its target, not yet released by its previous owner).
-``r[2]`` marks a partition the member was told to revoke and still holds: the seed writes
-that as ``e1 [0,1,2] (revoking 2)``.
-"""
+"""Drive the coordinator through the seed's case studies and read state the seed's way
+(member cells such as ``e2 [0,1] p[2]``: see ``kip_lab.coordinator.view``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kip_lab.cluster import ClusterMetadata
-from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, MemberState
+from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_group_log
+from kip_lab.coordinator.view import member_cell, states_after_batches
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 
 GROUP = "g"
-
-
-def cell(gc: GroupCoordinator, member_id: str) -> str:
-    group = gc.groups.get(GROUP)
-    member = group.members.get(member_id) if group else None
-    if member is None:
-        return "-"
-    assigned = sorted(p for parts in member.assigned.values() for p in parts)
-    text = f"e{member.member_epoch} [{','.join(map(str, assigned))}]"
-    if member.state is MemberState.UNRELEASED_PARTITIONS:
-        target = sorted(p for parts in group.target_of(member_id).values() for p in parts)
-        text += f" p[{','.join(str(p) for p in target if p not in assigned)}]"
-    revoking = sorted(p for parts in member.pending_revocation.values() for p in parts)
-    if revoking:
-        text += f" r[{','.join(map(str, revoking))}]"
-    return text
 
 
 @dataclass
@@ -47,7 +27,11 @@ def snapshot(gc: GroupCoordinator, members: tuple[str, ...]) -> Snapshot:
     group = gc.groups[GROUP]
     target = {m: [p for parts in t.values() for p in parts] for m, t in sorted(group.target.items())}
     return Snapshot(
-        group.group_epoch, group.assignment_epoch, target, {m: cell(gc, m) for m in members}, group.state.value
+        group.group_epoch,
+        group.assignment_epoch,
+        target,
+        {m: member_cell(group, m) for m in members},
+        group.state.value,
     )
 
 
@@ -93,15 +77,7 @@ class Case:
 
     def per_batch(self, result: CoordinatorResult) -> list[Snapshot]:
         """The state after each batch ``result`` wrote: the seed's intermediate snapshots."""
-        end = self.gc.log.batch_count
-        first = end - len(result.batches)
-        return [
-            snapshot(
-                GroupCoordinator.from_log(self.gc.log.truncated(k), self.config, self.cluster, load=False),
-                self.members,
-            )
-            for k in range(first + 1, end + 1)
-        ]
+        return [snapshot(gc, self.members) for gc in states_after_batches(self.gc, result)]
 
     def assert_rebuild_equals_live(self) -> None:
         """Failover at this instant reproduces the live coordinator (acceptance criterion)."""

@@ -1,0 +1,91 @@
+"""The coordinator's state in the seed's own notation, for tests, notebooks and reviews.
+
+The KIP's case studies draw a group as a table: group epoch, target, and a cell per member
+such as ``e2 [0,1] p[2]`` (epoch 2, may use foo-0 and foo-1, foo-2 pending — in its target
+but not yet released by its previous owner). ``r[2]`` marks a partition the member was told to
+revoke and still holds (the seed writes ``e1 [0,1,2] (revoking 2)``). One heartbeat may write
+several batches; ``states_after_batches`` replays the log one batch at a time to show the
+seed's separate snapshots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.coordinator import GroupCoordinator
+from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.member import MemberState
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.runtime.log import Record
+
+
+def _numbers(values: Any) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def member_cell(group: ConsumerGroup | None, member_id: str) -> str:
+    """``e<epoch> [usable] p[pending] r[revoking]``, or ``-`` when the member is not in the group."""
+    member = group.members.get(member_id) if group else None
+    if member is None:
+        return "-"
+    assigned = sorted(p for parts in member.assigned.values() for p in parts)
+    text = f"e{member.member_epoch} [{_numbers(assigned)}]"
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        target = sorted(p for parts in group.target_of(member_id).values() for p in parts)
+        text += f" p[{_numbers(p for p in target if p not in assigned)}]"
+    revoking = sorted(p for parts in member.pending_revocation.values() for p in parts)
+    if revoking:
+        text += f" r[{_numbers(revoking)}]"
+    return text
+
+
+def group_row(group: ConsumerGroup, members: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """One row of a case-study table: epochs, target (in target order), member cells, state."""
+    target = {m: [p for parts in t.values() for p in parts] for m, t in sorted(group.target.items())}
+    return {
+        "GE": group.group_epoch,
+        "TE": group.assignment_epoch,
+        "target": " ".join(f"{m}:{p}" for m, p in target.items()),
+        **{m: member_cell(group, m) for m in members},
+        "state": group.state.value,
+    }
+
+
+def describe_record(record: Record, cluster: ClusterMetadata | None = None) -> str:
+    """One line: key type (``ConsumerGroup`` prefix dropped), member, the value's non-default fields.
+
+    With ``cluster``, partitions are shown per topic name (a topic that no longer exists by a
+    short form of its old id); without, as one flat list.
+    """
+    key, value = record.key, record.value
+    name = type(key).__name__.removeprefix("ConsumerGroup").removesuffix("Key")
+    member = getattr(key, "member_id", None)
+    head = name + (f"({member})" if member else "")
+    if value is None:
+        return head + ": tombstone"
+
+    def topic(topic_id: str) -> str:
+        found = cluster.topic_by_id(topic_id) if cluster else None
+        return found.name if found else f"<old id {topic_id[:6]}…>"
+
+    fields = value.model_dump(exclude_defaults=True)
+    for field in ("topic_partitions", "partitions_pending_revocation"):
+        if field in fields:
+            if cluster is None:
+                fields[field] = [p for tp in fields[field] for p in tp["partitions"]]
+            else:
+                fields[field] = {topic(tp["topic_id"]): tp["partitions"] for tp in fields[field]}
+    if "topics" in fields:
+        fields["topics"] = {t["topic_name"]: t["num_partitions"] for t in fields["topics"]}
+    return head + ": " + ", ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def states_after_batches(coordinator: GroupCoordinator, result: CoordinatorResult) -> list[GroupCoordinator]:
+    """The state right after each batch ``result`` wrote (the last batches of the log), by replay."""
+    end = coordinator.log.batch_count
+    first = end - len(result.batches)
+    return [
+        GroupCoordinator.from_log(coordinator.log.truncated(k), coordinator.config, coordinator.cluster, load=False)
+        for k in range(first + 1, end + 1)
+    ]
