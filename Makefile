@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install -e ".[lab,test]"
 	@touch $@
 
+# --allow-root: JupyterLab refuses root without it, and containers (Binder, CI) often are root.
 lab: $(VENV)/.installed
-	$(BIN)/jupyter lab --notebook-dir=notebooks
+	$(BIN)/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
