@@ -234,7 +234,7 @@ class GroupCoordinator:
         for batch in result.batches:
             if not batch:
                 continue
-            touched = sorted({r.key.group_id for r in batch if hasattr(r.key, "group_id")})
+            touched = sorted({r.key.group_id for r in batch if type(r.key) is not OffsetCommitKey})
             before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
             self.log.append(batch)
             for record in batch:
