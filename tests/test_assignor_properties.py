@@ -69,9 +69,7 @@ def specs(draw: st.DrawFn, homogeneous: bool, conflicts: bool = False) -> Assign
             )
             for m in member_ids
         },
-        topics={
-            t: TopicMetadata(topic_id=t, topic_name=t.upper(), num_partitions=n) for t, n in sizes.items()
-        },
+        topics={t: TopicMetadata(topic_id=t, topic_name=t.upper(), num_partitions=n) for t, n in sizes.items()},
     )
 
 
@@ -88,10 +86,7 @@ def valid_previous(spec: AssignmentSpec, member_id: str) -> list[tuple[str, int]
             if topic_id not in spec.topics or topic_id not in member.subscribed_topic_ids:
                 continue
             for partition in member.target_partitions[topic_id]:
-                if (
-                    0 <= partition < spec.topics[topic_id].num_partitions
-                    and (topic_id, partition) not in taken
-                ):
+                if 0 <= partition < spec.topics[topic_id].num_partitions and (topic_id, partition) not in taken:
                     taken.add((topic_id, partition))
                     sequence.append((topic_id, partition))
         if other == member_id:
@@ -168,8 +163,7 @@ def reordered(spec: AssignmentSpec, shuffle: Callable[[list], list]) -> Assignme
             m: MemberSubscription(
                 subscribed_topic_ids=spec.members[m].subscribed_topic_ids,
                 target_partitions={
-                    t: spec.members[m].target_partitions[t]
-                    for t in shuffle(list(spec.members[m].target_partitions))
+                    t: spec.members[m].target_partitions[t] for t in shuffle(list(spec.members[m].target_partitions))
                 },
                 instance_id=spec.members[m].instance_id,
             )
@@ -236,14 +230,29 @@ class TestUniformAnySubscriptions:
         assignment = uniform_assign(spec)
         count = counts(assignment)
         for member_id in spec.members:
-            lost = [
-                (t, p)
-                for t, p in valid_previous(spec, member_id)
-                if p not in assignment[member_id].get(t, [])
-            ]
+            lost = [(t, p) for t, p in valid_previous(spec, member_id) if p not in assignment[member_id].get(t, [])]
             for topic_id, _ in lost:
                 fewest = min(count[m] for m in subscribers(spec, topic_id))
                 assert count[member_id] >= fewest, (member_id, topic_id, count)
+
+    @PROPERTY_SETTINGS
+    @given(any_specs, st.randoms())
+    def test_stale_and_losing_claims_leave_a_settled_assignment_alone(self, spec: AssignmentSpec, random) -> None:
+        settled = uniform_assign(spec)
+        owners = {(t, p): m for m, topics in settled.items() for t, partitions in topics.items() for p in partitions}
+        noisy = {}
+        for member_id, member in spec.members.items():
+            target = {t: list(partitions) for t, partitions in settled[member_id].items()}
+            for (topic_id, partition), owner in owners.items():
+                if owner < member_id and random.random() < 0.3:  # the lower id owns it
+                    target.setdefault(topic_id, []).append(partition)
+            for topic_id in [*spec.topics, GONE_TOPIC]:
+                if topic_id not in member.subscribed_topic_ids:
+                    target[topic_id] = [0, 1]
+                elif topic_id in spec.topics:
+                    target.setdefault(topic_id, []).append(spec.topics[topic_id].num_partitions)
+            noisy[member_id] = target
+        assert uniform_assign(with_targets(spec, noisy)) == settled
 
     @PROPERTY_SETTINGS
     @given(any_specs)

@@ -36,10 +36,7 @@ def make_spec(
             )
             for member_id, topics in subscriptions.items()
         },
-        topics={
-            t: TopicMetadata(topic_id=t, topic_name=f"name-{t}", num_partitions=n)
-            for t, n in partitions.items()
-        },
+        topics={t: TopicMetadata(topic_id=t, topic_name=f"name-{t}", num_partitions=n) for t, n in partitions.items()},
     )
 
 
@@ -147,9 +144,7 @@ class TestUniformHomogeneousRules:
         assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"foo": [1]}}
 
     def test_partition_claimed_twice_stays_with_the_lower_member_id(self) -> None:
-        spec = make_spec(
-            {"foo": 4}, {"a": ["foo"], "b": ["foo"]}, {"b": {"foo": [0, 1]}, "a": {"foo": [1, 1]}}
-        )
+        spec = make_spec({"foo": 4}, {"a": ["foo"], "b": ["foo"]}, {"b": {"foo": [0, 1]}, "a": {"foo": [1, 1]}})
         # "a" keeps 1 (once), "b" keeps 0; the rest is handed out.
         assert uniform_assign(spec) == {"a": {"foo": [1, 2]}, "b": {"foo": [0, 3]}}
 
@@ -196,6 +191,15 @@ class TestUniformHeterogeneous:
         previous = {"a": {"t1": [3, 0]}, "b": {"t1": [1], "t2": [1]}, "c": {"t2": [0], "t1": [2]}}
         spec = make_spec({"t1": 4, "t2": 2}, {"a": ["t1"], "b": ["t1", "t2"], "c": ["t1", "t2"]}, previous)
         assert uniform_assign(spec) == previous
+
+    def test_unsubscribed_claim_does_not_win_a_contested_partition(self) -> None:
+        # "a" no longer subscribes to bar, so its old claim on bar-0 must not beat "z"'s.
+        spec = make_spec(
+            {"foo": 1, "bar": 3},
+            {"a": ["foo"], "b": ["bar"], "c": ["bar"], "z": ["bar"]},
+            {"a": {"bar": [0]}, "b": {"bar": [1, 1]}, "z": {"bar": [0]}},
+        )
+        assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"bar": [1]}, "c": {"bar": [2]}, "z": {"bar": [0]}}
 
     def test_member_without_subscription_gets_nothing(self) -> None:
         spec = make_spec({"t1": 2}, {"a": ["t1"], "b": []}, {"b": {"t1": [0]}})

@@ -41,7 +41,8 @@ def range_assign(spec: AssignmentSpec) -> GroupAssignment:
 
     ordered_ids = sorted(members, key=range_order)
 
-    # Each distinct subscription is filtered and sorted once, however many members share it.
+    # Each distinct subscription is filtered and sorted once, however many members share it;
+    # sorted so that no member's topic order follows frozenset (hash) order.
     topics_of: dict[frozenset[TopicId], list[TopicId]] = {}
     member_topics = []
     subscriber_counts: dict[TopicId, int] = {}

@@ -13,13 +13,19 @@ The KIP only promises "uniform and sticky", so the behaviour is pinned down here
      member with the fewest partitions that is still below its quota (ties: member id).
 
 * Heterogeneous groups (different subscriptions) get a design in the spirit of Kafka's
-  ``UniformHeterogeneousAssignmentBuilder``: keep every still-valid target partition, hand
-  out the rest to the least-loaded subscribers, then move partitions one at a time from the
-  most- to the least-loaded subscriber of a topic until no move from X to Y with
+  ``UniformHeterogeneousAssignmentBuilder``: keep every still-valid target partition; hand
+  out the rest topic by topic (most partitions per subscriber first, as Kafka does), each
+  to the least-loaded subscriber; then move partitions one at a time from the most- to the
+  least-loaded subscriber of a topic until no move from X to Y with
   ``count(X) - count(Y) > 1`` is left. Kafka stops after 16 sweeps and breaks some ties by
   Java hash order; here the sweeps run to that fixed point (it always terminates: each move
   lowers the sum of squared counts) and every tie is broken by member id, so the result
   matches Kafka's balance and stickiness but not necessarily its exact partition choice.
+  Like Kafka's, that balance is per topic: along chains of overlapping subscriptions the
+  totals can still differ by more than one where no single move helps.
+
+Targets in the spec are never modified and never shared with the result: every list in the
+result is new. Member ids and topic ids decide every order, never dict or set order.
 
 A member subscribed to a topic that is missing from ``spec.topics`` simply does not get that
 topic; the coordinator only passes existing topics, so this is not treated as an error.
@@ -87,8 +93,8 @@ def _collector_paused() -> Iterator[None]:
 
 def _uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
     member_ids = sorted(spec.members)
-    subscriptions = _effective_subscriptions(member_ids, spec.members, spec.topics)
-    if len(set(subscriptions)) <= 1:
+    subscriptions, distinct = _effective_subscriptions(member_ids, spec.members, spec.topics)
+    if distinct <= 1:
         assignment = _assign_homogeneous(member_ids, spec.members, spec.topics, subscriptions)
     else:
         assignment = _assign_heterogeneous(member_ids, spec.members, spec.topics, subscriptions)
@@ -99,8 +105,11 @@ def _effective_subscriptions(
     member_ids: list[MemberId],
     members: Mapping[MemberId, MemberSubscription],
     topics: Mapping[TopicId, TopicMetadata],
-) -> list[frozenset[TopicId]]:
-    """Each member's subscribed topics that exist; shared sets are only filtered once."""
+) -> tuple[list[frozenset[TopicId]], int]:
+    """Each member's subscribed topics that exist, and how many different sets that makes.
+
+    Equal subscriptions are filtered once, so the count costs nothing per member.
+    """
     filtered: dict[frozenset[TopicId], frozenset[TopicId]] = {}
     result = []
     for member_id in member_ids:
@@ -109,7 +118,7 @@ def _effective_subscriptions(
         if existing is None:
             existing = filtered[subscribed] = frozenset(t for t in subscribed if t in topics)
         result.append(existing)
-    return result
+    return result, len(set(filtered.values()))
 
 
 def _previous_targets(
@@ -118,12 +127,12 @@ def _previous_targets(
     topics: Mapping[TopicId, TopicMetadata],
     subscriptions: list[frozenset[TopicId]],
 ) -> tuple[list[Mapping[TopicId, Sequence[int]]], dict[TopicId, list[Sequence[int]]]]:
-    """Each member's still-valid previous target, and per topic the partition lists in them.
+    """Each member's still-valid previous target, and per topic the lists claimed in them.
 
     Drops topics the member no longer subscribes to, partitions that no longer exist and
     empty lists. Should two members claim the same partition (the coordinator never does
     that), the lower member id keeps it. When nothing needs dropping, the common case, the
-    members' own mappings are returned untouched: large groups hold 100,000 small lists.
+    members' own mappings come back untouched, to be read only; the result copies them.
     """
     targets = [members[member_id].target_partitions for member_id in member_ids]
     claims, untidy = _collect_claims(targets, subscriptions)
@@ -195,6 +204,24 @@ def _tidy_target(
     return tidy
 
 
+def _copy_sorted(target: Mapping[TopicId, Sequence[int]]) -> dict[TopicId, list[int]]:
+    """A fresh copy of a target, topics in id order so that dict order never leaks through."""
+    return {topic_id: list(target[topic_id]) for topic_id in sorted(target)}
+
+
+def _release_beyond(held: dict[TopicId, list[int]], quota: int, released: dict[TopicId, list[int]]) -> None:
+    """Keep the first ``quota`` partitions of a topic-sorted copy, in place; collect the rest."""
+    room = quota
+    for topic_id in list(held):
+        partitions = held[topic_id]
+        if len(partitions) > room:
+            released.setdefault(topic_id, []).extend(partitions[room:])
+            del partitions[room:]
+            if not partitions:
+                del held[topic_id]
+        room -= len(partitions)
+
+
 def _unassigned_partitions(
     num_partitions: int, claimed_lists: list[Sequence[int]] | None, released: list[int] | None
 ) -> list[int]:
@@ -211,33 +238,7 @@ def _unassigned_partitions(
     return free
 
 
-def _copy_sorted(target: Mapping[TopicId, Sequence[int]]) -> dict[TopicId, list[int]]:
-    """A fresh copy of a target, topics in id order so that dict order never leaks through."""
-    return {topic_id: list(target[topic_id]) for topic_id in sorted(target)}
-
-
-def _keep_prefix(
-    target: Mapping[TopicId, Sequence[int]], quota: int, released: dict[TopicId, list[int]]
-) -> dict[TopicId, list[int]]:
-    """The first ``quota`` partitions of a target read in topic-id order; the rest is released."""
-    kept = {}
-    room = quota
-    for topic_id in sorted(target):
-        partitions = target[topic_id]
-        if len(partitions) <= room:
-            kept[topic_id] = list(partitions)
-            room -= len(partitions)
-            continue
-        if room:
-            kept[topic_id] = list(partitions[:room])
-        released.setdefault(topic_id, []).extend(partitions[room:])
-        room = 0
-    return kept
-
-
-def _plan_fill(
-    candidates: Iterable[int], loads: list[int], caps: list[int] | None, total: int
-) -> list[_FillStep]:
+def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | None, total: int) -> list[_FillStep]:
     """Plan handing out ``total`` items, each to the least-loaded candidate below its cap.
 
     Ties go to the lowest position. Handing items out one by one that way raises every
@@ -323,32 +324,25 @@ def _assign_homogeneous(
     subscriptions: list[frozenset[TopicId]],
 ) -> _Assignment:
     """The reference algorithm of the module docstring, in O(P + N log N)."""
-    member_count = len(member_ids)
-    assignment: _Assignment = [{} for _ in member_ids]
-    if not member_count:
-        return assignment
+    if not member_ids:
+        return []
     topic_ids = sorted(subscriptions[0])
     total = sum(topics[t].num_partitions for t in topic_ids)
     targets, claims = _previous_targets(member_ids, members, topics, subscriptions)
+    loads = [sum(map(len, target.values())) for target in targets]
 
-    base_quota, extra_slots = divmod(total, member_count)
-    quotas = [base_quota] * member_count
-    held_counts = [sum(map(len, target.values())) for target in targets]
-    # Stable sort, descending: equal counts stay in member-id order.
-    for position in sorted(range(member_count), key=held_counts.__getitem__, reverse=True)[:extra_slots]:
-        quotas[position] = base_quota + 1
+    base_quota, extra_slots = divmod(total, len(member_ids))
+    quotas = [base_quota] * len(member_ids)
+    # The extra slots go to those holding most; the sort is stable, so ties stay in id order.
+    for position in sorted(range(len(member_ids)), key=loads.__getitem__, reverse=True)[:extra_slots]:
+        quotas[position] += 1
 
-    loads = [0] * member_count
+    assignment = [_copy_sorted(target) for target in targets]
     released: dict[TopicId, list[int]] = {}
-    for position, target in enumerate(targets):
-        if not target:
-            continue
-        if held_counts[position] <= quotas[position]:
-            assignment[position] = _copy_sorted(target)
-            loads[position] = held_counts[position]
-        else:
-            assignment[position] = _keep_prefix(target, quotas[position], released)
-            loads[position] = quotas[position]
+    for position, quota in enumerate(quotas):
+        if loads[position] > quota:
+            _release_beyond(assignment[position], quota, released)
+            loads[position] = quota
 
     topic_items = []
     for topic_id in topic_ids:
@@ -358,7 +352,7 @@ def _assign_homogeneous(
         if unassigned:
             topic_items.append((topic_id, unassigned))
     unassigned_count = sum(len(items) for _, items in topic_items)
-    steps = _plan_fill(range(member_count), loads, quotas, unassigned_count)
+    steps = _plan_fill(range(len(member_ids)), loads, quotas, unassigned_count)
     _hand_out(steps, topic_items, assignment, loads)
     return assignment
 
@@ -376,8 +370,8 @@ def _assign_heterogeneous(
             subscribers.setdefault(topic_id, []).append(position)
 
     targets, claims = _previous_targets(member_ids, members, topics, subscriptions)
-    assignment: _Assignment = [_copy_sorted(target) for target in targets]
-    loads = [sum(map(len, target.values())) for target in targets]
+    assignment = [_copy_sorted(target) for target in targets]
+    loads = [sum(map(len, held.values())) for held in assignment]
 
     # Kafka's order: most partitions per subscriber first, then fewest subscribers; constrained
     # topics go first so that widely subscribed ones can even out the loads afterwards.
@@ -413,9 +407,7 @@ def _balance(
         index = (index + 1) % len(topic_order)
 
 
-def _balance_topic(
-    topic_id: TopicId, topic_subscribers: list[int], assignment: _Assignment, loads: list[int]
-) -> bool:
+def _balance_topic(topic_id: TopicId, topic_subscribers: list[int], assignment: _Assignment, loads: list[int]) -> bool:
     """Move this topic's partitions from most- to least-loaded subscribers while that helps.
 
     The giver is the most loaded holder (ties: member id), the receiver the least loaded
@@ -430,6 +422,7 @@ def _balance_topic(
     receivers = [(loads[m], m) for m in topic_subscribers]
     heapify(givers)
     heapify(receivers)
+    moved = False
     while True:
         giver_load, giver = heappop(givers)
         if -giver_load != loads[giver] or topic_id not in assignment[giver]:
@@ -438,7 +431,8 @@ def _balance_topic(
         while receiver_load != loads[receiver]:
             receiver_load, receiver = heappop(receivers)
         if loads[giver] - loads[receiver] <= 1:
-            return True
+            return moved
+        moved = True
         given = assignment[giver][topic_id]
         partition = given.pop()
         if not given:
