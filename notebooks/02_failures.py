@@ -44,6 +44,7 @@ import json
 import pandas as pd
 from IPython.display import SVG
 
+from kip_lab.lab.story import client_story
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.lab.metrics import compute_metrics
@@ -280,23 +281,6 @@ def slow_revocation_lab(revoke_ms):
     return lab
 
 
-def client_story(lab, since_ms=0):
-    """State transitions and callbacks of the consumers, from the trace."""
-    for e in lab.trace:
-        if e.time_ms < since_ms:
-            continue
-        p = e.payload
-        if e.kind.value == "state_transition":
-            print(f"{e.time_ms:>6} {e.actor}: {p['from']} -> {p['to']}  ({p['trigger']}, epoch {p['member_epoch']})")
-        elif e.kind.value == "callback_invoked":
-            print(f"{e.time_ms:>6} {e.actor}: {p['callback']}({', '.join(p['partitions'])}) takes {p['duration_ms']} ms"
-                  + (f" and raises {p['error']}" if p["error"] else ""))
-        elif e.kind.value == "note" and e.actor != "lab":
-            print(f"{e.time_ms:>6} {e.actor}: {p['text']}")
-        elif e.kind.value == "message_dropped":
-            print(f"{e.time_ms:>6} network: dropped {p['api']} {p['from']} -> {p['to']} {p['body']}")
-
-
 in_time, too_slow = slow_revocation_lab(8_000), slow_revocation_lab(20_000)
 
 # %% [markdown]
@@ -306,7 +290,7 @@ in_time, too_slow = slow_revocation_lab(8_000), slow_revocation_lab(20_000)
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(in_time, since_ms=10_000)
+print(client_story(in_time.trace, since_ms=10_000))
 print("unavailability (ms):", compute_metrics(in_time.trace)["partition_unavailability_ms"]["g"])
 
 # %% [markdown]
@@ -318,7 +302,7 @@ print("unavailability (ms):", compute_metrics(in_time.trace)["partition_unavaila
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(too_slow, since_ms=10_000)
+print(client_story(too_slow.trace, since_ms=10_000))
 g = too_slow.coordinator.groups["g"]
 print("final:", g.state.value, "group epoch", g.group_epoch,
       {m: sorted(p for ps in x.assigned.values() for p in ps) for m, x in sorted(g.members.items())})
@@ -388,7 +372,7 @@ message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(lab, since_ms=10_000)
+print(client_story(lab.trace, since_ms=10_000))
 m = frames.messages
 beats = m[(m.api == "ConsumerGroupHeartbeat") & ((m["from"] == "A") | (m["to"] == "A")) & m.sent_ms.between(10_000, 21_000)]
 for row in beats.to_dict("records"):

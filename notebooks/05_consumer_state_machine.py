@@ -45,6 +45,7 @@ alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: n
 import pandas as pd
 from IPython.display import SVG
 
+from kip_lab.lab.story import client_story
 from kip_lab.clients.consumer import CallbackConfig
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
 from kip_lab.lab import Lab
@@ -72,28 +73,10 @@ SVG(render(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", rankdir="TB"))
 # (closing, or the poll timer expired), **STALE** (left because the application stopped polling;
 # waits for the next `poll`), **FATAL** (e.g. UNRELEASED_INSTANCE_ID).
 #
-# Two helpers for the rest of the notebook: `client_story` prints a consumer's transitions and
+# Two helpers for the rest of the notebook: `client_story` (kip_lab.lab.story) tells a consumer's transitions and
 # callbacks from the trace; `state_timeline` draws each consumer's state over time.
 
 # %%
-def client_story(lab, since_ms=0, until_ms=None, members=None):
-    for e in lab.trace:
-        if e.time_ms < since_ms or (until_ms is not None and e.time_ms > until_ms):
-            continue
-        if members is not None and e.actor not in members:
-            continue
-        p = e.payload
-        if e.kind.value == "state_transition":
-            print(f"{e.time_ms:>6} {e.actor}: {p['from']} -> {p['to']}  ({p['trigger']}; epoch {p['member_epoch']})")
-        elif e.kind.value == "callback_invoked":
-            print(f"{e.time_ms:>6} {e.actor}:   {p['callback']}({', '.join(p['partitions'])}) takes {p['duration_ms']} ms"
-                  + (f", raises {p['error']}" if p["error"] else ""))
-        elif e.kind.value == "note" and e.actor != "lab":
-            print(f"{e.time_ms:>6} {e.actor}:   {p['text']}")
-        elif e.kind.value == "fault_injected":
-            print(f"{e.time_ms:>6} ** {p['action']} {p.get('member', '')}")
-
-
 STATE_COLORS = {"UNSUBSCRIBED": "#bdbdbd", "JOINING": "#9ecae1", "RECONCILING": "#fdae6b", "ACKNOWLEDGING": "#fdd0a2",
                 "STABLE": "#74c476", "FENCED": "#d62728", "PREPARE_LEAVING": "#bcbddc", "LEAVING": "#9e9ac8",
                 "STALE": "#636363", "FATAL": "#000000"}
@@ -153,7 +136,7 @@ print("stable:", lab.run_until_stable(), "at", lab.now, "ms")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(lab)
+print(client_story(lab.trace))
 print({name: listener.calls for name, listener in listeners.items()})
 
 # %%
@@ -178,7 +161,7 @@ failing.run(until=5_000)
 failing.add_consumer("B", subscribed_topic_names=["foo"],
                      callbacks=CallbackConfig(on_partitions_assigned_ms=200, assigned_failures=1))
 failing.run_until_stable()
-client_story(failing, since_ms=5_000, members=["B"])
+print(client_story(failing.trace, since_ms=5_000, members=["B"]))
 print("unavailability (ms):", compute_metrics(failing.trace)["partition_unavailability_ms"]["g"])
 
 # %% [markdown]
@@ -202,7 +185,7 @@ print("stable:", fenced.run_until_stable(), "at", fenced.now, "ms")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(fenced, since_ms=10_000)
+print(client_story(fenced.trace, since_ms=10_000))
 
 # %% [markdown]
 # The **client view** of ownership (what each consumer believes) overlaps from about 50 s to 70 s:
@@ -232,7 +215,7 @@ leaving.add_consumer("B", subscribed_topic_names=["foo"])
 leaving.run(until=10_000)
 leaving.close("A")
 leaving.run_until_stable()
-client_story(leaving, since_ms=10_000)
+print(client_story(leaving.trace, since_ms=10_000))
 g = leaving.coordinator.groups["g"]
 print("group:", g.state.value, "epoch", g.group_epoch, "| members", sorted(g.members))
 
@@ -259,7 +242,7 @@ print("stable:", stale.run_until_stable(), "at", stale.now, "ms")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-client_story(stale, since_ms=10_000)
+print(client_story(stale.trace, since_ms=10_000))
 
 # %%
 frames = trace_frames(stale.trace)
