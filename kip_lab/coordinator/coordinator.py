@@ -6,8 +6,10 @@ then appended to the log and replayed — replay (``ConsumerGroup.replay``) is t
 that changes group state. Timers (session, rebalance, client-side assignment deadlines) fire
 on the scheduler's manual clock and go through the same path.
 
-Where the KIP is silent the behaviour follows Apache Kafka's ``GroupMetadataManager``; each
-such choice is listed in ``docs/decisions.md``.
+This module holds the heartbeat path, timers, replay and failover; the client-side assignor
+mode (``client_side``), OffsetCommit/OffsetFetch (``offsets``) and ConsumerGroupDescribe
+(``describe``) are mixed in from their own modules. Where the KIP is silent the behaviour
+follows Apache Kafka's ``GroupMetadataManager``; each such choice is in ``docs/decisions.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import base64
 import random
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from kip_lab.assignors import (
@@ -29,9 +31,12 @@ from kip_lab.assignors import (
     UniformAssignor,
 )
 from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.client_side import AssignmentRound, ClientSideAssignment
 from kip_lab.coordinator.config import CoordinatorConfig
+from kip_lab.coordinator.describe import DescribeHandler
 from kip_lab.coordinator.group import ConsumerGroup, GroupState, TargetPartitions, check_group_transition
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.offsets import OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
@@ -39,32 +44,9 @@ from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    ConsumerGroupInstallAssignmentRequest,
-    ConsumerGroupInstallAssignmentResponse,
-    ConsumerGroupPrepareAssignmentRequest,
-    ConsumerGroupPrepareAssignmentResponse,
-    DescribedAssignment,
-    DescribedGroup,
-    DescribedMember,
-    DescribedTopicPartitions,
     HeartbeatAssignment,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-    OffsetFetchResponse,
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponseTopic,
-    PreparedAssignorMetadata,
-    PreparedMember,
-    PreparedTopic,
 )
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
@@ -89,20 +71,6 @@ from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.scheduler import Scheduler
 
 SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, partitions)
-
-
-@dataclass
-class _AssignmentRound:
-    """Client-side assignor mode: who was asked to compute the target, and what it saw.
-
-    Not persisted (the KIP keeps the chosen member in memory only); a coordinator that
-    fails over starts a fresh round as one of its load duties.
-    """
-
-    member_id: str
-    notified: bool = False
-    excluded: set[str] = field(default_factory=set)
-    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
 def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
@@ -130,7 +98,7 @@ def _assignment_fields(member: ConsumerGroupMember) -> tuple:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
 
 
-class GroupCoordinator:
+class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
     """KIP-848 consumer groups on one ``__consumer_offsets`` partition."""
 
     def __init__(
@@ -157,7 +125,7 @@ class GroupCoordinator:
         self.groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._rng = random.Random(seed)
-        self._rounds: dict[str, _AssignmentRound] = {}
+        self._rounds: dict[str, AssignmentRound] = {}
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
         self.load_results: list[CoordinatorResult] = []
@@ -419,31 +387,6 @@ class GroupCoordinator:
         best = max(votes.items(), key=lambda item: (item[1], -order.index(item[0])))
         return self.assignors[best[0]]
 
-    @staticmethod
-    def _client_side_assignor(members: dict[str, ConsumerGroupMember]) -> str | None:
-        """The client-side assignor the group uses, or None in server-side mode.
-
-        A client-side assignor is used as soon as one member names one, and it must be
-        supported by every member (raises UNSUPPORTED_ASSIGNOR otherwise). Among those all
-        support, the members' priorities decide: the lowest total list position wins, ties
-        by name (the KIP gives precedence to the members' order without saying how to combine
-        several members' orders).
-        """
-        if not any(m.client_assignors for m in members.values()):
-            return None
-        common: set[str] | None = None
-        for member in members.values():
-            names = {a.name for a in member.client_assignors}
-            common = names if common is None else common & names
-        if not common:
-            raise ApiError(Errors.UNSUPPORTED_ASSIGNOR, "No client-side assignor is supported by every member.")
-        positions = {name: 0 for name in common}
-        for member in members.values():
-            listed = [a.name for a in member.client_assignors]
-            for name in common:
-                positions[name] += listed.index(name)
-        return min(sorted(common), key=lambda name: positions[name])
-
     def _assignment_spec(
         self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict
     ) -> AssignmentSpec:
@@ -499,39 +442,6 @@ class GroupCoordinator:
             )
         )
         return tuple(records)
-
-    # -- client-side mode --------------------------------------------------------------
-    def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> _AssignmentRound:
-        round_ = self._rounds.get(group_id)
-        if round_ is None or round_.member_id not in members:
-            round_ = _AssignmentRound(member_id="")
-            self._rounds[group_id] = round_
-            self._choose_computing_member(group_id, members, round_)
-        return round_
-
-    def _choose_computing_member(
-        self, group_id: str, members: dict[str, ConsumerGroupMember], round_: _AssignmentRound
-    ) -> None:
-        """The member with the highest maximum version of the selected assignor, then lowest id.
-
-        The KIP elides its selection rule; a member that missed its deadline is skipped
-        until every member has had a turn.
-        """
-        name = self._client_side_assignor(members)
-        live = {m: members[m] for m in members if members[m].member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH}
-        candidates = [m for m in live if m not in round_.excluded] or list(live)
-        if not candidates:
-            del self._rounds[group_id]
-            return
-        if set(candidates) == set(live):
-            round_.excluded.clear()
-
-        def version(member_id: str) -> int:
-            return max((a.maximum_version for a in live[member_id].client_assignors if a.name == name), default=-1)
-
-        round_.member_id = min(candidates, key=lambda m: (-version(m), m))
-        round_.notified = False
-        self.scheduler.cancel(self, ("assignment", group_id, round_.member_id))
 
     # ------------------------------------------------------------------ heartbeat
     def consumer_group_heartbeat(
@@ -820,16 +730,6 @@ class GroupCoordinator:
         )
         return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
 
-    def _should_compute(self, group_id: str, member_id: str, member: ConsumerGroupMember) -> bool:
-        round_ = self._rounds.get(group_id)
-        if round_ is None or round_.member_id != member_id:
-            return False
-        if not round_.notified:
-            round_.notified = True
-            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
-            self.scheduler.schedule(self, ("assignment", group_id, member_id), timeout)
-        return True
-
     def _epoch_fencing_message(self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest) -> str | None:
         """Why a heartbeat at ``r.member_epoch`` is fenced, or None when it is accepted."""
         received, known = r.member_epoch, member.member_epoch
@@ -898,335 +798,6 @@ class GroupCoordinator:
         elif round_ is None and remaining and self._client_side_assignor(remaining) is not None:
             self._start_round(group_id, remaining)
         return CoordinatorResult(response, (tuple(records),), origin=origin)
-
-    # ------------------------------------------------------------------ client-side mode RPCs
-    def _computing_member(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConsumerGroup, Any]:
-        if not group_id:
-            raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
-        if not member_id:
-            raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
-        if member_epoch < 0:
-            raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch must be >= 0.")
-        group = self.groups.get(group_id)
-        if group is None:
-            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        member = group.members.get(member_id)
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
-        if member_epoch != member.member_epoch:
-            raise ApiError(
-                Errors.STALE_MEMBER_EPOCH,
-                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
-            )
-        round_ = self._rounds.get(group_id)
-        if round_ is None or round_.member_id != member_id:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} was not chosen to compute the assignment.")
-        return group, round_
-
-    def consumer_group_prepare_assignment(
-        self, request: ConsumerGroupPrepareAssignmentRequest
-    ) -> CoordinatorResult[ConsumerGroupPrepareAssignmentResponse]:
-        """The chosen member fetches what its client-side assignor needs (the group as of now)."""
-        try:
-            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
-        except ApiError as error:
-            return CoordinatorResult(
-                ConsumerGroupPrepareAssignmentResponse(error_code=error.error, error_message=error.message),
-                origin="ConsumerGroupPrepareAssignment",
-            )
-        assignor_name = self._client_side_assignor(group.members) or ""
-        metadata = group.subscription_metadata
-        names = list(metadata)
-        members = []
-        subscriptions: dict[str, frozenset[str]] = {}
-        for member_id in sorted(group.members):
-            member = group.members[member_id]
-            topic_ids = sorted(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
-            subscriptions[member_id] = frozenset(topic_ids)
-            own = next((a for a in member.client_assignors if a.name == assignor_name), None)
-            members.append(
-                PreparedMember(
-                    member_id=member_id,
-                    member_epoch=member.member_epoch,
-                    instance_id=member.instance_id,
-                    rack_id=member.rack_id,
-                    subscribed_topic_ids=topic_ids,
-                    assignor=PreparedAssignorMetadata(
-                        reason=own.reason if own else 0,
-                        metadata_version=own.metadata_version if own else 0,
-                        metadata_bytes=own.metadata_bytes if own else b"",
-                    ),
-                    topic_partitions=[
-                        TopicPartitions(topic_id=t, partitions=list(p))
-                        for t, p in sorted(group.target.get(member_id, {}).items())
-                    ],
-                )
-            )
-        topics = [
-            PreparedTopic(topic_id=tid, topic_name=name, num_partitions=n)
-            for name, (tid, n) in sorted(metadata.items())
-        ]
-        round_.prepared[group.group_epoch] = {
-            "subscriptions": subscriptions,
-            "partitions": {tid: n for _, (tid, n) in metadata.items()},
-        }
-        response = ConsumerGroupPrepareAssignmentResponse(
-            group_epoch=group.group_epoch, assignor_name=assignor_name, members=members, topics=topics
-        )
-        return CoordinatorResult(response, origin="ConsumerGroupPrepareAssignment")
-
-    def consumer_group_install_assignment(
-        self, request: ConsumerGroupInstallAssignmentRequest
-    ) -> CoordinatorResult[ConsumerGroupInstallAssignmentResponse]:
-        """Validate and install a client-computed target; TE := the request's group epoch."""
-        try:
-            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
-            snapshot = round_.prepared.get(request.group_epoch)
-            if snapshot is None:
-                raise ApiError(
-                    Errors.INVALID_ASSIGNMENT,
-                    f"No ConsumerGroupPrepareAssignment was served for group epoch {request.group_epoch}.",
-                )
-            if request.group_epoch <= group.assignment_epoch:
-                raise ApiError(
-                    Errors.INVALID_ASSIGNMENT,
-                    f"Group epoch {request.group_epoch} is not newer than the installed target "
-                    f"({group.assignment_epoch}).",
-                )
-            new_target = self._validated_install(request, snapshot)
-        except ApiError as error:
-            return CoordinatorResult(
-                ConsumerGroupInstallAssignmentResponse(error_code=error.error, error_message=error.message),
-                origin="ConsumerGroupInstallAssignment",
-            )
-        batch = self._target_batch(group.group_id, group.target, new_target, request.group_epoch)
-        self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
-        del self._rounds[group.group_id]
-        result = self._apply(
-            CoordinatorResult(
-                ConsumerGroupInstallAssignmentResponse(), (batch,), origin="ConsumerGroupInstallAssignment"
-            )
-        )
-        if group.group_epoch > group.assignment_epoch:  # the group moved on meanwhile: compute again
-            self._start_round(group.group_id, group.members)
-        return result
-
-    @staticmethod
-    def _validated_install(
-        request: ConsumerGroupInstallAssignmentRequest, snapshot: dict[str, Any]
-    ) -> dict[str, TargetPartitions]:
-        """The KIP's checks, against the metadata the assignment was computed from (V1-V4)."""
-        subscriptions: dict[str, frozenset[str]] = snapshot["subscriptions"]
-        partitions: dict[str, int] = snapshot["partitions"]
-        seen: dict[tuple[str, int], str] = {}
-        new_target: dict[str, TargetPartitions] = {}
-        for entry in request.members:
-            if entry.member_id not in subscriptions:
-                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is not a member of the group.")
-            if entry.member_id in new_target:
-                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is listed twice.")
-            target: dict[str, tuple[int, ...]] = {}
-            for tp in entry.partitions:
-                if tp.topic_id not in partitions:
-                    raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
-                for p in tp.partitions:
-                    if not 0 <= p < partitions[tp.topic_id]:
-                        raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
-                    if (tp.topic_id, p) in seen:
-                        raise ApiError(
-                            Errors.INVALID_ASSIGNMENT,
-                            f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} "
-                            f"and {entry.member_id}.",
-                        )
-                    seen[(tp.topic_id, p)] = entry.member_id
-                target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
-            new_target[entry.member_id] = {t: target[t] for t in sorted(target) if target[t]}
-        subscribed = set().union(*subscriptions.values()) if subscriptions else set()
-        missing = [(t, p) for t in sorted(subscribed) for p in range(partitions[t]) if (t, p) not in seen]
-        if missing:
-            t, p = missing[0]
-            raise ApiError(
-                Errors.INVALID_ASSIGNMENT, f"{len(missing)} partition(s) are not assigned, the first being {t}-{p}."
-            )
-        for member_id in subscriptions:
-            new_target.setdefault(member_id, {})
-        return new_target
-
-    # ------------------------------------------------------------------ describe
-    def consumer_group_describe(
-        self, request: ConsumerGroupDescribeRequest
-    ) -> CoordinatorResult[ConsumerGroupDescribeResponse]:
-        groups = [self._describe(group_id) for group_id in request.group_ids]
-        return CoordinatorResult(ConsumerGroupDescribeResponse(groups=groups), origin="ConsumerGroupDescribe")
-
-    def _describe(self, group_id: str) -> DescribedGroup:
-        group = self.groups.get(group_id)
-        if group is None:
-            return DescribedGroup(
-                group_id=group_id, error_code=Errors.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."
-            )
-
-        def described(assignment: dict[str, Iterable[int]]) -> DescribedAssignment:
-            return DescribedAssignment(
-                topic_partitions=[
-                    DescribedTopicPartitions(
-                        topic_id=t, topic_name=self._topic_name(group, t) or "", partitions=sorted(p)
-                    )
-                    for t, p in sorted(assignment.items())
-                    if p
-                ]
-            )
-
-        try:
-            assignor = self._client_side_assignor(group.members) or self._server_assignor(group.members).name
-        except ApiError:
-            assignor = ""
-        members = [
-            DescribedMember(
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                member_epoch=m.member_epoch,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=described(m.assigned),
-                target_assignment=described(group.target.get(m.member_id, {})),
-            )
-            for _, m in sorted(group.members.items())
-        ]
-        return DescribedGroup(
-            group_id=group_id,
-            group_state=group.state.value,
-            group_epoch=group.group_epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name=assignor,
-            members=members,
-        )
-
-    def _topic_name(self, group: ConsumerGroup, topic_id: str) -> str | None:
-        topic = self.cluster.topic_by_id(topic_id)
-        return topic.name if topic else group.topic_name_of(topic_id)
-
-    # ------------------------------------------------------------------ offsets
-    def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
-        """OffsetCommit / OffsetFetch against a consumer group: zombies get STALE_MEMBER_EPOCH."""
-        group = self.groups.get(group_id)
-        if group is None:
-            if member_epoch >= 0 or member_id:
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            return
-        if member_epoch < 0 and (not group.members or (admin_ok and not member_id)):
-            return  # an admin or manual commit to an empty group; any admin fetch
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
-        if member_epoch != member.member_epoch:
-            raise ApiError(
-                Errors.STALE_MEMBER_EPOCH,
-                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
-            )
-
-    def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit v9: by topic name or id, validated against the member epoch."""
-        error: ApiError | None = None
-        try:
-            if not request.group_id:
-                raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
-            for topic in request.topics:
-                if topic.name and topic.topic_id:
-                    raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
-                if not topic.name and not topic.topic_id:
-                    raise ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
-            self._check_member_epoch(
-                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
-            )
-        except ApiError as exc:
-            error = exc
-        records: list[Record] = []
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            resolved = None
-            if error is None:
-                if topic.topic_id is not None:
-                    resolved = self.cluster.topic_by_id(topic.topic_id)
-                elif topic.name in self.cluster:
-                    resolved = self.cluster.topic(topic.name or "")
-            for p in topic.partitions:
-                code = error.error if error is not None else Errors.NONE
-                if error is None and topic.topic_id is not None and resolved is None:
-                    code = Errors.UNKNOWN_TOPIC_ID
-                if code is Errors.NONE:
-                    name = resolved.name if resolved else (topic.name or "")
-                    records.append(
-                        Record(
-                            OffsetCommitKey(group=request.group_id, topic=name, partition=p.partition_index),
-                            OffsetCommitValue(
-                                offset=p.committed_offset,
-                                leader_epoch=p.committed_leader_epoch,
-                                metadata=p.committed_metadata,
-                                commit_timestamp=self.now_ms,
-                                topic_id=resolved.topic_id if resolved else None,
-                            ),
-                        )
-                    )
-                partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
-            topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
-        batches = (tuple(records),) if records else ()
-        return self._apply(CoordinatorResult(OffsetCommitResponse(topics=topics), batches, origin="OffsetCommit"))
-
-    def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
-        """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
-        return CoordinatorResult(
-            OffsetFetchResponse(groups=[self._fetch_group(g) for g in request.groups]), origin="OffsetFetch"
-        )
-
-    def _fetch_group(self, request: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
-        try:
-            if request.member_id is not None or request.member_epoch >= 0:
-                self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
-        except ApiError as error:
-            return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
-        stored = self.offsets.get(request.group_id, {})
-        requested = request.topics
-        if requested is None:
-            names = sorted({topic for topic, _ in stored})
-            topics = [(name, None, sorted(p for t, p in stored if t == name)) for name in names]
-        else:
-            topics = [(t.name, t.topic_id, t.partition_indexes) for t in requested]
-        out = []
-        for name, topic_id, indexes in topics:
-            current = (
-                self.cluster.topic_by_id(topic_id)
-                if topic_id
-                else (self.cluster.topic(name) if name in self.cluster else None)
-            )
-            lookup_name = current.name if current else name
-            partitions = []
-            for index in indexes:
-                value = stored.get((lookup_name or "", index))
-                fresh = value is not None and (
-                    value.topic_id is None or current is None or value.topic_id == current.topic_id
-                )
-                if topic_id is not None and current is None:
-                    partitions.append(
-                        OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID)
-                    )
-                elif fresh and value is not None:
-                    partitions.append(
-                        OffsetFetchResponsePartition(
-                            partition_index=index,
-                            committed_offset=value.offset,
-                            committed_leader_epoch=value.leader_epoch,
-                            metadata=value.metadata,
-                        )
-                    )
-                else:
-                    partitions.append(OffsetFetchResponsePartition(partition_index=index))
-            out.append(OffsetFetchResponseTopic(name=name, topic_id=topic_id, partitions=partitions))
-        return OffsetFetchResponseGroup(group_id=request.group_id, topics=out)
 
     # ------------------------------------------------------------------ inspection
     def state_snapshot(self) -> dict[str, Any]:

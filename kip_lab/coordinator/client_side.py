@@ -1,0 +1,266 @@
+"""The KIP's client-side assignor mode, which Kafka never shipped (ShouldComputeAssignment,
+ConsumerGroupPrepareAssignment, ConsumerGroupInstallAssignment).
+
+One member is chosen to compute the target; it fetches the group with Prepare and installs
+its result with Install, which the coordinator validates against the metadata the member was
+given. The round (who computes, what it saw) lives in memory only, as the KIP says; a
+coordinator that fails over starts a new round as a load duty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+from kip_lab.coordinator.member import ConsumerGroupMember
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.common import TopicPartitions
+from kip_lab.protocol.consumer_group import (
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupInstallAssignmentRequest,
+    ConsumerGroupInstallAssignmentResponse,
+    ConsumerGroupPrepareAssignmentRequest,
+    ConsumerGroupPrepareAssignmentResponse,
+    PreparedAssignorMetadata,
+    PreparedMember,
+    PreparedTopic,
+)
+from kip_lab.protocol.errors import ApiError, Errors
+
+
+@dataclass
+class AssignmentRound:
+    """Client-side assignor mode: who was asked to compute the target, and what it saw.
+
+    Not persisted (the KIP keeps the chosen member in memory only); a coordinator that
+    fails over starts a fresh round as one of its load duties.
+    """
+
+    member_id: str
+    notified: bool = False
+    excluded: set[str] = field(default_factory=set)
+    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+class ClientSideAssignment:
+    """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
+
+    @staticmethod
+    def _client_side_assignor(members: dict[str, ConsumerGroupMember]) -> str | None:
+        """The client-side assignor the group uses, or None in server-side mode.
+
+        A client-side assignor is used as soon as one member names one, and it must be
+        supported by every member (raises UNSUPPORTED_ASSIGNOR otherwise). Among those all
+        support, the members' priorities decide: the lowest total list position wins, ties
+        by name (the KIP gives precedence to the members' order without saying how to combine
+        several members' orders).
+        """
+        if not any(m.client_assignors for m in members.values()):
+            return None
+        common: set[str] | None = None
+        for member in members.values():
+            names = {a.name for a in member.client_assignors}
+            common = names if common is None else common & names
+        if not common:
+            raise ApiError(Errors.UNSUPPORTED_ASSIGNOR, "No client-side assignor is supported by every member.")
+        positions = {name: 0 for name in common}
+        for member in members.values():
+            listed = [a.name for a in member.client_assignors]
+            for name in common:
+                positions[name] += listed.index(name)
+        return min(sorted(common), key=lambda name: positions[name])
+
+    def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> AssignmentRound:
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id not in members:
+            round_ = AssignmentRound(member_id="")
+            self._rounds[group_id] = round_
+            self._choose_computing_member(group_id, members, round_)
+        return round_
+
+    def _choose_computing_member(
+        self, group_id: str, members: dict[str, ConsumerGroupMember], round_: AssignmentRound
+    ) -> None:
+        """The member with the highest maximum version of the selected assignor, then lowest id.
+
+        The KIP elides its selection rule; a member that missed its deadline is skipped
+        until every member has had a turn.
+        """
+        name = self._client_side_assignor(members)
+        live = {m: members[m] for m in members if members[m].member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH}
+        candidates = [m for m in live if m not in round_.excluded] or list(live)
+        if not candidates:
+            del self._rounds[group_id]
+            return
+        if set(candidates) == set(live):
+            round_.excluded.clear()
+
+        def version(member_id: str) -> int:
+            return max((a.maximum_version for a in live[member_id].client_assignors if a.name == name), default=-1)
+
+        round_.member_id = min(candidates, key=lambda m: (-version(m), m))
+        round_.notified = False
+        self.scheduler.cancel(self, ("assignment", group_id, round_.member_id))
+
+    def _should_compute(self, group_id: str, member_id: str, member: ConsumerGroupMember) -> bool:
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id != member_id:
+            return False
+        if not round_.notified:
+            round_.notified = True
+            timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
+            self.scheduler.schedule(self, ("assignment", group_id, member_id), timeout)
+        return True
+
+    def _computing_member(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConsumerGroup, Any]:
+        if not group_id:
+            raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        if not member_id:
+            raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch < 0:
+            raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch must be >= 0.")
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
+            )
+        round_ = self._rounds.get(group_id)
+        if round_ is None or round_.member_id != member_id:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} was not chosen to compute the assignment.")
+        return group, round_
+
+    def consumer_group_prepare_assignment(
+        self, request: ConsumerGroupPrepareAssignmentRequest
+    ) -> CoordinatorResult[ConsumerGroupPrepareAssignmentResponse]:
+        """The chosen member fetches what its client-side assignor needs (the group as of now)."""
+        try:
+            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
+        except ApiError as error:
+            return CoordinatorResult(
+                ConsumerGroupPrepareAssignmentResponse(error_code=error.error, error_message=error.message),
+                origin="ConsumerGroupPrepareAssignment",
+            )
+        assignor_name = self._client_side_assignor(group.members) or ""
+        metadata = group.subscription_metadata
+        names = list(metadata)
+        members = []
+        subscriptions: dict[str, frozenset[str]] = {}
+        for member_id in sorted(group.members):
+            member = group.members[member_id]
+            topic_ids = sorted(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
+            subscriptions[member_id] = frozenset(topic_ids)
+            own = next((a for a in member.client_assignors if a.name == assignor_name), None)
+            members.append(
+                PreparedMember(
+                    member_id=member_id,
+                    member_epoch=member.member_epoch,
+                    instance_id=member.instance_id,
+                    rack_id=member.rack_id,
+                    subscribed_topic_ids=topic_ids,
+                    assignor=PreparedAssignorMetadata(
+                        reason=own.reason if own else 0,
+                        metadata_version=own.metadata_version if own else 0,
+                        metadata_bytes=own.metadata_bytes if own else b"",
+                    ),
+                    topic_partitions=[
+                        TopicPartitions(topic_id=t, partitions=list(p))
+                        for t, p in sorted(group.target.get(member_id, {}).items())
+                    ],
+                )
+            )
+        topics = [
+            PreparedTopic(topic_id=tid, topic_name=name, num_partitions=n)
+            for name, (tid, n) in sorted(metadata.items())
+        ]
+        round_.prepared[group.group_epoch] = {
+            "subscriptions": subscriptions,
+            "partitions": {tid: n for _, (tid, n) in metadata.items()},
+        }
+        response = ConsumerGroupPrepareAssignmentResponse(
+            group_epoch=group.group_epoch, assignor_name=assignor_name, members=members, topics=topics
+        )
+        return CoordinatorResult(response, origin="ConsumerGroupPrepareAssignment")
+
+    def consumer_group_install_assignment(
+        self, request: ConsumerGroupInstallAssignmentRequest
+    ) -> CoordinatorResult[ConsumerGroupInstallAssignmentResponse]:
+        """Validate and install a client-computed target; TE := the request's group epoch."""
+        try:
+            group, round_ = self._computing_member(request.group_id, request.member_id, request.member_epoch)
+            snapshot = round_.prepared.get(request.group_epoch)
+            if snapshot is None:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"No ConsumerGroupPrepareAssignment was served for group epoch {request.group_epoch}.",
+                )
+            if request.group_epoch <= group.assignment_epoch:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"Group epoch {request.group_epoch} is not newer than the installed target "
+                    f"({group.assignment_epoch}).",
+                )
+            new_target = self._validated_install(request, snapshot)
+        except ApiError as error:
+            return CoordinatorResult(
+                ConsumerGroupInstallAssignmentResponse(error_code=error.error, error_message=error.message),
+                origin="ConsumerGroupInstallAssignment",
+            )
+        batch = self._target_batch(group.group_id, group.target, new_target, request.group_epoch)
+        self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
+        del self._rounds[group.group_id]
+        result = self._apply(
+            CoordinatorResult(
+                ConsumerGroupInstallAssignmentResponse(), (batch,), origin="ConsumerGroupInstallAssignment"
+            )
+        )
+        if group.group_epoch > group.assignment_epoch:  # the group moved on meanwhile: compute again
+            self._start_round(group.group_id, group.members)
+        return result
+
+    @staticmethod
+    def _validated_install(
+        request: ConsumerGroupInstallAssignmentRequest, snapshot: dict[str, Any]
+    ) -> dict[str, TargetPartitions]:
+        """The KIP's checks, against the metadata the assignment was computed from (V1-V4)."""
+        subscriptions: dict[str, frozenset[str]] = snapshot["subscriptions"]
+        partitions: dict[str, int] = snapshot["partitions"]
+        seen: dict[tuple[str, int], str] = {}
+        new_target: dict[str, TargetPartitions] = {}
+        for entry in request.members:
+            if entry.member_id not in subscriptions:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is not a member of the group.")
+            if entry.member_id in new_target:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is listed twice.")
+            target: dict[str, tuple[int, ...]] = {}
+            for tp in entry.partitions:
+                if tp.topic_id not in partitions:
+                    raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
+                for p in tp.partitions:
+                    if not 0 <= p < partitions[tp.topic_id]:
+                        raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
+                    if (tp.topic_id, p) in seen:
+                        raise ApiError(
+                            Errors.INVALID_ASSIGNMENT,
+                            f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} "
+                            f"and {entry.member_id}.",
+                        )
+                    seen[(tp.topic_id, p)] = entry.member_id
+                target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
+            new_target[entry.member_id] = {t: target[t] for t in sorted(target) if target[t]}
+        subscribed = set().union(*subscriptions.values()) if subscriptions else set()
+        missing = [(t, p) for t in sorted(subscribed) for p in range(partitions[t]) if (t, p) not in seen]
+        if missing:
+            t, p = missing[0]
+            raise ApiError(
+                Errors.INVALID_ASSIGNMENT, f"{len(missing)} partition(s) are not assigned, the first being {t}-{p}."
+            )
+        for member_id in subscriptions:
+            new_target.setdefault(member_id, {})
+        return new_target

@@ -1,0 +1,149 @@
+"""OffsetCommit and OffsetFetch v9: offsets by topic name or id, validated against member epochs.
+
+A zombie (a member at an older epoch) gets STALE_MEMBER_EPOCH; a committed offset counts only
+for the topic incarnation (topic id) that committed it, so a recreated topic starts fresh.
+"""
+
+from __future__ import annotations
+
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.consumer_group import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
+from kip_lab.runtime.log import Record
+
+
+class OffsetHandlers:
+    """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
+
+    def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
+        """OffsetCommit / OffsetFetch against a consumer group: zombies get STALE_MEMBER_EPOCH."""
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_epoch >= 0 or member_id:
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            return
+        if member_epoch < 0 and (not group.members or (admin_ok and not member_id)):
+            return  # an admin or manual commit to an empty group; any admin fetch
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
+            )
+
+    def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
+        """OffsetCommit v9: by topic name or id, validated against the member epoch."""
+        error: ApiError | None = None
+        try:
+            if not request.group_id:
+                raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+            for topic in request.topics:
+                if topic.name and topic.topic_id:
+                    raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
+                if not topic.name and not topic.topic_id:
+                    raise ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
+            self._check_member_epoch(
+                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
+            )
+        except ApiError as exc:
+            error = exc
+        records: list[Record] = []
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            resolved = None
+            if error is None:
+                if topic.topic_id is not None:
+                    resolved = self.cluster.topic_by_id(topic.topic_id)
+                elif topic.name in self.cluster:
+                    resolved = self.cluster.topic(topic.name or "")
+            for p in topic.partitions:
+                code = error.error if error is not None else Errors.NONE
+                if error is None and topic.topic_id is not None and resolved is None:
+                    code = Errors.UNKNOWN_TOPIC_ID
+                if code is Errors.NONE:
+                    name = resolved.name if resolved else (topic.name or "")
+                    records.append(
+                        Record(
+                            OffsetCommitKey(group=request.group_id, topic=name, partition=p.partition_index),
+                            OffsetCommitValue(
+                                offset=p.committed_offset,
+                                leader_epoch=p.committed_leader_epoch,
+                                metadata=p.committed_metadata,
+                                commit_timestamp=self.now_ms,
+                                topic_id=resolved.topic_id if resolved else None,
+                            ),
+                        )
+                    )
+                partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+            topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
+        batches = (tuple(records),) if records else ()
+        return self._apply(CoordinatorResult(OffsetCommitResponse(topics=topics), batches, origin="OffsetCommit"))
+
+    def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
+        """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
+        return CoordinatorResult(
+            OffsetFetchResponse(groups=[self._fetch_group(g) for g in request.groups]), origin="OffsetFetch"
+        )
+
+    def _fetch_group(self, request: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+        try:
+            if request.member_id is not None or request.member_epoch >= 0:
+                self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
+        except ApiError as error:
+            return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
+        stored = self.offsets.get(request.group_id, {})
+        requested = request.topics
+        if requested is None:
+            names = sorted({topic for topic, _ in stored})
+            topics = [(name, None, sorted(p for t, p in stored if t == name)) for name in names]
+        else:
+            topics = [(t.name, t.topic_id, t.partition_indexes) for t in requested]
+        out = []
+        for name, topic_id, indexes in topics:
+            current = (
+                self.cluster.topic_by_id(topic_id)
+                if topic_id
+                else (self.cluster.topic(name) if name in self.cluster else None)
+            )
+            lookup_name = current.name if current else name
+            partitions = []
+            for index in indexes:
+                value = stored.get((lookup_name or "", index))
+                fresh = value is not None and (
+                    value.topic_id is None or current is None or value.topic_id == current.topic_id
+                )
+                if topic_id is not None and current is None:
+                    partitions.append(
+                        OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID)
+                    )
+                elif fresh and value is not None:
+                    partitions.append(
+                        OffsetFetchResponsePartition(
+                            partition_index=index,
+                            committed_offset=value.offset,
+                            committed_leader_epoch=value.leader_epoch,
+                            metadata=value.metadata,
+                        )
+                    )
+                else:
+                    partitions.append(OffsetFetchResponsePartition(partition_index=index))
+            out.append(OffsetFetchResponseTopic(name=name, topic_id=topic_id, partitions=partitions))
+        return OffsetFetchResponseGroup(group_id=request.group_id, topics=out)
