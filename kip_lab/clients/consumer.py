@@ -23,6 +23,7 @@ costs a few events per heartbeat interval, not one per record.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -51,6 +52,14 @@ TP = tuple[str, int]  # (topic id, partition)
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 FENCING = {Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID}
+
+
+def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
+    """(topic id, partition) pairs grouped as topic id -> partitions, both sorted: the wire's shape."""
+    grouped: dict[str, list[int]] = {}
+    for topic_id, p in sorted(partitions):
+        grouped.setdefault(topic_id, []).append(p)
+    return grouped
 
 
 class CallbackConfig(BaseModel):
@@ -483,12 +492,7 @@ class Consumer:
                 body[name] = value
                 self._sent[name] = value
         if "topic_partitions" in body:
-            by_topic: dict[str, list[int]] = {}
-            for topic_id, p in owned:
-                by_topic.setdefault(topic_id, []).append(p)
-            body["topic_partitions"] = [
-                TopicPartitions(topic_id=t, partitions=ps) for t, ps in sorted(by_topic.items())
-            ]
+            body["topic_partitions"] = [TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(owned).items()]
         if self.config.instance_id is not None:
             body["instance_id"] = self.config.instance_id  # the coordinator needs it to find static members
         return ConsumerGroupHeartbeatRequest(**body)
@@ -753,9 +757,6 @@ class Consumer:
         return positions
 
     def _fetch_offsets(self, partitions: list[TP]) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for topic_id, p in partitions:
-            by_topic.setdefault(topic_id, []).append(p)
         request = OffsetFetchRequest(
             groups=[
                 OffsetFetchRequestGroup(
@@ -763,7 +764,8 @@ class Consumer:
                     member_id=self.member_id,
                     member_epoch=self.member_epoch,
                     topics=[
-                        OffsetFetchRequestTopic(topic_id=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())
+                        OffsetFetchRequestTopic(topic_id=t, partition_indexes=ps)
+                        for t, ps in by_topic(partitions).items()
                     ],
                 )
             ]
@@ -816,16 +818,19 @@ class Consumer:
             if then is not None:
                 then(True)
             return
-        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
-        for (topic_id, p), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic_id, []).append(
-                OffsetCommitRequestPartition(partition_index=p, committed_offset=offset)
-            )
         request = OffsetCommitRequest(
             group_id=self.config.group_id,
             member_id=self.member_id,
             generation_id_or_member_epoch=self.member_epoch,
-            topics=[OffsetCommitRequestTopic(topic_id=t, partitions=ps) for t, ps in sorted(by_topic.items())],
+            topics=[
+                OffsetCommitRequestTopic(
+                    topic_id=t,
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=p, committed_offset=offsets[(t, p)]) for p in ps
+                    ],
+                )
+                for t, ps in by_topic(offsets).items()
+            ],
         )
         correlation = self._send("OffsetCommit", request, (offsets, then))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)

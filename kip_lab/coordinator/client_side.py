@@ -123,14 +123,7 @@ class ClientSideAssignment:
         group = self.groups.get(group_id)
         if group is None:
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-        member = group.members.get(member_id)
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
-        if member_epoch != member.member_epoch:
-            raise ApiError(
-                Errors.STALE_MEMBER_EPOCH,
-                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
-            )
+        group.member_at_epoch(member_id, member_epoch)
         round_ = self._rounds.get(group_id)
         if round_ is None or round_.member_id != member_id:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} was not chosen to compute the assignment.")

@@ -13,6 +13,7 @@ from enum import StrEnum
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.common import from_topic_partitions
+from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -110,6 +111,22 @@ class ConsumerGroup:
         for member in self.members.values():
             names.update(member.subscribed_topic_names)
         return names
+
+    def member_at_epoch(self, member_id: str, member_epoch: int) -> ConsumerGroupMember:
+        """The member, if it is in the group at ``member_epoch``; otherwise the error to answer.
+
+        Every RPC but the heartbeat answers a wrong epoch with STALE_MEMBER_EPOCH (only the
+        heartbeat fences).
+        """
+        member = self.members.get(member_id)
+        if member is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {self.group_id}.")
+        if member_epoch != member.member_epoch:
+            raise ApiError(
+                Errors.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
+            )
+        return member
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)

@@ -39,14 +39,7 @@ class OffsetHandlers:
             return
         if member_epoch < 0 and (not group.members or (admin_ok and not member_id)):
             return  # an admin or manual commit to an empty group; any admin fetch
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
-        if member_epoch != member.member_epoch:
-            raise ApiError(
-                Errors.STALE_MEMBER_EPOCH,
-                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
-            )
+        group.member_at_epoch(member_id or "", member_epoch)
 
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
         """OffsetCommit v9: by topic name or id, validated against the member epoch."""
