@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from lab_support import make_lab
 
 from kip_lab.clients import CONSUMER_MEMBER_MACHINE, CallbackConfig, MemberState
 from kip_lab.coordinator import CoordinatorConfig
@@ -26,15 +27,6 @@ FULL_JOIN_FIELDS = {"group_id", "member_id", "member_epoch", "rebalance_timeout_
 
 
 # ---------------------------------------------------------------------------- helpers
-def make_lab(
-    partitions: int = 6, members: str = "AB", *, seed: int = 0, config: LabConfig | None = None, **settings: Any
-) -> Lab:
-    lab = Lab(seed=seed, config=config)
-    lab.create_topic("foo", partitions)
-    for name in members:
-        lab.add_consumer(name, subscribed_topic_names=["foo"], **settings)
-    assert lab.run_until_stable()
-    return lab
 
 
 def transitions(lab: Lab, name: str, since: int = 0) -> list[tuple[str, str, str]]:

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from lab_support import make_lab
 
 from kip_lab.clients import MemberState
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig, Trace, TraceEvent
@@ -22,15 +23,6 @@ LOSSY = LinkConfig(latency=LatencyModel(kind="uniform", low=1, high=25), drop_pr
 
 
 # ---------------------------------------------------------------------------- helpers
-def make_lab(
-    partitions: int = 6, members: str = "AB", *, seed: int = 0, config: LabConfig | None = None, **settings: Any
-) -> Lab:
-    lab = Lab(seed=seed, config=config)
-    lab.create_topic("foo", partitions)
-    for name in members:
-        lab.add_consumer(name, subscribed_topic_names=["foo"], **settings)
-    assert lab.run_until_stable()
-    return lab
 
 
 def owned(lab: Lab, name: str, topic: str = "foo") -> list[int]:
