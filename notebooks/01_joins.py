@@ -65,7 +65,7 @@ pd.set_option("display.width", 160)
 GROUP = "g"
 
 
-from kip_lab.coordinator.view import describe_record, member_cell as cell
+from kip_lab.coordinator.view import describe_record, describe_response, member_cell as cell
 
 
 class SeedCase:
@@ -112,15 +112,8 @@ class SeedCase:
 
     def _send(self, what, request, label):
         result = self.gc.consumer_group_heartbeat(request)
-        r = result.response
         print(f"▶ {what}")
-        if r.assignment is None:
-            answer = "no assignment (nothing changed for it)"
-        else:
-            usable = [p for tp in r.assignment.assigned_topic_partitions for p in tp.partitions]
-            pending = [p for tp in r.assignment.pending_topic_partitions for p in tp.partitions]
-            answer = f"use {usable}, pending {pending}"
-        print(f"  response: {r.error_code.name}, member epoch {r.member_epoch}, {answer}")
+        print(f"  response: {describe_response(result.response)}")
         labels = label if isinstance(label, (list, tuple)) else [label] * len(result.batches)
         end = self.gc.log.batch_count
         for i, batch in enumerate(result.batches):

@@ -63,7 +63,7 @@ pd.set_option("display.width", 160)
 GROUP = "g"
 
 
-from kip_lab.coordinator.view import describe_record, member_cell as cell
+from kip_lab.coordinator.view import describe_record, describe_response, member_cell as cell
 
 
 class SeedCase:
@@ -107,17 +107,8 @@ class SeedCase:
 
     def show(self, title, result):
         print(title)
-        r = result.response
-        if r is not None:
-            if r.assignment is None:
-                answer = "no assignment"
-            else:
-                usable = [p for tp in r.assignment.assigned_topic_partitions for p in tp.partitions]
-                pending = [p for tp in r.assignment.pending_topic_partitions for p in tp.partitions]
-                answer = f"use {usable}, pending {pending}"
-            print(f"  response: {r.error_code.name}, member epoch {r.member_epoch}, {answer}")
-            if r.error_message:
-                print(f"  message: {r.error_message}")
+        if result.response is not None:
+            print(f"  response: {describe_response(result.response)}")
         end = self.gc.log.batch_count
         for i, batch in enumerate(result.batches):
             for record in batch:

@@ -52,7 +52,7 @@ from kip_lab.viz import epoch_chart, group_dot, ownership_swimlanes, render, to_
 pd.set_option("display.width", 160)
 
 
-from kip_lab.coordinator.view import describe_record
+from kip_lab.coordinator.view import describe_record, describe_response
 
 
 def group_line(group, cluster):
@@ -97,9 +97,7 @@ def heartbeat(member_id, owned=None):
     result = gc.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
         group_id="g", member_id=member_id, member_epoch=epoch,
         topic_partitions=None if owned is None else [TopicPartitions(topic_id=foo, partitions=owned)]))
-    a = result.response.assignment
-    print(f"▶ {member_id} heartbeats at epoch {epoch}: {result.response.error_code.name}, epoch {result.response.member_epoch},",
-          "no assignment" if a is None else f"use {[p for tp in a.assigned_topic_partitions for p in tp.partitions]}")
+    print(f"▶ {member_id} heartbeats at epoch {epoch}: {describe_response(result.response)}")
     for i, batch in enumerate(result.batches):
         for record in batch:
             print(f"  batch {i}:", describe_record(record, cluster))

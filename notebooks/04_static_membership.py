@@ -66,7 +66,7 @@ foo = cluster.create_topic("foo", partitions=4)
 gc = GroupCoordinator(CoordinatorConfig(), cluster)
 
 
-from kip_lab.coordinator.view import describe_record
+from kip_lab.coordinator.view import describe_record, describe_response
 
 
 def group_line():
@@ -87,13 +87,8 @@ def send(member_id, epoch, instance_id, owned=None, quiet=False, **fields):
         **fields)
     result = gc.consumer_group_heartbeat(request)
     if not quiet:
-        r = result.response
-        a = r.assignment
-        print(f"t={gc.now_ms} ▶ {member_id} (instance {instance_id}) sends epoch {epoch}:", r.error_code.name,
-              f"epoch {r.member_epoch},",
-              "no assignment" if a is None else f"use {[p for tp in a.assigned_topic_partitions for p in tp.partitions]}")
-        if r.error_message:
-            print("  message:", r.error_message)
+        print(f"t={gc.now_ms} ▶ {member_id} (instance {instance_id}) sends epoch {epoch}:",
+              describe_response(result.response))
         for record in result.records:
             print("  wrote", describe_record(record))
         print("  →", group_line())

@@ -38,6 +38,7 @@ import pandas as pd
 from IPython.display import SVG
 
 from kip_lab.assignors import AssignmentSpec, MemberSubscription, TopicMetadata, range_assign, uniform_assign
+from kip_lab.coordinator.view import describe_response
 from kip_lab.viz import to_svg
 
 pd.set_option("display.width", 160)
@@ -240,9 +241,7 @@ def heartbeat(member_id):
     a = r.assignment
     if a is not None:
         OWNED[member_id] = [p for tp in a.assigned_topic_partitions for p in tp.partitions]
-    print(f"t={cs.now_ms} ▶ {member_id} heartbeat (epoch {epoch}): {r.error_code.name}, epoch {r.member_epoch},",
-          "no assignment" if a is None else f"use {[p for tp in a.assigned_topic_partitions for p in tp.partitions]}",
-          "| ShouldComputeAssignment" if r.should_compute_assignment else "")
+    print(f"t={cs.now_ms} ▶ {member_id} heartbeat (epoch {epoch}): {describe_response(r)}")
     return r
 
 

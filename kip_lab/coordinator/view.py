@@ -89,3 +89,20 @@ def states_after_batches(coordinator: GroupCoordinator, result: CoordinatorResul
         GroupCoordinator.from_log(coordinator.log.truncated(k), coordinator.config, coordinator.cluster, load=False)
         for k in range(first + 1, end + 1)
     ]
+
+
+def describe_response(response: Any) -> str:
+    """A heartbeat response in one line: error, member epoch, usable and pending partitions."""
+    text = f"{response.error_code.name}, member epoch {response.member_epoch}, "
+    assignment = response.assignment
+    if assignment is None:
+        text += "no assignment"
+    else:
+        usable = [p for tp in assignment.assigned_topic_partitions for p in tp.partitions]
+        pending = [p for tp in assignment.pending_topic_partitions for p in tp.partitions]
+        text += f"use {usable}, pending {pending}"
+    if response.should_compute_assignment:
+        text += ", ShouldComputeAssignment"
+    if response.error_message:
+        text += f" ({response.error_message})"
+    return text
