@@ -917,3 +917,17 @@ def test_group_states_over_a_lifecycle(h):
     h.gc.unload()
     assert group.state is GroupState.DEAD
     assert h.gc.groups == {} and h.gc.timers() == {}
+
+
+def test_has_unseen_metadata_until_a_heartbeat_notices_the_change():
+    from golden_support import Case
+
+    case = Case(partitions=2)
+    case.join("A")
+    assert case.gc.has_unseen_metadata("g") is False
+    case.cluster.add_partitions("foo", 1)
+    assert case.gc.has_unseen_metadata("g") is True
+    case.heartbeat("A")  # the coordinator compares, bumps the epoch, computes the target
+    assert case.gc.has_unseen_metadata("g") is False
+    case.cluster.create_topic("bar", 1)  # a change the group does not subscribe to
+    assert case.gc.has_unseen_metadata("g") is False

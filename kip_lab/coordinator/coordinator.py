@@ -358,6 +358,17 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
             names.update(n for n in candidates if compiled.fullmatch(n) is not None)
         return names
 
+    def has_unseen_metadata(self, group_id: str) -> bool:
+        """Whether the cluster changed in a way the group's partition metadata does not show yet.
+
+        Cheap when the coordinator already compared the group at the current cluster version
+        (every heartbeat and every load does); a pending change means a rebalance to come.
+        """
+        group = self.groups[group_id]
+        if self._metadata_checked.get(group_id) == self.cluster.version:
+            return False
+        return self._subscription_metadata(group.members) != group.subscription_metadata
+
     def _subscription_metadata(self, members: dict[str, ConsumerGroupMember]) -> SubscriptionMetadata:
         """Topics any member subscribes to (by name or regex) that exist in the cluster."""
         cluster_names = self.cluster.topic_names()

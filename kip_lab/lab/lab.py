@@ -290,8 +290,8 @@ class Lab:
         if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
             return False
         # A topic change the group has not noticed yet (added partitions, a new topic matching
-        # its regex) is a rebalance still to come; compared the way the coordinator compares.
-        if any(coordinator._subscription_metadata(g.members) != g.subscription_metadata for g in groups.values()):
+        # its regex) is a rebalance still to come.
+        if any(coordinator.has_unseen_metadata(group_id) for group_id in groups):
             return False
         live = {
             (c.config.group_id, c.member_id)
