@@ -81,6 +81,3 @@ class StateMachine:
         """
         if not any(t.source == source and t.target == target for t in self.transitions):
             raise IllegalTransition(f"{self.name}: {source} -> {target} is not declared")
-
-    def triggers_from(self, source: str) -> list[str]:
-        return sorted(trigger for (src, trigger) in self._index if src == source)

@@ -27,7 +27,6 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
-    PartitionMetadataTopic,
 )
 
 # topic id -> partitions in the order the assignor gave them
@@ -246,9 +245,3 @@ class ConsumerGroup:
                             f"partition {topic_id}-{p} given to {new.member_id} while held at epoch {held[p]}"
                         )
                     held[p] = new.member_epoch
-
-    def partition_metadata_topics(self) -> list[PartitionMetadataTopic]:
-        return [
-            PartitionMetadataTopic(topic_id=tid, topic_name=name, num_partitions=n)
-            for name, (tid, n) in sorted(self.subscription_metadata.items())
-        ]

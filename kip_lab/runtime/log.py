@@ -20,10 +20,6 @@ class Record:
     key: Any
     value: Any | None
 
-    @property
-    def is_tombstone(self) -> bool:
-        return self.value is None
-
 
 @dataclass(frozen=True, slots=True)
 class LogEntry:
