@@ -524,3 +524,21 @@ def test_quick_benchmark_runs(bench: ModuleType, capsys: pytest.CaptureFixture[s
     assert bench.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "seek" in out and "stable" in out
+
+
+def test_configure_link_gives_one_member_its_own_latency_and_loss():
+    lab = make_lab(members="AB")
+    start = len(lab.trace)
+    lab.configure_link("B", LinkConfig(latency=LatencyModel(kind="fixed", ms=40)))
+    lab.run(until=lab.now + 12_000)
+    sent = [e for e in lab.trace[start:] if e.kind is EventKind.MESSAGE_SENT]
+    latency = {(e.payload["from"], e.payload["to"]): e.payload["latency_ms"] for e in sent}
+    assert latency[("B", "broker-0")] == latency[("broker-0", "B")] == 40
+    assert latency[("A", "broker-0")] == latency[("broker-0", "A")] == 1
+    lab.configure_link("A", LinkConfig(drop_probability=1.0))
+    mark = len(lab.trace)
+    lab.run(until=lab.now + 12_000)
+    dropped = [e for e in lab.trace[mark:] if e.kind is EventKind.MESSAGE_DROPPED]
+    assert dropped and all(
+        e.payload["reason"] == "random loss" and "A" in (e.payload["from"], e.payload["to"]) for e in dropped
+    )

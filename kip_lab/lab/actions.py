@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kip_lab.clients.consumer import ConsumerConfig
+from kip_lab.lab.network import LinkConfig
 
 
 class _Action(BaseModel):
@@ -96,6 +97,14 @@ class PartitionLink(_Action):
     duration_ms: int = Field(..., gt=0)
 
 
+class ConfigureLink(_Action):
+    """Give the links between the member and every broker their own latency model and loss."""
+
+    action: Literal["configure_link"] = "configure_link"
+    member: str
+    link: LinkConfig
+
+
 class FailOver(_Action):
     """Move ``__consumer_offsets`` to another broker; the new coordinator rebuilds from the log."""
 
@@ -164,6 +173,7 @@ Action = Annotated[
     | DropMessages
     | DelayMessages
     | PartitionLink
+    | ConfigureLink
     | FailOver
     | CreateTopic
     | AddPartitions
@@ -192,10 +202,11 @@ FAULTS = (
     DropMessages,
     DelayMessages,
     PartitionLink,
+    ConfigureLink,
     FailOver,
+    CreateTopic,
     AddPartitions,
     DeleteTopic,
     RecreateTopic,
     ChangeSubscription,
-    CreateTopic,
 )

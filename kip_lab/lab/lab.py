@@ -159,6 +159,10 @@ class Lab:
     def partition_link(self, member: str, duration_ms: int) -> None:
         self.apply(a.PartitionLink(member=member, duration_ms=duration_ms))
 
+    def configure_link(self, member: str, link: LinkConfig) -> None:
+        """Per-link network: ``member``'s links to the brokers get their own latency and loss."""
+        self.apply(a.ConfigureLink(member=member, link=link))
+
     def fail_over(self, to_broker: str | None = None) -> None:
         self.apply(a.FailOver(to_broker=to_broker))
 

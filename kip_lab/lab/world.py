@@ -229,6 +229,9 @@ class World:
                 self.network.link_faults(action.member, broker).down_until_ms = (
                     self.scheduler.now_ms + action.duration_ms
                 )
+        elif isinstance(action, a.ConfigureLink):
+            for broker in self.brokers:
+                self.network.configure(action.member, broker, action.link)
         elif isinstance(action, a.FailOver):
             self.fail_over(action.to_broker)
         elif isinstance(action, a.CreateTopic):

@@ -116,23 +116,7 @@ class EventTiming(_Spec):
         return self
 
 
-EVENT_ACTIONS: tuple[type[BaseModel], ...] = (
-    a.Crash,
-    a.Restart,
-    a.Close,
-    a.Pause,
-    a.Resume,
-    a.DropMessages,
-    a.DelayMessages,
-    a.PartitionLink,
-    a.FailOver,
-    a.CreateTopic,
-    a.AddPartitions,
-    a.DeleteTopic,
-    a.RecreateTopic,
-    a.ChangeSubscription,
-    a.SendRequest,
-)
+EVENT_ACTIONS: tuple[type[BaseModel], ...] = (*a.FAULTS, a.SendRequest)
 
 # One event model per action: the action's own fields plus at_ms/at_step.
 EVENT_MODELS: dict[str, type[BaseModel]] = {
