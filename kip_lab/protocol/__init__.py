@@ -1,5 +1,6 @@
 """Typed messages: RPC requests/responses and ``__consumer_offsets`` records, KIP names."""
 
+from kip_lab.protocol.classic_group import *  # noqa: F403 - the classic RPC models are the API
 from kip_lab.protocol.common import Message, TopicPartitions
 from kip_lab.protocol.consumer_group import *  # noqa: F403 - the RPC models are the API
 from kip_lab.protocol.consumer_group import (
