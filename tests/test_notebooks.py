@@ -23,7 +23,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 SANITIZE = ROOT / "nbval_sanitize.cfg"
 CHECK = "# NBVAL_CHECK_OUTPUT"
 MAX_BYTES = 1_500_000
-NBVAL_TIMEOUT_S = 600
+NBVAL_TIMEOUT_S = 1500
 
 
 def _ids(paths: list[Path]) -> list[str]:
