@@ -23,13 +23,13 @@ costs a few events per heartbeat interval, not one per record.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kip_lab.clients.application import TP, ApplicationLoop, Fetch, by_topic
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.protocol import Errors
 from kip_lab.protocol.common import TopicPartitions
@@ -38,28 +38,10 @@ from kip_lab.protocol.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-    OffsetFetchRequestTopic,
-    OffsetFetchResponse,
 )
-
-TP = tuple[str, int]  # (topic id, partition)
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 FENCING = {Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID}
-
-
-def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
-    """(topic id, partition) pairs grouped as topic id -> partitions, both sorted: the wire's shape."""
-    grouped: dict[str, list[int]] = {}
-    for topic_id, p in sorted(partitions):
-        grouped.setdefault(topic_id, []).append(p)
-    return grouped
 
 
 class CallbackConfig(BaseModel):
@@ -137,15 +119,7 @@ class TimedListener:
 
 
 @dataclass
-class Fetch:
-    """A partition being consumed: from ``offset`` at ``since_ms``."""
-
-    since_ms: int
-    offset: int
-
-
-@dataclass
-class Consumer:
+class Consumer(ApplicationLoop):
     """One consumer process. ``world`` is the Lab's world (clock, RNG, network, trace)."""
 
     name: str
@@ -185,18 +159,8 @@ class Consumer:
 
     # ------------------------------------------------------------------ helpers
     @property
-    def now(self) -> int:
-        return self.world.scheduler.now_ms
-
-    @property
     def is_static(self) -> bool:
         return self.config.instance_id is not None
-
-    def _timer(self, key: Any, delay_ms: int) -> None:
-        self.world.scheduler.schedule(self, key, max(0, delay_ms))
-
-    def _cancel(self, key: Any) -> None:
-        self.world.scheduler.cancel(self, key)
 
     def _transition(self, target: MemberState, trigger: str) -> None:
         CONSUMER_MEMBER_MACHINE.require(self.state.value, trigger, target.value)
@@ -213,28 +177,6 @@ class Consumer:
             },
         )
         self.state = target
-
-    def _names(self, partitions) -> list[str]:
-        return sorted(self.world.partition_name(tp) for tp in partitions)
-
-    def _emit_assignment(self) -> None:
-        self.world.emit(
-            self.name,
-            "assignment_changed",
-            {
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
-                "owned": [list(tp) for tp in sorted(self.owned)],
-                "fetching": [list(tp) for tp in sorted(self.fetching)],
-            },
-        )
-
-    def _send(self, api: str, request: Any, context: Any = None) -> int:
-        self._correlation += 1
-        self._pending[self._correlation] = (api, context)
-        broker = self.world.coordinator_broker(self.config.group_id)
-        self.world.network.send(self.name, broker, api, request, self._correlation)
-        return self._correlation
 
     # ------------------------------------------------------------------ lifecycle
     def subscribe(self) -> None:
@@ -293,43 +235,9 @@ class Consumer:
         elif self.alive and self._hb_in_flight is None:
             self._timer("heartbeat", 0)
 
-    def crash(self) -> None:
-        """The process dies: no leave, no commit; timers stop, messages to it are lost."""
-        self._stop_fetching(set(self.fetching))
-        self.alive = False
-        self.world.scheduler.cancel_all(self)
-        self._pending.clear()
-        self._hb_in_flight = None
-
-    def pause(self) -> None:
-        """The application thread stops calling poll (a long GC, a stuck handler).
-
-        Records are processed only inside poll, so every position stops where it is: what is
-        committed meanwhile (auto-commit runs in the background) is what was processed.
-        """
-        if self.paused:
-            return
-        now = self.now
-        if self.alive:  # it was polling until now: max.poll.interval.ms runs from here
-            self.last_poll_ms = max(now, self.app_busy_until)
-            self._arm_poll_timer()
-        for tp, fetch in self.fetching.items():
-            reached = self.position(tp)
-            self.world.record_processed(self.name, tp, fetch.offset, reached)
-            fetch.offset, fetch.since_ms = reached, now
-        self.paused = True
-
-    def resume(self) -> None:
-        if self.paused:
-            self.paused = False
-            now = self.now
-            for fetch in self.fetching.values():
-                fetch.since_ms = now
-        self._poll()
-
     # ------------------------------------------------------------------ the application thread
-    def _arm_poll_timer(self) -> None:
-        self._timer("poll_timeout", self.last_poll_ms + self.config.max_poll_interval_ms - self.now)
+    def _may_auto_commit(self) -> bool:
+        return self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING)
 
     def _poll(self) -> None:
         """A call to poll(): keeps the poll timer alive; a STALE member rejoins."""
@@ -355,37 +263,6 @@ class Consumer:
         if self.state is MemberState.STALE and not self.paused:
             self._rejoin_stale()
 
-    def _call_back(self, kind: str, partitions: list[TP], then: Any) -> None:
-        """Queue a callback for the application thread; ``then(ok)`` runs when it returns."""
-        self._queued.append((kind, partitions, then))
-        self._run_queued_callbacks()
-
-    def _run_queued_callbacks(self) -> None:
-        if self.paused or not self._queued or self._callback_running:
-            return
-        kind, partitions, then = self._queued.pop(0)
-        names = self._names(partitions)
-        self._callback_seq += 1
-        error = None
-        try:
-            duration = int(getattr(self.listener, kind)(names) or 0)
-        except Exception as exc:  # a user callback may raise anything; Kafka logs and carries on
-            duration, error = 0, f"{type(exc).__name__}: {exc}"
-        self.world.emit(
-            self.name,
-            "callback_invoked",
-            {
-                "callback": kind,
-                "partitions": names,
-                "duration_ms": duration,
-                "error": error,
-            },
-        )
-        self.app_busy_until = self.now + duration
-        self._callback_running = True
-        self._callback_then = (self._callback_seq, kind, then, error is None)
-        self._timer(("callback", self._callback_seq), duration)
-
     # ------------------------------------------------------------------ timers
     def fire_timer(self, key: Any) -> None:
         if not self.alive:
@@ -397,23 +274,12 @@ class Consumer:
         elif key == "poll_timeout":
             self._poll_timer_expired()
         elif isinstance(key, tuple) and key[0] == "callback":
-            seq, kind, then, ok = self._callback_then
-            if key[1] != seq:
-                return
-            self._callback_then = ()
-            self._callback_running = False
-            self.world.emit(self.name, "callback_completed", {"callback": kind, "ok": ok})
-            self.last_poll_ms = self.now
-            if not self.paused:
-                self._arm_poll_timer()
-            then(ok)
-            self._run_queued_callbacks()
+            self._callback_returned(key[1])
         elif isinstance(key, tuple) and key[0] == "request_timeout":
             self._request_timed_out(key[1])
         elif isinstance(key, tuple) and key[0] == "fetch_offsets":
-            still = [tp for tp in key[1] if tp in self.owned and tp not in self.fetching]
-            if still and self.state not in (MemberState.FATAL, MemberState.UNSUBSCRIBED, MemberState.STALE):
-                self._fetch_offsets(still)
+            if self.state not in (MemberState.FATAL, MemberState.UNSUBSCRIBED, MemberState.STALE):
+                self._fetch_offsets_again(key[1])
         else:
             raise ValueError(f"{self.name}: unknown timer {key!r}")
 
@@ -735,110 +601,3 @@ class Consumer:
         self._cancel("heartbeat")
         self._timer("heartbeat", 0)
 
-    # ------------------------------------------------------------------ consumption and offsets
-    def position(self, tp: TP) -> int:
-        fetch = self.fetching[tp]
-        if self.paused:
-            return fetch.offset  # nothing is processed while the application does not poll
-        now = self.world.scheduler.now_ms
-        processed = fetch.offset + int((now - fetch.since_ms) * self.config.consume_rate_per_ms)
-        return min(self.world.log_end_offset(tp, now), processed)
-
-    def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
-        """Stop consuming ``partitions``; returns the position each had reached."""
-        positions = {}
-        for tp in sorted(partitions):
-            if tp in self.fetching:
-                positions[tp] = self.position(tp)
-                self.world.record_processed(self.name, tp, self.fetching[tp].offset, positions[tp])
-                del self.fetching[tp]
-        if positions:
-            self._emit_assignment()
-        return positions
-
-    def _fetch_offsets(self, partitions: list[TP]) -> None:
-        request = OffsetFetchRequest(
-            groups=[
-                OffsetFetchRequestGroup(
-                    group_id=self.config.group_id,
-                    member_id=self.member_id,
-                    member_epoch=self.member_epoch,
-                    topics=[
-                        OffsetFetchRequestTopic(topic_id=t, partition_indexes=ps)
-                        for t, ps in by_topic(partitions).items()
-                    ],
-                )
-            ]
-        )
-        correlation = self._send("OffsetFetch", request, list(partitions))
-        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
-
-    def _retry_fetch_offsets(self, partitions: list[TP]) -> None:
-        """A failed or lost OffsetFetch: the positions are still needed, so ask again after the backoff.
-
-        Kafka keeps retrying to initialise positions (STALE_MEMBER_EPOCH until the heartbeat
-        brings the new epoch, NOT_COORDINATOR across a failover, a lost response).
-        """
-        still = tuple(tp for tp in partitions if tp in self.owned and tp not in self.fetching)
-        if still:
-            self._timer(("fetch_offsets", still), self.config.retry_backoff_ms)
-
-    def _on_fetch_response(self, response: OffsetFetchResponse, partitions: list[TP]) -> None:
-        group = response.groups[0]
-        if group.error_code is not Errors.NONE:
-            self._retry_fetch_offsets(partitions)
-            return
-        offsets = {(t.topic_id, p.partition_index): p.committed_offset for t in group.topics for p in t.partitions}
-        started = False
-        for tp in partitions:
-            if tp not in self.owned or tp in self.fetching:
-                continue
-            committed = offsets.get(tp, -1)
-            if committed < 0:
-                committed = (
-                    0 if self.config.auto_offset_reset == "earliest" else self.world.log_end_offset(tp, self.now)
-                )
-            self.fetching[tp] = Fetch(self.now, committed)
-            started = True
-        if started:
-            self._emit_assignment()
-
-    def _auto_commit(self) -> None:
-        self._timer("auto_commit", self.config.auto_commit_interval_ms)
-        if self.fetching and self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING):
-            self._commit(sorted(self.fetching), None)
-
-    def _commit(self, partitions: list[TP], then: Any, extra: dict[TP, int] | None = None) -> None:
-        fetching = self.fetching
-        position = self.position
-        offsets = {tp: position(tp) for tp in partitions if tp in fetching}
-        if extra:
-            offsets.update(extra)
-        if not offsets:
-            if then is not None:
-                then(True)
-            return
-        request = OffsetCommitRequest(
-            group_id=self.config.group_id,
-            member_id=self.member_id,
-            generation_id_or_member_epoch=self.member_epoch,
-            topics=[
-                OffsetCommitRequestTopic(
-                    topic_id=t,
-                    partitions=[
-                        OffsetCommitRequestPartition(partition_index=p, committed_offset=offsets[(t, p)]) for p in ps
-                    ],
-                )
-                for t, ps in by_topic(offsets).items()
-            ],
-        )
-        correlation = self._send("OffsetCommit", request, (offsets, then))
-        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
-
-    def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
-        offsets, then = context
-        ok = all(p.error_code is Errors.NONE for t in response.topics for p in t.partitions)
-        if ok:
-            self.committed.update(offsets)
-        if then is not None:
-            then(ok)
