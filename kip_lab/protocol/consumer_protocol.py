@@ -41,14 +41,14 @@ def _sorted_partitions(value: list[TopicPartition]) -> list[TopicPartition]:
     return sorted(set(value))
 
 
-def _partitions_to_json(partitions: list[TopicPartition]) -> dict[str, list[int]]:
+def partitions_to_json(partitions: list[TopicPartition]) -> dict[str, list[int]]:
     grouped: dict[str, list[int]] = {}
     for topic, partition in partitions:
         grouped.setdefault(topic, []).append(partition)
     return grouped
 
 
-def _partitions_from_json(name: str, field: str, value: Any) -> list[TopicPartition]:
+def partitions_from_json(name: str, field: str, value: Any) -> list[TopicPartition]:
     if not isinstance(value, dict) or not all(
         isinstance(parts, list) and all(type(p) is int for p in parts) for parts in value.values()
     ):
@@ -173,7 +173,7 @@ class ConsumerProtocolSubscription(_EmbeddedMessage):
         return {
             "topics": self.topics,
             "user_data": _user_data_to_json(self.user_data),
-            "owned_partitions": _partitions_to_json(self.owned_partitions),
+            "owned_partitions": partitions_to_json(self.owned_partitions),
             "generation_id": self.generation_id,
             "rack_id": self.rack_id,
         }
@@ -184,7 +184,7 @@ class ConsumerProtocolSubscription(_EmbeddedMessage):
         fields = dict(body)
         fields["user_data"] = _user_data_from_json(name, body["user_data"])
         if "owned_partitions" in body:
-            fields["owned_partitions"] = _partitions_from_json(name, "owned_partitions", body["owned_partitions"])
+            fields["owned_partitions"] = partitions_from_json(name, "owned_partitions", body["owned_partitions"])
         return fields
 
 
@@ -203,7 +203,7 @@ class ConsumerProtocolAssignment(_EmbeddedMessage):
 
     def _fields_to_json(self) -> dict[str, Any]:
         return {
-            "assigned_partitions": _partitions_to_json(self.assigned_partitions),
+            "assigned_partitions": partitions_to_json(self.assigned_partitions),
             "user_data": _user_data_to_json(self.user_data),
         }
 
@@ -211,6 +211,6 @@ class ConsumerProtocolAssignment(_EmbeddedMessage):
     def _fields_from_json(cls, body: dict[str, Any]) -> dict[str, Any]:
         name = cls.__name__
         return {
-            "assigned_partitions": _partitions_from_json(name, "assigned_partitions", body["assigned_partitions"]),
+            "assigned_partitions": partitions_from_json(name, "assigned_partitions", body["assigned_partitions"]),
             "user_data": _user_data_from_json(name, body["user_data"]),
         }
