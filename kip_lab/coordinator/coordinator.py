@@ -39,6 +39,7 @@ from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberSt
 from kip_lab.coordinator.offsets import OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.share_group import SHARE_SESSION_TIMER, ShareGroupHandlers
 from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -50,6 +51,7 @@ from kip_lab.protocol.consumer_group import (
 )
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
+    SHARE_GROUP_RECORD_KEYS,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -98,7 +100,7 @@ def _assignment_fields(member: ConsumerGroupMember) -> tuple:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
 
 
-class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
+class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, ShareGroupHandlers):
     """KIP-848 consumer groups on one ``__consumer_offsets`` partition."""
 
     def __init__(
@@ -129,6 +131,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
         self.load_results: list[CoordinatorResult] = []
+        self._init_share_groups()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -160,6 +163,9 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
         coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
+            coordinator.load_results += coordinator._load_share_groups()
+        else:
+            coordinator.share_groups = {g: v for g, v in coordinator.share_groups.items() if not v.dead}
         return coordinator
 
     def _load_group(self, group_id: str) -> CoordinatorResult[None]:
@@ -223,12 +229,17 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
             else:
                 offsets[(key.topic, key.partition)] = record.value
             return
+        if isinstance(key, SHARE_GROUP_RECORD_KEYS):
+            self._replay_share(key, record.value)
+            return
         group = self.groups.get(key.group_id)
         if group is None:
             group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
         group.replay(key, record.value)
 
     def fire_timer(self, key: Hashable) -> CoordinatorResult:
+        if key[0] == SHARE_SESSION_TIMER:  # type: ignore[index]
+            return self._fire_share_timer(key)
         kind, group_id, member_id = key  # type: ignore[misc]
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
@@ -281,6 +292,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
             group.dead = True
         self.scheduler.cancel_all(self)
         self.groups = {}
+        self.share_groups = {}
         self._rounds.clear()
 
     # ------------------------------------------------------------------ records
@@ -528,6 +540,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
 
     def _heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
         self._validate_heartbeat(r)
+        self._reject_share_group_id(r.group_id)
         if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(r)
         group = self.groups.get(r.group_id)
@@ -844,6 +857,6 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler):
             for gid, o in sorted(self.offsets.items())
         }
         timers = sorted(
-            (str(k) for k in self.timers() if k[0] in ("session", "rebalance")),
+            (str(k) for k in self.timers() if k[0] in ("session", "rebalance", SHARE_SESSION_TIMER)),
         )
-        return {"groups": groups, "offsets": offsets, "timers": timers}
+        return {"groups": groups, "offsets": offsets, "timers": timers, "share_groups": self.share_state_snapshot()}

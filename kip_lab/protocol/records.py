@@ -75,6 +75,20 @@ class ConsumerGroupMemberMetadataKey(RecordKey):
     member_id: str
 
 
+class ClassicProtocol(Message):
+    """One JoinGroup protocol a classic member supports: its name and embedded subscription bytes."""
+
+    name: str
+    metadata: bytes = b""
+
+
+class ClassicMemberMetadata(Message):
+    """[Kafka] Set only for a member that speaks the classic protocol inside a consumer group."""
+
+    session_timeout_ms: int
+    supported_protocols: list[ClassicProtocol]
+
+
 class ConsumerGroupMemberMetadataValue(Message):
     group_epoch: int
     instance_id: str | None = None
@@ -86,6 +100,7 @@ class ConsumerGroupMemberMetadataValue(Message):
     assignors: list[ClientAssignor] = Field(default_factory=list)
     server_assignor: str | None = None  # [Kafka]
     rebalance_timeout_ms: int = -1  # [Kafka]
+    classic_member_metadata: ClassicMemberMetadata | None = None  # [Kafka] online migration
 
 
 # -- key version 6 --------------------------------------------------------------------
@@ -132,3 +147,131 @@ class ConsumerGroupCurrentMemberAssignmentValue(Message):
     partitions_pending_revocation: list[TopicPartitions] = Field(default_factory=list)  # [Kafka]
     metadata_version: int = 0
     metadata_bytes: bytes = b""
+
+
+# -- share groups (KIP-932), key versions 9-15 -------------------------------------------
+class ShareGroupPartitionMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 9
+    group_id: str
+
+
+class ShareGroupPartitionMetadataValue(Message):
+    """The subscribed topics' metadata (to notice partition changes), as for consumer groups."""
+
+    epoch: int
+    topics: list[PartitionMetadataTopic]
+
+
+class ShareGroupMemberMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 10
+    group_id: str
+    member_id: str
+
+
+class ShareGroupMemberMetadataValue(Message):
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = Field(default_factory=list)
+
+
+class ShareGroupMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 11
+    group_id: str
+
+
+class ShareGroupMetadataValue(Message):
+    epoch: int
+
+
+class ShareGroupTargetAssignmentMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 12
+    group_id: str
+
+
+class ShareGroupTargetAssignmentMetadataValue(Message):
+    assignment_epoch: int
+
+
+class ShareGroupTargetAssignmentMemberKey(RecordKey):
+    key_version: ClassVar[int] = 13
+    group_id: str
+    member_id: str
+
+
+class ShareGroupTargetAssignmentMemberValue(Message):
+    topic_partitions: list[TopicPartitions]
+
+
+class ShareGroupCurrentMemberAssignmentKey(RecordKey):
+    key_version: ClassVar[int] = 14
+    group_id: str
+    member_id: str
+
+
+class ShareGroupCurrentMemberAssignmentValue(Message):
+    member_epoch: int
+    previous_member_epoch: int = -1
+    state: int = 0
+    assigned_partitions: list[TopicPartitions]
+
+
+class StatePartitionTopic(Message):
+    topic_id: str
+    topic_name: str
+    partitions: list[int] = Field(default_factory=list)
+
+
+class ShareGroupStatePartitionMetadataKey(RecordKey):
+    key_version: ClassVar[int] = 15
+    group_id: str
+
+
+class ShareGroupStatePartitionMetadataValue(Message):
+    """Which share-partitions have persistent state on the share coordinator (the KIP's "hard" state)."""
+
+    initialized_topics: list[StatePartitionTopic] = Field(default_factory=list)
+    deleting_topics: list[StatePartitionTopic] = Field(default_factory=list)
+
+
+SHARE_GROUP_RECORD_KEYS = (
+    ShareGroupPartitionMetadataKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMetadataKey,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupStatePartitionMetadataKey,
+)
+
+
+# -- key version 2: the classic group (Kafka's GroupMetadataKey/GroupMetadataValue) ---------
+class GroupMetadataKey(RecordKey):
+    """A classic group's one record. Kafka names the field ``group`` (not ``group_id``)."""
+
+    key_version: ClassVar[int] = 2
+    group: str
+
+
+class MemberMetadata(Message):
+    """One classic member as persisted when its group completes a rebalance."""
+
+    member_id: str
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout: int = -1
+    session_timeout: int
+    subscription: bytes = b""  # the metadata of the group's selected protocol
+    assignment: bytes = b""
+
+
+class GroupMetadataValue(Message):
+    """The whole classic group, rewritten at each completed rebalance (and at conversion)."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None = None
+    leader: str | None = None
+    current_state_timestamp: int = -1
+    members: list[MemberMetadata] = Field(default_factory=list)

@@ -1,0 +1,814 @@
+"""Share groups (KIP-932) at the group coordinator, mixed into ``GroupCoordinator``.
+
+Same engine as consumer groups: a handler validates and computes, returns its records, and
+only replaying them (``ShareGroup.replay``) changes state. What differs (KIP-932):
+
+* membership: ShareGroupHeartbeat; no static members; a member moves to its target in one
+  step (no revocation barrier; partitions may be shared), so a group is Stable with members;
+* the SimpleAssignor, over the share-partitions that have persistent state;
+* the initialize / delete dance with the share coordinator: a subscribed topic (or added
+  partitions) gets InitializeShareGroupState for every new partition and only once all
+  succeed does ShareGroupStatePartitionMetadata list it (and the group epoch move, so the
+  next target includes it); a deleted topic, deleted offsets or a deleted group go through
+  DeletingTopics, DeleteShareGroupState, then the record without them. Every step can be
+  retried: the dance runs after each heartbeat, admin call and load.
+
+``share_state_rpc`` is how the coordinator reaches the share coordinator: a function from a
+persister request to its response (the Lab routes it to the ``__share_group_state`` leader).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import replace
+from typing import Any
+
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.common import Message, TopicPartitions, to_topic_partitions
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.records import (
+    PartitionMetadataTopic,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupPartitionMetadataKey,
+    ShareGroupPartitionMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    StatePartitionTopic,
+)
+from kip_lab.protocol.share import (
+    DeleteShareGroupStateRequest,
+    DeleteStateData,
+    DeleteStatePartition,
+    InitializeShareGroupStateRequest,
+    InitializeStateData,
+    InitializeStatePartition,
+    ReadShareGroupStateSummaryRequest,
+    ReadStateData,
+    ReadStatePartition,
+)
+from kip_lab.protocol.share_group import (
+    SHARE_JOIN_MEMBER_EPOCH,
+    SHARE_LEAVE_MEMBER_EPOCH,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeletedShareGroup,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+    DeleteShareGroupsRequest,
+    DeleteShareGroupsResponse,
+    DescribedShareGroup,
+    DescribedShareMember,
+    DescribedShareTopicPartitions,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ListedShareGroup,
+    ListShareGroupsRequest,
+    ListShareGroupsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatAssignment,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareOffsetsResponsePartition,
+    ShareOffsetsResponseTopic,
+)
+from kip_lab.runtime.log import Record
+from kip_lab.share.group import ShareGroup, ShareGroupMember, ShareGroupState, check_share_group_transition
+from kip_lab.share.group_assignor import SimpleAssignor
+from kip_lab.share.group_config import ShareGroupConfig
+
+SHARE_SESSION_TIMER = "share-session"
+ShareStateRpc = Callable[[Message], Any]  # a persister request -> its response
+TopicState = dict[str, tuple[str, frozenset[int]]]  # topic id -> (name, partitions)
+
+
+def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
+    return [
+        StatePartitionTopic(topic_id=tid, topic_name=name, partitions=sorted(parts))
+        for tid, (name, parts) in sorted(topics.items())
+    ]
+
+
+class ShareGroupHandlers:
+    """Mixed into ``GroupCoordinator``; uses its cluster, scheduler, log and ``_replay``."""
+
+    def _init_share_groups(self, share_config: ShareGroupConfig | None = None) -> None:
+        self.share_config = share_config or ShareGroupConfig()
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share_assignor = SimpleAssignor()
+        self.share_state_rpc: ShareStateRpc | None = None
+        # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
+        self.share_state_calls: list[tuple[Message, Any]] = []
+        self._share_metadata_checked: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ the engine path
+    def _apply_share(self, result: CoordinatorResult) -> CoordinatorResult:
+        """Append each batch, replay it, and check each touched group moved along its machine."""
+        for batch in result.batches:
+            if not batch:
+                continue
+            touched = sorted({r.key.group_id for r in batch})
+            before = {
+                g: self.share_groups[g].state if g in self.share_groups else ShareGroupState.EMPTY for g in touched
+            }
+            self.log.append(batch)
+            for record in batch:
+                self._replay(record)
+            for g in touched:
+                group = self.share_groups[g]
+                check_share_group_transition(before[g], group.state)
+                if group.dead:
+                    del self.share_groups[g]
+        return result
+
+    def _replay_share(self, key: Any, value: Any) -> None:
+        group = self.share_groups.get(key.group_id)
+        if group is None:
+            group = self.share_groups[key.group_id] = ShareGroup(key.group_id)
+        group.replay(key, value)
+
+    def _fire_share_timer(self, key: Hashable) -> CoordinatorResult:
+        _, group_id, member_id = key  # type: ignore[misc]
+        group = self.share_groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return CoordinatorResult(None, origin=f"share session timeout {group_id}/{member_id}")
+        result = self._remove_share_member(group, group.members[member_id], None, f"share session timeout {member_id}")
+        return self._apply_share(result)
+
+    def _load_share_groups(self) -> list[CoordinatorResult]:
+        """Failover duties: re-arm session timers, bump the epoch of groups with members (KIP-932
+        "the new coordinator ... will bump the group epoch"), and retry any unfinished dance."""
+        self.share_groups = {g: v for g, v in self.share_groups.items() if not v.dead}
+        results = []
+        for group_id in sorted(self.share_groups):
+            group = self.share_groups[group_id]
+            batches: tuple[tuple[Record, ...], ...] = ()
+            for member_id in sorted(group.members):
+                self._schedule_share_session(group_id, member_id)
+            if group.members:
+                batches = ((self._share_epoch_record(group_id, group.group_epoch + 1),),)
+            result = self._apply_share(CoordinatorResult(None, batches, origin=f"load share group {group_id}"))
+            results.append(self._with_state_sync(result, group_id))
+        return results
+
+    def _schedule_share_session(self, group_id: str, member_id: str) -> None:
+        self.scheduler.schedule(self, (SHARE_SESSION_TIMER, group_id, member_id), self.share_config.session_timeout_ms)
+
+    def _group_kind(self, group_id: str) -> str | None:
+        """Which kind of group holds ``group_id``: one namespace, one kind per id (KIP-932)."""
+        if group_id in self.share_groups:
+            return "share"
+        if group_id in self.groups:
+            return "consumer"
+        classic = getattr(self, "classic_groups", None)
+        if classic is not None and group_id in classic:
+            return "classic"
+        return None
+
+    def _reject_share_group_id(self, group_id: str) -> None:
+        """Called by the other kinds' handlers: a share group's id is not theirs."""
+        if group_id in self.share_groups:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+    def _share_group(self, group_id: str) -> ShareGroup:
+        """The share group ``group_id`` or the error Kafka answers (GROUP_ID_NOT_FOUND)."""
+        kind = self._group_kind(group_id)
+        if kind is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if kind != "share":
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        return self.share_groups[group_id]
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _share_epoch_record(group_id: str, epoch: int) -> Record:
+        return Record(ShareGroupMetadataKey(group_id=group_id), ShareGroupMetadataValue(epoch=epoch))
+
+    @staticmethod
+    def _share_partition_metadata_record(group_id: str, metadata: dict[str, tuple[str, int]]) -> Record:
+        topics = [
+            PartitionMetadataTopic(topic_id=tid, topic_name=name, num_partitions=n)
+            for name, (tid, n) in sorted(metadata.items())
+        ]
+        return Record(
+            ShareGroupPartitionMetadataKey(group_id=group_id),
+            ShareGroupPartitionMetadataValue(epoch=0, topics=topics),
+        )
+
+    @staticmethod
+    def _share_member_record(group_id: str, member: ShareGroupMember) -> Record:
+        return Record(
+            ShareGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id),
+            ShareGroupMemberMetadataValue(
+                rack_id=member.rack_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                subscribed_topic_names=list(member.subscribed_topic_names),
+            ),
+        )
+
+    @staticmethod
+    def _share_current_assignment_record(group_id: str, member: ShareGroupMember) -> Record:
+        return Record(
+            ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id),
+            ShareGroupCurrentMemberAssignmentValue(
+                member_epoch=member.member_epoch,
+                previous_member_epoch=member.previous_member_epoch,
+                assigned_partitions=to_topic_partitions(member.assigned),
+            ),
+        )
+
+    @staticmethod
+    def _share_state_metadata_record(group_id: str, initialized: TopicState, deleting: TopicState) -> Record:
+        return Record(
+            ShareGroupStatePartitionMetadataKey(group_id=group_id),
+            ShareGroupStatePartitionMetadataValue(
+                initialized_topics=_state_topics(initialized), deleting_topics=_state_topics(deleting)
+            ),
+        )
+
+    @staticmethod
+    def _share_target_batch(
+        group_id: str,
+        old: dict[str, dict[str, tuple[int, ...]]],
+        new: dict[str, dict[str, tuple[int, ...]]],
+        epoch: int,
+    ) -> tuple[Record, ...]:
+        records = []
+        for member_id in sorted(new):
+            if member_id not in old or new[member_id] != old[member_id]:
+                partitions = [
+                    TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(new[member_id].items())
+                ]
+                records.append(
+                    Record(
+                        ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
+                        ShareGroupTargetAssignmentMemberValue(topic_partitions=partitions),
+                    )
+                )
+        records += [
+            Record(ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None)
+            for m in sorted(old)
+            if m not in new
+        ]
+        records.append(
+            Record(
+                ShareGroupTargetAssignmentMetadataKey(group_id=group_id),
+                ShareGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
+            )
+        )
+        return tuple(records)
+
+    # ------------------------------------------------------------------ heartbeat
+    def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest
+    ) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """ShareGroupHeartbeat: join, heartbeat, take the new assignment, leave."""
+        try:
+            result = self._share_heartbeat(request)
+        except ApiError as error:
+            response = ShareGroupHeartbeatResponse(
+                error_code=error.error, error_message=error.message, member_epoch=request.member_epoch
+            )
+            return CoordinatorResult(response, origin="ShareGroupHeartbeat")
+        return self._with_state_sync(self._apply_share(result), request.group_id)
+
+    @staticmethod
+    def _validate_share_heartbeat(r: ShareGroupHeartbeatRequest) -> None:
+        if not r.group_id:
+            raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
+        if r.rack_id == "":
+            raise ApiError(Errors.INVALID_REQUEST, "RackId can't be empty.")
+        if r.member_epoch > 0 or r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
+            if not r.member_id:
+                raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
+        elif r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
+            if not r.subscribed_topic_names:
+                raise ApiError(Errors.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        else:
+            raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
+
+    def _share_heartbeat(self, r: ShareGroupHeartbeatRequest) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        self._validate_share_heartbeat(r)
+        kind = self._group_kind(r.group_id)
+        if kind not in (None, "share"):
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a share group.")
+        group = self.share_groups.get(r.group_id)
+        joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
+        if r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
+            if group is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            member = group.member(r.member_id)
+            response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
+            return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
+        if group is None:
+            if not joining:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            group = ShareGroup(r.group_id)  # created by replaying this heartbeat's records
+
+        if joining:
+            member_id = r.member_id or self._new_member_id()
+            known = group.members.get(member_id)
+            if known is None and len(group.members) >= self.share_config.max_size:
+                raise ApiError(
+                    Errors.GROUP_MAX_SIZE_REACHED,
+                    f"The share group has reached its maximum capacity of {self.share_config.max_size} members.",
+                )
+            # A join with a known member id is a new incarnation of it: nothing assigned (decision SG-4).
+            member = ShareGroupMember(member_id) if known is None else replace(known, member_epoch=0, assigned={})
+        else:
+            member = group.member(r.member_id)
+            received, current = r.member_epoch, member.member_epoch
+            if received > current or (received < current and received != member.previous_member_epoch):
+                side = "greater" if received > current else "smaller"
+                response = ShareGroupHeartbeatResponse(
+                    error_code=Errors.FENCED_MEMBER_EPOCH,
+                    error_message=f"The share group member has a {side} member epoch ({received}) than the one "
+                    f"known by the group coordinator ({current}). The member must abandon all its partitions "
+                    "and rejoin.",
+                    member_epoch=received,
+                )
+                return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
+            member_id = member.member_id
+
+        updated = replace(
+            member,
+            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+            client_id=r.client_id or member.client_id,
+            client_host=r.client_host or member.client_host,
+            subscribed_topic_names=(
+                tuple(sorted(set(r.subscribed_topic_names)))
+                if r.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+        )
+        before = group.members.get(member_id)
+        records: list[Record] = []
+        metadata_fields = ("rack_id", "client_id", "client_host", "subscribed_topic_names")
+        if before is None or any(getattr(before, f) != getattr(updated, f) for f in metadata_fields):
+            records.append(self._share_member_record(group.group_id, updated))
+        bump = before is None or joining or before.subscribed_topic_names != updated.subscribed_topic_names
+        view = dict(group.members)
+        view[member_id] = updated
+        metadata = group.subscription_metadata
+        if bump or self._share_metadata_checked.get(group.group_id) != self.cluster.version:
+            metadata = self._share_subscription_metadata(view)
+            if metadata != group.subscription_metadata:
+                records.append(self._share_partition_metadata_record(group.group_id, metadata))
+                bump = True
+        self._share_metadata_checked[group.group_id] = self.cluster.version
+        group_epoch = group.group_epoch + int(bump)
+        if bump:
+            records.append(self._share_epoch_record(group.group_id, group_epoch))
+        batches: list[tuple[Record, ...]] = [tuple(records)] if records else []
+
+        target_epoch, target = group.assignment_epoch, group.target
+        if group_epoch > group.assignment_epoch:
+            target = self._share_target(group, view, metadata)
+            batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
+            target_epoch = group_epoch
+
+        # No revocation barrier: the member takes its target in one step (KIP-932).
+        assigned = {t: frozenset(p) for t, p in target.get(member_id, {}).items()}
+        reconciled = updated
+        if updated.member_epoch != target_epoch or updated.assigned != assigned:
+            reconciled = replace(
+                updated, member_epoch=target_epoch, previous_member_epoch=updated.member_epoch, assigned=assigned
+            )
+        if (
+            before is None
+            or joining
+            or reconciled.member_epoch != before.member_epoch
+            or reconciled.assigned != (before.assigned)
+        ):
+            batches.append((self._share_current_assignment_record(group.group_id, reconciled),))
+        self._schedule_share_session(group.group_id, member_id)
+
+        changed = before is None or joining or before.assigned != reconciled.assigned
+        response = ShareGroupHeartbeatResponse(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.share_config.heartbeat_interval_ms,
+            assignment=ShareGroupHeartbeatAssignment(topic_partitions=to_topic_partitions(reconciled.assigned))
+            if changed
+            else None,
+        )
+        return CoordinatorResult(response, tuple(batches), origin="ShareGroupHeartbeat")
+
+    def _share_subscription_metadata(self, members: dict[str, ShareGroupMember]) -> dict[str, tuple[str, int]]:
+        names = sorted({n for m in members.values() for n in m.subscribed_topic_names})
+        out = {}
+        for name in names:
+            if name in self.cluster:
+                topic = self.cluster.topic(name)
+                out[name] = (topic.topic_id, topic.num_partitions)
+        return out
+
+    def _share_target(
+        self, group: ShareGroup, members: dict[str, ShareGroupMember], metadata: dict[str, tuple[str, int]]
+    ) -> dict[str, dict[str, tuple[int, ...]]]:
+        """The SimpleAssignor over the subscribed share-partitions that have state (R-GI-01)."""
+        assignable: dict[str, tuple[int, ...]] = {}
+        for _, (topic_id, count) in sorted(metadata.items()):
+            entry = group.initialized.get(topic_id)
+            if entry is not None:
+                assignable[topic_id] = tuple(p for p in sorted(entry[1]) if p < count)
+        subscriptions = {
+            m: frozenset(metadata[n][0] for n in member.subscribed_topic_names if n in metadata)
+            for m, member in members.items()
+        }
+        current = {m: group.target_of(m) for m in members}
+        return self.share_assignor.assign(subscriptions, assignable, current)
+
+    def _remove_share_member(
+        self, group: ShareGroup, member: ShareGroupMember, response: Any, origin: str
+    ) -> CoordinatorResult:
+        """Leave, fencing or session timeout: tombstones, then a group epoch bump."""
+        group_id = group.group_id
+        self.scheduler.cancel(self, (SHARE_SESSION_TIMER, group_id, member.member_id))
+        remaining = {m: v for m, v in group.members.items() if m != member.member_id}
+        records = [
+            Record(ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), None),
+            Record(ShareGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id), None),
+        ]
+        metadata = self._share_subscription_metadata(remaining)
+        if metadata != group.subscription_metadata:
+            records.append(self._share_partition_metadata_record(group_id, metadata))
+        records.append(self._share_epoch_record(group_id, group.group_epoch + 1))
+        return CoordinatorResult(response, (tuple(records),), origin=origin)
+
+    # ------------------------------------------------------------------ the initialize / delete dance
+    def _call_share_state(self, request: Message) -> Any:
+        response = self.share_state_rpc(request)  # type: ignore[misc]
+        self.share_state_calls.append((request, response))
+        return response
+
+    @staticmethod
+    def _all_ok(response: Any) -> bool:
+        return all(p.error_code == Errors.NONE for t in response.results for p in t.partitions)
+
+    def _with_state_sync(self, result: CoordinatorResult, group_id: str) -> CoordinatorResult:
+        """``result`` followed by whatever the initialize / delete dance wrote for the group."""
+        extra = self._sync_share_state(group_id)
+        if not extra:
+            return result
+        return CoordinatorResult(result.response, result.batches + extra, origin=result.origin)
+
+    def _sync_share_state(self, group_id: str) -> tuple[tuple[Record, ...], ...]:
+        """Reconcile the persisted share-partitions with the subscriptions and the cluster."""
+        group = self.share_groups.get(group_id)
+        if group is None or self.share_state_rpc is None:
+            return ()
+        written: list[tuple[Record, ...]] = []
+        # Delete: unfinished deletions, and topics that no longer exist (their absence is the marker).
+        gone = {tid: v for tid, v in group.initialized.items() if self.cluster.topic_by_id(tid) is None}
+        pending = {**gone, **group.deleting}
+        if pending and self._delete_state(group_id, pending):
+            initialized = {t: v for t, v in group.initialized.items() if t not in pending}
+            batch = [self._share_state_metadata_record(group_id, initialized, {})]
+            if gone:
+                batch.append(self._share_epoch_record(group_id, group.group_epoch + 1))
+            written.append(self._apply_share(CoordinatorResult(None, (tuple(batch),))).batches[0])
+        # Initialize: subscribed topics without state, and partitions added to topics with state.
+        group = self.share_groups[group_id]
+        wanted: dict[str, list[InitializeStatePartition]] = {}
+        grown: TopicState = dict(group.initialized)
+        for name, (topic_id, count) in sorted(group.subscription_metadata.items()):
+            if topic_id in group.deleting:
+                continue
+            have = group.initialized.get(topic_id, (name, frozenset()))[1]
+            # A topic new to the group starts unset (-1, auto.offset.reset decides); added partitions start at 0.
+            start = -1 if topic_id not in group.initialized else 0
+            new = [p for p in range(count) if p not in have]
+            if new:
+                wanted[topic_id] = [
+                    InitializeStatePartition(partition=p, state_epoch=group.group_epoch, start_offset=start)
+                    for p in new
+                ]
+                grown[topic_id] = (name, have | frozenset(new))
+        if wanted:
+            request = InitializeShareGroupStateRequest(
+                group_id=group_id,
+                topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
+            )
+            if self._all_ok(self._call_share_state(request)):
+                batch = (
+                    self._share_state_metadata_record(group_id, grown, group.deleting),
+                    self._share_epoch_record(group_id, group.group_epoch + 1),
+                )
+                written.append(self._apply_share(CoordinatorResult(None, (batch,))).batches[0])
+        return tuple(written)
+
+    def _delete_state(self, group_id: str, topics: TopicState) -> bool:
+        request = DeleteShareGroupStateRequest(
+            group_id=group_id,
+            topics=[
+                DeleteStateData(topic_id=tid, partitions=[DeleteStatePartition(partition=p) for p in sorted(parts)])
+                for tid, (_, parts) in sorted(topics.items())
+            ],
+        )
+        return self._all_ok(self._call_share_state(request))
+
+    # ------------------------------------------------------------------ describe / list / delete
+    def share_group_describe(self, request: ShareGroupDescribeRequest) -> CoordinatorResult[ShareGroupDescribeResponse]:
+        groups = []
+        for group_id in request.group_ids:
+            try:
+                group = self._share_group(group_id)
+            except ApiError as error:
+                groups.append(
+                    DescribedShareGroup(group_id=group_id, error_code=error.error, error_message=error.message)
+                )
+                continue
+            members = [
+                DescribedShareMember(
+                    member_id=m.member_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_topic_names),
+                    assignment=[
+                        DescribedShareTopicPartitions(
+                            topic_id=t, topic_name=group.topic_name_of(t) or "", partitions=sorted(p)
+                        )
+                        for t, p in sorted(m.assigned.items())
+                    ],
+                )
+                for _, m in sorted(group.members.items())
+            ]
+            groups.append(
+                DescribedShareGroup(
+                    group_id=group_id,
+                    group_state=group.state.value,
+                    group_epoch=group.group_epoch,
+                    assignment_epoch=group.assignment_epoch,
+                    assignor_name=self.share_assignor.name,
+                    members=members,
+                )
+            )
+        return CoordinatorResult(ShareGroupDescribeResponse(groups=groups), origin="ShareGroupDescribe")
+
+    def list_share_groups(self, request: ListShareGroupsRequest) -> CoordinatorResult[ListShareGroupsResponse]:
+        wanted = {s.lower() for s in request.states_filter}
+        listed = [
+            ListedShareGroup(group_id=g, group_state=v.state.value)
+            for g, v in sorted(self.share_groups.items())
+            if not wanted or v.state.value.lower() in wanted
+        ]
+        return CoordinatorResult(ListShareGroupsResponse(groups=listed), origin="ListShareGroups")
+
+    def _require_empty(self, group: ShareGroup) -> None:
+        if group.state is not ShareGroupState.EMPTY:
+            raise ApiError(Errors.NON_EMPTY_GROUP, f"Share group {group.group_id} is not empty.")
+
+    def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
+        """Only an empty group: its state goes to DeletingTopics, is deleted, then the group's tombstones."""
+        results, batches = [], []
+        for group_id in request.groups_names:
+            try:
+                group = self._share_group(group_id)
+                self._require_empty(group)
+                if group.initialized:
+                    marked = (self._share_state_metadata_record(group_id, {}, {**group.deleting, **group.initialized}),)
+                    batches.append(self._apply_share(CoordinatorResult(None, (marked,))).batches[0])
+                if group.deleting and not self._delete_state(group_id, group.deleting):
+                    raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE, "The share coordinator did not delete the state.")
+                tombstones = [
+                    Record(ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None)
+                    for m in sorted(group.target)
+                ]
+                tombstones += [
+                    Record(ShareGroupTargetAssignmentMetadataKey(group_id=group_id), None),
+                    Record(ShareGroupPartitionMetadataKey(group_id=group_id), None),
+                    Record(ShareGroupStatePartitionMetadataKey(group_id=group_id), None),
+                    Record(ShareGroupMetadataKey(group_id=group_id), None),
+                ]
+                batches.append(self._apply_share(CoordinatorResult(None, (tuple(tombstones),))).batches[0])
+                self._share_metadata_checked.pop(group_id, None)
+                results.append(DeletedShareGroup(group_id=group_id))
+            except ApiError as error:
+                results.append(
+                    DeletedShareGroup(group_id=group_id, error_code=error.error, error_message=error.message)
+                )
+        return CoordinatorResult(DeleteShareGroupsResponse(results=results), tuple(batches), origin="DeleteShareGroups")
+
+    # ------------------------------------------------------------------ share-partition start offsets
+    def alter_share_group_offsets(
+        self, request: AlterShareGroupOffsetsRequest
+    ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
+        """Reset SPSOs of an empty group: bump the epoch, then Initialize with the new state epoch."""
+        try:
+            group = self._share_group(request.group_id)
+            self._require_empty(group)
+        except ApiError as error:
+            return CoordinatorResult(
+                AlterShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
+                origin="AlterShareGroupOffsets",
+            )
+        epoch = group.group_epoch + 1
+        batches = [self._apply_share(CoordinatorResult(None, ((self._share_epoch_record(group.group_id, epoch),),)))]
+        responses, topics = [], []
+        grown: TopicState = dict(group.initialized)
+        for topic in request.topics:
+            known = self.cluster.topic(topic.topic_name) if topic.topic_name in self.cluster else None
+            if known is None:
+                responses.append(
+                    ShareOffsetsResponseTopic(
+                        topic_name=topic.topic_name,
+                        partitions=[
+                            ShareOffsetsResponsePartition(
+                                partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
+                            )
+                            for p in topic.partitions
+                        ],
+                    )
+                )
+                continue
+            valid = [p for p in topic.partitions if p.partition_index < known.num_partitions]
+            topics.append(
+                InitializeStateData(
+                    topic_id=known.topic_id,
+                    partitions=[
+                        InitializeStatePartition(
+                            partition=p.partition_index, state_epoch=epoch, start_offset=p.start_offset
+                        )
+                        for p in valid
+                    ],
+                )
+            )
+            have = grown.get(known.topic_id, (known.name, frozenset()))[1]
+            grown[known.topic_id] = (known.name, have | frozenset(p.partition_index for p in valid))
+            responses.append((topic, known))
+        errors: dict[tuple[str, int], tuple[Errors, str | None]] = {}
+        if topics and self.share_state_rpc is not None:
+            answer = self._call_share_state(InitializeShareGroupStateRequest(group_id=group.group_id, topics=topics))
+            for t in answer.results:
+                for p in t.partitions:
+                    errors[(t.topic_id, p.partition)] = (p.error_code, p.error_message)
+        elif topics:
+            errors = {
+                (t.topic_id, p.partition): (Errors.COORDINATOR_NOT_AVAILABLE, "No share coordinator.")
+                for t in topics
+                for p in t.partitions
+            }
+        if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
+            record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
+            batches.append(self._apply_share(CoordinatorResult(None, ((record,),))))
+        out = []
+        for entry in responses:
+            if isinstance(entry, ShareOffsetsResponseTopic):
+                out.append(entry)
+                continue
+            topic, known = entry
+            partitions = []
+            for p in topic.partitions:
+                if p.partition_index >= known.num_partitions:
+                    code, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+                else:
+                    code, message = errors.get((known.topic_id, p.partition_index), (Errors.NONE, None))
+                partitions.append(
+                    ShareOffsetsResponsePartition(
+                        partition_index=p.partition_index,
+                        start_offset=p.start_offset,
+                        error_code=code,
+                        error_message=message,
+                    )
+                )
+            out.append(
+                ShareOffsetsResponseTopic(topic_name=topic.topic_name, topic_id=known.topic_id, partitions=partitions)
+            )
+        return CoordinatorResult(
+            AlterShareGroupOffsetsResponse(responses=out),
+            tuple(b for r in batches for b in r.batches),
+            origin="AlterShareGroupOffsets",
+        )
+
+    def delete_share_group_offsets(
+        self, request: DeleteShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
+        """Remove whole topics' state from an empty group: Deleting, DeleteShareGroupState, then gone."""
+        try:
+            group = self._share_group(request.group_id)
+            self._require_empty(group)
+        except ApiError as error:
+            return CoordinatorResult(
+                DeleteShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
+                origin="DeleteShareGroupOffsets",
+            )
+        by_name = {name: tid for tid, (name, _) in group.initialized.items()}
+        chosen: TopicState = {}
+        out = []
+        for name in request.topic_names:
+            tid = by_name.get(name)
+            if tid is None:
+                out.append(
+                    DeleteShareGroupOffsetsResponseTopic(
+                        topic_name=name,
+                        error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=f"Topic {name} has no share state in group {group.group_id}.",
+                    )
+                )
+            else:
+                chosen[tid] = group.initialized[tid]
+        batches = []
+        if chosen:
+            remaining = {t: v for t, v in group.initialized.items() if t not in chosen}
+            marked = self._share_state_metadata_record(group.group_id, remaining, {**group.deleting, **chosen})
+            batches.append(self._apply_share(CoordinatorResult(None, ((marked,),))))
+            ok = self.share_state_rpc is not None and self._delete_state(group.group_id, chosen)
+            if ok:
+                done = self._share_state_metadata_record(group.group_id, remaining, {})
+                batches.append(self._apply_share(CoordinatorResult(None, ((done,),))))
+            code = Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE
+            for tid, (name, _) in sorted(chosen.items(), key=lambda kv: request.topic_names.index(kv[1][0])):
+                out.append(DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, error_code=code))
+        return CoordinatorResult(
+            DeleteShareGroupOffsetsResponse(responses=out),
+            tuple(b for r in batches for b in r.batches),
+            origin="DeleteShareGroupOffsets",
+        )
+
+    def describe_share_group_offsets(
+        self, request: DescribeShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DescribeShareGroupOffsetsResponse]:
+        """Each share-partition's start offset, read from the share coordinator (not the leaders)."""
+        try:
+            group = self._share_group(request.group_id)
+        except ApiError as error:
+            return CoordinatorResult(
+                DescribeShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
+                origin="DescribeShareGroupOffsets",
+            )
+        if request.topics is None:
+            asked = [(name, tid, sorted(parts)) for tid, (name, parts) in sorted(group.initialized.items())]
+        else:
+            by_name = {name: tid for tid, (name, _) in group.initialized.items()}
+            asked = [(t.topic_name, by_name.get(t.topic_name), t.partitions) for t in request.topics]
+        summary: dict[tuple[str, int], Any] = {}
+        query = [
+            ReadStateData(topic_id=tid, partitions=[ReadStatePartition(partition=p) for p in parts])
+            for _, tid, parts in asked
+            if tid is not None and parts
+        ]
+        if query and self.share_state_rpc is not None:
+            answer = self._call_share_state(ReadShareGroupStateSummaryRequest(group_id=group.group_id, topics=query))
+            summary = {(t.topic_id, p.partition): p for t in answer.results for p in t.partitions}
+        out = []
+        for name, tid, parts in asked:
+            partitions = []
+            for p in parts:
+                found = summary.get((tid, p)) if tid is not None else None
+                if found is None:
+                    partitions.append(
+                        ShareOffsetsResponsePartition(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                    )
+                else:
+                    partitions.append(
+                        ShareOffsetsResponsePartition(
+                            partition_index=p,
+                            start_offset=found.start_offset,
+                            error_code=found.error_code,
+                            error_message=found.error_message,
+                        )
+                    )
+            out.append(ShareOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=partitions))
+        return CoordinatorResult(DescribeShareGroupOffsetsResponse(responses=out), origin="DescribeShareGroupOffsets")
+
+    # ------------------------------------------------------------------ inspection
+    def share_state_snapshot(self) -> dict[str, Any]:
+        """Everything the log determines about share groups, as plain sorted data."""
+        out = {}
+        for group_id in sorted(self.share_groups):
+            g = self.share_groups[group_id]
+            out[group_id] = {
+                "state": g.state.value,
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "subscription_metadata": dict(sorted(g.subscription_metadata.items())),
+                "target": {m: dict(sorted(t.items())) for m, t in sorted(g.target.items())},
+                "members": {
+                    m: (
+                        v.rack_id,
+                        v.client_id,
+                        v.subscribed_topic_names,
+                        v.member_epoch,
+                        v.previous_member_epoch,
+                        {t: sorted(p) for t, p in sorted(v.assigned.items())},
+                    )
+                    for m, v in sorted(g.members.items())
+                },
+                "initialized": {t: (n, sorted(p)) for t, (n, p) in sorted(g.initialized.items())},
+                "deleting": {t: (n, sorted(p)) for t, (n, p) in sorted(g.deleting.items())},
+            }
+        return out

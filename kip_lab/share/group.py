@@ -1,0 +1,162 @@
+"""A share group's in-memory state at the group coordinator, changed only by replaying records.
+
+``ShareGroup.replay`` is the single entry point. Share groups are looser than consumer
+groups: a member moves to its target in one step (no revocation barrier, partitions may be
+shared), so the group is Stable as soon as it has a member and Empty when it has none
+(KIP-932 "Share group states"). ``initialized`` and ``deleting`` mirror the
+ShareGroupStatePartitionMetadata record: which share-partitions have persistent state on the
+share coordinator and may therefore be assigned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from kip_lab.machines import StateMachine
+from kip_lab.protocol.common import from_topic_partitions
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.records import (
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMetadataKey,
+    ShareGroupPartitionMetadataKey,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMetadataKey,
+)
+
+Assignment = dict[str, frozenset[int]]  # topic id -> partitions
+
+
+class ShareGroupState(StrEnum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+SHARE_GROUP_STATE_MACHINE = StateMachine.from_table(
+    "share group state",
+    [s.value for s in ShareGroupState],
+    ShareGroupState.EMPTY.value,
+    [
+        ("Empty", "first member joins", "Stable"),
+        ("Stable", "last member leaves or is removed", "Empty"),
+        ("Empty", "group deleted (no share state left)", "Dead"),
+        ("Empty", "coordinator unloaded", "Dead"),
+        ("Stable", "coordinator unloaded", "Dead"),
+    ],
+    description="Derived after every record batch: Stable with at least one member, else Empty (KIP-932).",
+)
+
+
+def check_share_group_transition(source: ShareGroupState, target: ShareGroupState) -> None:
+    if source is not target:
+        SHARE_GROUP_STATE_MACHINE.require_edge(source.value, target.value)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupMember:
+    member_id: str
+    # ShareGroupMemberMetadata
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    # ShareGroupCurrentMemberAssignment
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    assigned: Assignment = field(default_factory=dict)
+
+
+class ShareGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ShareGroupMember] = {}
+        self.subscription_metadata: dict[str, tuple[str, int]] = {}  # topic name -> (topic id, partitions)
+        self.target: dict[str, dict[str, tuple[int, ...]]] = {}
+        self.initialized: dict[str, tuple[str, frozenset[int]]] = {}  # topic id -> (name, partitions)
+        self.deleting: dict[str, tuple[str, frozenset[int]]] = {}  # topic id -> (name, partitions)
+        self.dead = False
+
+    @property
+    def state(self) -> ShareGroupState:
+        if self.dead:
+            return ShareGroupState.DEAD
+        return ShareGroupState.STABLE if self.members else ShareGroupState.EMPTY
+
+    def member(self, member_id: str) -> ShareGroupMember:
+        found = self.members.get(member_id)
+        if found is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in share group {self.group_id}.")
+        return found
+
+    def target_of(self, member_id: str) -> Assignment:
+        return {t: frozenset(p) for t, p in self.target.get(member_id, {}).items()}
+
+    def topic_name_of(self, topic_id: str) -> str | None:
+        for name, (tid, _) in self.subscription_metadata.items():
+            if tid == topic_id:
+                return name
+        entry = self.initialized.get(topic_id)
+        entry = entry or self.deleting.get(topic_id)
+        return entry[0] if entry else None
+
+    # -- replay ---------------------------------------------------------------------
+    def replay(self, key, value) -> None:
+        if isinstance(key, ShareGroupMetadataKey):
+            if value is None:
+                self.dead = True
+            else:
+                self.group_epoch = value.epoch
+        elif isinstance(key, ShareGroupPartitionMetadataKey):
+            self.subscription_metadata = (
+                {} if value is None else {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
+            )
+        elif isinstance(key, ShareGroupMemberMetadataKey):
+            if value is None:
+                self.members.pop(key.member_id, None)
+                return
+            base = self.members.get(key.member_id) or ShareGroupMember(key.member_id)
+            self.members[key.member_id] = replace(
+                base,
+                rack_id=value.rack_id,
+                client_id=value.client_id,
+                client_host=value.client_host,
+                subscribed_topic_names=tuple(value.subscribed_topic_names),
+            )
+        elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
+            if value is not None:
+                self.assignment_epoch = value.assignment_epoch
+        elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
+            if value is None:
+                self.target.pop(key.member_id, None)
+            else:
+                self.target[key.member_id] = {
+                    tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
+                }
+        elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
+            member = self.members.get(key.member_id)
+            if member is None:
+                return  # the member's metadata tombstone came first
+            if value is None:
+                self.members[key.member_id] = replace(member, member_epoch=0, previous_member_epoch=-1, assigned={})
+            else:
+                self.members[key.member_id] = replace(
+                    member,
+                    member_epoch=value.member_epoch,
+                    previous_member_epoch=value.previous_member_epoch,
+                    assigned=from_topic_partitions(value.assigned_partitions),
+                )
+        elif isinstance(key, ShareGroupStatePartitionMetadataKey):
+            if value is None:
+                self.initialized, self.deleting = {}, {}
+            else:
+                self.initialized = {
+                    t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics
+                }
+                self.deleting = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.deleting_topics}
+        else:
+            raise TypeError(f"not a share group record key: {type(key).__name__}")
