@@ -1,0 +1,296 @@
+"""Share groups at the group coordinator (KIP-932): SimpleAssignor, ShareGroupHeartbeat, records, failover."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from kip_lab.coordinator import GroupCoordinator
+from kip_lab.machines import IllegalTransition
+from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from kip_lab.protocol.errors import Errors
+from kip_lab.protocol.records import SHARE_GROUP_RECORD_KEYS
+from kip_lab.protocol.share_group import ShareGroupHeartbeatRequest
+from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE, ShareGroupState, check_share_group_transition
+from kip_lab.share.group_assignor import SimpleAssignor
+
+# -- the KIP's SimpleAssignor example table, row by row -------------------------------------
+# Each row: (event, subscriptions {member: topics}, partitions {topic: count},
+#            changes as the seed words them, assignments after).
+SEED_TABLE = [
+    (
+        "M1 subscribed to topic T1 with 1 partition",
+        {"M1": {"T1"}},
+        {"T1": 1},
+        {("assign", "T1:0", "M1")},
+        {"M1": {"T1:0"}},
+    ),
+    (
+        "M2 joins the group and subscribes to T1",
+        {"M1": {"T1"}, "M2": {"T1"}},
+        {"T1": 1},
+        {("assign", "T1:0", "M2")},
+        {"M1": {"T1:0"}, "M2": {"T1:0"}},
+    ),
+    (
+        "Add 3 partitions to T1",
+        {"M1": {"T1"}, "M2": {"T1"}},
+        {"T1": 4},
+        {("assign", "T1:1", "M2"), ("assign", "T1:3", "M2"), ("revoke", "T1:0", "M2"), ("assign", "T1:2", "M1")},
+        {"M1": {"T1:0", "T1:2"}, "M2": {"T1:1", "T1:3"}},
+    ),
+    (
+        "M3 joins the group and subscribes to T1",
+        {"M1": {"T1"}, "M2": {"T1"}, "M3": {"T1"}},
+        {"T1": 4},
+        {("assign", "T1:2", "M3"), ("revoke", "T1:2", "M1")},
+        {"M1": {"T1:0"}, "M2": {"T1:1", "T1:3"}, "M3": {"T1:2"}},
+    ),
+    (
+        "M4 joins the group and subscribes to T1",
+        {f"M{i}": {"T1"} for i in range(1, 5)},
+        {"T1": 4},
+        {("assign", "T1:3", "M4"), ("revoke", "T1:3", "M2")},
+        {"M1": {"T1:0"}, "M2": {"T1:1"}, "M3": {"T1:2"}, "M4": {"T1:3"}},
+    ),
+    (
+        "M5, M6, M7, M8 join the group and subscribe to T1",
+        {f"M{i}": {"T1"} for i in range(1, 9)},
+        {"T1": 4},
+        {("assign", "T1:0", "M5"), ("assign", "T1:1", "M6"), ("assign", "T1:2", "M7"), ("assign", "T1:3", "M8")},
+        {f"M{i}": {f"T1:{(i - 1) % 4}"} for i in range(1, 9)},
+    ),
+    (
+        "M1 subscribes to T2 with 2 partitions",
+        {"M1": {"T1", "T2"}, **{f"M{i}": {"T1"} for i in range(2, 9)}},
+        {"T1": 4, "T2": 2},
+        {("assign", "T2:0", "M1"), ("assign", "T2:1", "M1")},
+        {"M1": {"T1:0", "T2:0", "T2:1"}, **{f"M{i}": {f"T1:{(i - 1) % 4}"} for i in range(2, 9)}},
+    ),
+    (
+        "All members leave except M2",
+        {"M2": {"T1"}},
+        {"T1": 4, "T2": 2},
+        {("assign", "T1:0", "M2"), ("assign", "T1:2", "M2"), ("assign", "T1:3", "M2")},
+        {"M2": {"T1:0", "T1:1", "T1:2", "T1:3"}},
+    ),
+]
+
+
+def _seed_hash(member_id: str) -> int:
+    """The seed's fixture: M<i> hashes to i."""
+    return int(member_id[1:])
+
+
+def _flatten(assignment: dict[str, dict[str, tuple[int, ...]]]) -> dict[str, set[str]]:
+    return {m: {f"{t}:{p}" for t, parts in topics.items() for p in parts} for m, topics in assignment.items()}
+
+
+def _changes(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[tuple[str, str, str]]:
+    out = set()
+    for member in sorted(set(before) | set(after)):
+        old, new = before.get(member, set()), after.get(member, set())
+        if member not in after:
+            continue  # the seed lists no revocations for members that left
+        out |= {("assign", tp, member) for tp in new - old}
+        out |= {("revoke", tp, member) for tp in old - new}
+    return out
+
+
+def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
+    assignor = SimpleAssignor(member_hash=_seed_hash)
+    current: dict[str, dict[str, frozenset[int]]] = {}
+    previous: dict[str, set[str]] = {}
+    for event, subscriptions, counts, changes, expected in SEED_TABLE:
+        result = assignor.assign(
+            {m: frozenset(t) for m, t in subscriptions.items()},
+            {t: tuple(range(n)) for t, n in counts.items()},
+            current,
+        )
+        flat = {m: tps for m, tps in _flatten(result).items() if tps}
+        assert flat == expected, event
+        assert _changes(previous, flat) == changes, event
+        # R-AS-01: every partition of a subscribed topic has at least one member.
+        subscribed = set().union(*subscriptions.values())
+        for topic in subscribed:
+            for p in range(counts[topic]):
+                assert any(f"{topic}:{p}" in tps for tps in flat.values()), (event, topic, p)
+        current = {m: {t: frozenset(p) for t, p in topics.items()} for m, topics in result.items()}
+        previous = flat
+
+
+def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():
+    assignor = SimpleAssignor()
+    subs = {"a": frozenset({"T1"}), "b": frozenset({"T2"}), "c": frozenset({"T1", "T2"})}
+    parts = {"T1": (0, 1, 2), "T2": (0, 1)}
+    first = assignor.assign(subs, parts, {})
+    assert first == assignor.assign(dict(reversed(list(subs.items()))), parts, {})
+    assert "T2" not in first["a"] and "T1" not in first["b"]
+    for topic, partitions in parts.items():
+        for p in partitions:
+            assert any(p in first[m].get(topic, ()) for m in subs)
+
+
+# -- the share-group state machine ------------------------------------------------------------
+def test_share_group_state_machine_has_the_kips_three_states_and_refuses_undeclared_edges():
+    assert set(SHARE_GROUP_STATE_MACHINE.states) == {"Empty", "Stable", "Dead"}
+    check_share_group_transition(ShareGroupState.EMPTY, ShareGroupState.STABLE)
+    with pytest.raises(IllegalTransition):
+        check_share_group_transition(ShareGroupState.DEAD, ShareGroupState.STABLE)
+
+
+# -- ShareGroupHeartbeat --------------------------------------------------------------------
+def _coordinator() -> GroupCoordinator:
+    coordinator = GroupCoordinator()
+    coordinator.cluster.create_topic("T1", 2)
+    return coordinator
+
+
+def _join(coordinator: GroupCoordinator, group: str = "sg", topics=("T1",), member_id: str = ""):
+    request = ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member_id, member_epoch=0, subscribed_topic_names=list(topics)
+    )
+    return coordinator.share_group_heartbeat(request).response
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"group_id": "", "member_epoch": 0, "subscribed_topic_names": ["T1"]}, "GroupId can't be empty."),
+        ({"group_id": "g", "member_epoch": 0}, "SubscribedTopicNames must be set in first request."),
+        ({"group_id": "g", "member_epoch": 3}, "MemberId can't be empty."),
+        ({"group_id": "g", "member_epoch": -2, "member_id": "m"}, "MemberEpoch is invalid."),
+        (
+            {"group_id": "g", "member_epoch": 0, "subscribed_topic_names": ["T1"], "rack_id": ""},
+            "RackId can't be empty.",
+        ),
+    ],
+)
+def test_invalid_heartbeats_get_invalid_request_and_write_nothing(fields, message):
+    coordinator = _coordinator()
+    response = coordinator.share_group_heartbeat(ShareGroupHeartbeatRequest(**fields)).response
+    assert (response.error_code, response.error_message) == (Errors.INVALID_REQUEST, message)
+    assert coordinator.log.end_offset == 0
+
+
+def test_no_static_membership_the_request_has_no_instance_id():
+    with pytest.raises(ValidationError, match="instance_id"):
+        ShareGroupHeartbeatRequest(group_id="g", member_epoch=0, subscribed_topic_names=["T1"], instance_id="i")
+
+
+def test_join_writes_member_metadata_then_epoch_then_target_then_current_assignment():
+    coordinator = _coordinator()
+    response = _join(coordinator)
+    assert response.error_code == Errors.NONE and response.member_id and response.member_epoch == 1
+    # R-MB-01 / R-GI-01: no share-partition has state yet, so the first assignment is empty.
+    assert response.assignment is not None and response.assignment.topic_partitions == []
+    kinds = [type(e.record.key).__name__ for e in coordinator.log]
+    assert kinds == [
+        "ShareGroupMemberMetadataKey",
+        "ShareGroupPartitionMetadataKey",
+        "ShareGroupMetadataKey",
+        "ShareGroupTargetAssignmentMemberKey",
+        "ShareGroupTargetAssignmentMetadataKey",
+        "ShareGroupCurrentMemberAssignmentKey",
+    ]
+    assert all(isinstance(e.record.key, SHARE_GROUP_RECORD_KEYS) for e in coordinator.log)
+    assert coordinator.share_groups["sg"].state is ShareGroupState.STABLE
+
+
+def test_one_namespace_one_kind_per_group_id():
+    coordinator = _coordinator()
+    consumer = coordinator.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest(
+            group_id="cg", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["T1"], topic_partitions=[]
+        )
+    ).response
+    assert consumer.error_code == Errors.NONE
+    share = _join(coordinator, group="cg")
+    assert share.error_code == Errors.GROUP_ID_NOT_FOUND and "not a share group" in share.error_message
+    _join(coordinator, group="sg")
+    back = coordinator.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest(
+            group_id="sg", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_names=["T1"], topic_partitions=[]
+        )
+    ).response
+    assert back.error_code == Errors.GROUP_ID_NOT_FOUND and "not a consumer group" in back.error_message
+
+
+def test_unknown_member_and_fenced_epochs():
+    coordinator = _coordinator()
+    joined = _join(coordinator)
+    unknown = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id="nobody", member_epoch=1)
+    ).response
+    assert unknown.error_code == Errors.UNKNOWN_MEMBER_ID
+    ahead = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=joined.member_id, member_epoch=7)
+    ).response
+    assert ahead.error_code == Errors.FENCED_MEMBER_EPOCH and "greater member epoch (7)" in ahead.error_message
+    # Fencing removes the member (its records are tombstoned and the group is Empty again).
+    assert coordinator.share_groups["sg"].members == {}
+    assert coordinator.share_groups["sg"].state is ShareGroupState.EMPTY
+
+
+def test_heartbeat_at_the_previous_epoch_is_accepted_and_a_steady_heartbeat_writes_nothing():
+    coordinator = _coordinator()
+    first = _join(coordinator)
+    second = _join(coordinator, member_id="")  # another member: the group epoch moves to 2
+    assert second.member_epoch == 2
+    steady = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=first.member_id, member_epoch=first.member_epoch)
+    ).response
+    assert steady.member_epoch == 2 and steady.error_code == Errors.NONE
+    end = coordinator.log.end_offset
+    previous = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=first.member_id, member_epoch=1)
+    ).response
+    assert previous.error_code == Errors.NONE and previous.assignment is None
+    assert coordinator.log.end_offset == end
+
+
+def test_leave_and_session_timeout_remove_the_member_and_bump_the_epoch():
+    coordinator = _coordinator()
+    a = _join(coordinator)
+    b = _join(coordinator)
+    left = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=a.member_id, member_epoch=-1)
+    ).response
+    assert left.error_code == Errors.NONE and left.member_epoch == -1
+    group = coordinator.share_groups["sg"]
+    assert set(group.members) == {b.member_id} and group.group_epoch == 3
+    coordinator.advance(coordinator.share_config.session_timeout_ms)
+    assert group.members == {} and group.group_epoch == 4 and group.state is ShareGroupState.EMPTY
+
+
+def test_group_max_size():
+    from kip_lab.share.group_config import ShareGroupConfig
+
+    coordinator = _coordinator()
+    coordinator.share_config = ShareGroupConfig(max_size=1)
+    assert _join(coordinator).error_code == Errors.NONE
+    assert _join(coordinator).error_code == Errors.GROUP_MAX_SIZE_REACHED
+
+
+def test_failover_rebuilds_every_share_group_from_the_log_at_every_step():
+    coordinator = _coordinator()
+    steps = [
+        lambda: _join(coordinator),
+        lambda: _join(coordinator, topics=("T1", "T2")),
+        lambda: coordinator.cluster.create_topic("T2", 3),
+        lambda: _join(coordinator),
+        lambda: coordinator.advance(coordinator.share_config.session_timeout_ms),
+    ]
+    for step in steps:
+        step()
+        rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster, load=False)
+        assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
+
+
+def test_failover_bumps_the_epoch_of_groups_with_members_and_rearms_their_sessions():
+    coordinator = _coordinator()
+    joined = _join(coordinator)
+    epoch = coordinator.share_groups["sg"].group_epoch
+    rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster)
+    assert rebuilt.share_groups["sg"].group_epoch == epoch + 1
+    assert ("share-session", "sg", joined.member_id) in rebuilt.timers()
