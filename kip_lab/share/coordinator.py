@@ -1,0 +1,360 @@
+"""The share coordinator: one ``__share_group_state`` partition, holding share-partition state.
+
+Same engine as the group coordinator: a handler validates and computes on the current state
+without changing it and returns a ``CoordinatorResult`` (response plus record batches); the
+records are appended to the log and replayed, and replay is the only code that changes state.
+Failover is ``from_log``: replay the partition into a fresh shard. While a shard is loading
+(``ShareCoordinator.loading`` + ``load_step``) every RPC answers COORDINATOR_LOAD_IN_PROGRESS.
+
+Records (KIP-932 "Share-group state records"): InitializeShareGroupState writes a
+ShareSnapshot; WriteShareGroupState writes a ShareUpdate carrying the write as sent, or a
+ShareSnapshot of the whole combined state when the state has no batches left (the KIP's
+"snapshot when small") or when ``snapshot_update_records_per_snapshot`` updates have been
+written since the last snapshot; DeleteShareGroupState writes the deletion marker (a
+snapshot with snapshot epoch -1). Fencing: a lower state epoch gets FENCED_STATE_EPOCH, a
+lower leader epoch FENCED_LEADER_EPOCH (zombie leaders); a read with a higher leader epoch
+records it, so the old leader is fenced from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.common import Message
+from kip_lab.protocol.errors import Errors
+from kip_lab.protocol.share import (
+    UNCHANGED_START_OFFSET,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    PartitionResult,
+    PartitionStateResult,
+    PartitionSummaryResult,
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
+    TopicResults,
+    TopicStateResults,
+    TopicSummaryResults,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+    WriteStatePartition,
+)
+from kip_lab.runtime.log import LogEntry, PartitionLog, Record
+from kip_lab.share.config import ShareCoordinatorConfig
+from kip_lab.share.records import (
+    DELETED_SNAPSHOT_EPOCH,
+    ShareSnapshotKey,
+    ShareSnapshotValue,
+    ShareUpdateKey,
+    ShareUpdateValue,
+)
+from kip_lab.share.state_batches import DurableState, spans_from_batches
+
+SharePartitionKey = tuple[str, str, int]  # (group id, topic id, partition)
+STATE_TOPIC = "__share_group_state"
+
+P = TypeVar("P", bound=Message)
+
+
+class ShareCoordinator:
+    """KIP-932 share-partition state on one ``__share_group_state`` partition."""
+
+    def __init__(self, config: ShareCoordinatorConfig | None = None, *, log: PartitionLog | None = None) -> None:
+        self.config = config or ShareCoordinatorConfig()
+        self.log = log if log is not None else PartitionLog(STATE_TOPIC, 0)
+        self.states: dict[SharePartitionKey, DurableState] = {}
+        self.snapshot_offsets: dict[SharePartitionKey, int] = {}  # log offset of each latest snapshot
+        self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
+        self.loaded = True
+        self._load_batches = 0  # batches replayed while loading
+
+    # ------------------------------------------------------------------ failover
+    @classmethod
+    def loading(
+        cls, log: PartitionLog, config: ShareCoordinatorConfig | None = None, *, start_offset: int = 0
+    ) -> ShareCoordinator:
+        """A shard that has just become leader of ``log``: nothing replayed yet, every RPC refused.
+
+        ``start_offset`` replays a log pruned below that offset (``prunable_offset``).
+        """
+        coordinator = cls(config, log=log)
+        coordinator.loaded = False
+        coordinator._load_start = start_offset
+        return coordinator
+
+    @classmethod
+    def from_log(
+        cls, log: PartitionLog, config: ShareCoordinatorConfig | None = None, *, start_offset: int = 0
+    ) -> ShareCoordinator:
+        """Failover: replay ``log`` (from ``start_offset``) into a fresh shard, ready to serve."""
+        coordinator = cls(config, log=log)
+        for entry in log.entries(start_offset):
+            coordinator._replay(entry)
+        return coordinator
+
+    def load_step(self, batches: int = 1) -> bool:
+        """Replay up to ``batches`` more atomic batches; returns whether loading has finished."""
+        if batches < 1:
+            raise ValueError(f"batches must be >= 1, got {batches}")
+        all_batches = list(self.log.batches())
+        for batch in all_batches[self._load_batches : self._load_batches + batches]:
+            for entry in batch:
+                if entry.offset >= self._load_start:
+                    self._replay(entry)
+        self._load_batches = min(self._load_batches + batches, len(all_batches))
+        self.loaded = self._load_batches == len(all_batches)
+        return self.loaded
+
+    _load_start = 0
+
+    # ------------------------------------------------------------------ engine path
+    def _apply(self, result: CoordinatorResult) -> CoordinatorResult:
+        """Append each batch, then replay it: the only way state changes."""
+        for batch in result.batches:
+            if batch:
+                offsets = self.log.append(batch)
+                for offset in offsets:
+                    self._replay(self.log.entries(offset, offset + 1)[0])
+        return result
+
+    def _replay(self, entry: LogEntry) -> None:
+        key, value = entry.record.key, entry.record.value
+        sp = (key.group_id, key.topic_id, key.partition)
+        if isinstance(key, ShareSnapshotKey):
+            if value.snapshot_epoch == DELETED_SNAPSHOT_EPOCH:
+                self.states.pop(sp, None)
+                self.snapshot_offsets.pop(sp, None)
+                self.updates_since_snapshot.pop(sp, None)
+                return
+            self.states[sp] = DurableState(
+                value.state_epoch,
+                value.leader_epoch,
+                value.snapshot_epoch,
+                value.start_offset,
+                tuple(spans_from_batches(value.state_batches)),
+            )
+            self.snapshot_offsets[sp] = entry.offset
+            self.updates_since_snapshot[sp] = 0
+        elif isinstance(key, ShareUpdateKey):
+            state = self.states.get(sp)
+            if state is None or state.snapshot_epoch != value.snapshot_epoch:
+                return  # an update of an older snapshot (or of a deleted share-partition): ignored
+            self.states[sp] = state.with_write(
+                value.start_offset, spans_from_batches(value.state_batches), value.leader_epoch
+            )
+            self.updates_since_snapshot[sp] += 1
+        else:
+            raise TypeError(f"not a share-state record: {type(key).__name__}")
+
+    def prunable_offset(self) -> int:
+        """Records below this offset can be deleted: the oldest latest-snapshot of the live share-partitions."""
+        return min(self.snapshot_offsets.values(), default=self.log.end_offset)
+
+    def state(self, group_id: str, topic_id: str, partition: int) -> DurableState | None:
+        return self.states.get((group_id, topic_id, partition))
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _snapshot(sp: SharePartitionKey, state: DurableState) -> Record:
+        return Record(
+            ShareSnapshotKey(group_id=sp[0], topic_id=sp[1], partition=sp[2]),
+            ShareSnapshotValue(
+                snapshot_epoch=state.snapshot_epoch,
+                state_epoch=state.state_epoch,
+                leader_epoch=state.leader_epoch,
+                start_offset=state.start_offset,
+                state_batches=state.state_batches,
+            ),
+        )
+
+    # ------------------------------------------------------------------ handlers
+    def _run_each(
+        self,
+        group_id: str,
+        topics: list,
+        handle: Callable[[SharePartitionKey, object], tuple[P, Record | None]],
+        refuse: Callable[[int, Errors], P],
+    ) -> tuple[list[tuple[str, list[P]]], tuple[tuple[Record, ...], ...]]:
+        """Partitions one at a time; each partition's record is applied before the next is handled."""
+        results = []
+        applied: list[tuple[Record, ...]] = []
+        for topic in topics:
+            answers = []
+            for data in topic.partitions:
+                if not self.loaded:
+                    answers.append(refuse(data.partition, Errors.COORDINATOR_LOAD_IN_PROGRESS))
+                    continue
+                answer, record = handle((group_id, topic.topic_id, data.partition), data)
+                answers.append(answer)
+                if record is not None:
+                    self._apply(CoordinatorResult(None, ((record,),)))
+                    applied.append((record,))
+            results.append((topic.topic_id, answers))
+        return results, tuple(applied)
+
+    def initialize_share_group_state(
+        self, request: InitializeShareGroupStateRequest
+    ) -> CoordinatorResult[InitializeShareGroupStateResponse]:
+        """Start (or restart, for an offset reset) a share-partition's state: always a ShareSnapshot."""
+
+        def handle(sp: SharePartitionKey, data) -> tuple[PartitionResult, Record | None]:
+            current = self.states.get(sp)
+            if current is not None and data.state_epoch < current.state_epoch:
+                return _error(
+                    data.partition, Errors.FENCED_STATE_EPOCH, _stale("state", data.state_epoch, current.state_epoch)
+                ), None
+            snapshot_epoch = current.snapshot_epoch + 1 if current is not None else 0
+            state = DurableState(data.state_epoch, -1, snapshot_epoch, data.start_offset)
+            return PartitionResult(partition=data.partition), self._snapshot(sp, state)
+
+        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
+        response = InitializeShareGroupStateResponse(
+            results=[TopicResults(topic_id=t, partitions=p) for t, p in results]
+        )
+        return CoordinatorResult(response, batches, origin="InitializeShareGroupState")
+
+    def read_share_group_state(
+        self, request: ReadShareGroupStateRequest
+    ) -> CoordinatorResult[ReadShareGroupStateResponse]:
+        """The durable state for a share-partition leader; a newer leader epoch is recorded (fencing older ones)."""
+
+        def handle(sp: SharePartitionKey, data) -> tuple[PartitionStateResult, Record | None]:
+            state = self.states.get(sp)
+            if state is None:
+                return _state_error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None
+            if data.leader_epoch < state.leader_epoch:
+                message = _stale("leader", data.leader_epoch, state.leader_epoch)
+                return _state_error(data.partition, Errors.FENCED_LEADER_EPOCH, message), None
+            answer = PartitionStateResult(
+                partition=data.partition,
+                state_epoch=state.state_epoch,
+                start_offset=state.start_offset,
+                state_batches=state.state_batches,
+            )
+            record = None
+            if data.leader_epoch > state.leader_epoch:
+                record = self._write_record(sp, state, _leader_epoch_write(data))
+            return answer, record
+
+        results, batches = self._run_each(request.group_id, request.topics, handle, _state_error)
+        response = ReadShareGroupStateResponse(
+            results=[TopicStateResults(topic_id=t, partitions=p) for t, p in results]
+        )
+        return CoordinatorResult(response, batches, origin="ReadShareGroupState")
+
+    def write_share_group_state(
+        self, request: WriteShareGroupStateRequest
+    ) -> CoordinatorResult[WriteShareGroupStateResponse]:
+        def handle(sp: SharePartitionKey, data: WriteStatePartition) -> tuple[PartitionResult, Record | None]:
+            state = self.states.get(sp)
+            if state is None:
+                return _error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None
+            if data.leader_epoch < state.leader_epoch:
+                return _error(
+                    data.partition, Errors.FENCED_LEADER_EPOCH, _stale("leader", data.leader_epoch, state.leader_epoch)
+                ), None
+            if data.state_epoch < state.state_epoch:
+                return _error(
+                    data.partition, Errors.FENCED_STATE_EPOCH, _stale("state", data.state_epoch, state.state_epoch)
+                ), None
+            return PartitionResult(partition=data.partition), self._write_record(sp, state, data)
+
+        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
+        response = WriteShareGroupStateResponse(results=[TopicResults(topic_id=t, partitions=p) for t, p in results])
+        return CoordinatorResult(response, batches, origin="WriteShareGroupState")
+
+    def _write_record(self, sp: SharePartitionKey, state: DurableState, data: WriteStatePartition) -> Record:
+        spans = spans_from_batches(data.state_batches)
+        combined = state.with_write(data.start_offset, spans, data.leader_epoch)
+        due = self.updates_since_snapshot.get(sp, 0) >= self.config.snapshot_update_records_per_snapshot
+        if due or not combined.spans:
+            return self._snapshot(
+                sp,
+                DurableState(
+                    combined.state_epoch,
+                    combined.leader_epoch,
+                    state.snapshot_epoch + 1,
+                    combined.start_offset,
+                    combined.spans,
+                ),
+            )
+        return Record(
+            ShareUpdateKey(group_id=sp[0], topic_id=sp[1], partition=sp[2]),
+            ShareUpdateValue(
+                snapshot_epoch=state.snapshot_epoch,
+                leader_epoch=data.leader_epoch,
+                start_offset=data.start_offset,
+                state_batches=data.state_batches,
+            ),
+        )
+
+    def delete_share_group_state(
+        self, request: DeleteShareGroupStateRequest
+    ) -> CoordinatorResult[DeleteShareGroupStateResponse]:
+        """Write the deletion marker; deleting state that is already gone succeeds (the GC retries)."""
+
+        def handle(sp: SharePartitionKey, data) -> tuple[PartitionResult, Record | None]:
+            state = self.states.get(sp)
+            if state is None:
+                return PartitionResult(partition=data.partition), None
+            marker = DurableState(state.state_epoch, state.leader_epoch, DELETED_SNAPSHOT_EPOCH, UNCHANGED_START_OFFSET)
+            return PartitionResult(partition=data.partition), self._snapshot(sp, marker)
+
+        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
+        response = DeleteShareGroupStateResponse(results=[TopicResults(topic_id=t, partitions=p) for t, p in results])
+        return CoordinatorResult(response, batches, origin="DeleteShareGroupState")
+
+    def read_share_group_state_summary(
+        self, request: ReadShareGroupStateSummaryRequest
+    ) -> CoordinatorResult[ReadShareGroupStateSummaryResponse]:
+        """State epoch and start offset only (the group coordinator's offsets view, the leader's reload check)."""
+
+        def handle(sp: SharePartitionKey, data) -> tuple[PartitionSummaryResult, None]:
+            state = self.states.get(sp)
+            if state is None:
+                return _summary_error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None
+            return PartitionSummaryResult(
+                partition=data.partition, state_epoch=state.state_epoch, start_offset=state.start_offset
+            ), None
+
+        results, batches = self._run_each(request.group_id, request.topics, handle, _summary_error)
+        response = ReadShareGroupStateSummaryResponse(
+            results=[TopicSummaryResults(topic_id=t, partitions=p) for t, p in results]
+        )
+        return CoordinatorResult(response, batches, origin="ReadShareGroupStateSummary")
+
+
+def _leader_epoch_write(data) -> WriteStatePartition:
+    """A read by a newer leader is recorded as an empty write carrying its leader epoch."""
+    return WriteStatePartition.model_construct(
+        partition=data.partition,
+        state_epoch=0,
+        leader_epoch=data.leader_epoch,
+        start_offset=UNCHANGED_START_OFFSET,
+        state_batches=[],
+    )
+
+
+def _error(partition: int, error: Errors, message: str | None = None) -> PartitionResult:
+    return PartitionResult(partition=partition, error_code=error, error_message=message)
+
+
+def _state_error(partition: int, error: Errors, message: str | None = None) -> PartitionStateResult:
+    return PartitionStateResult(partition=partition, error_code=error, error_message=message)
+
+
+def _summary_error(partition: int, error: Errors, message: str | None = None) -> PartitionSummaryResult:
+    return PartitionSummaryResult(partition=partition, error_code=error, error_message=message)
+
+
+def _stale(kind: str, got: int, stored: int) -> str:
+    return f"{kind} epoch {got} is older than the stored {kind} epoch {stored}"
+
+
+def _unknown(sp: SharePartitionKey) -> str:
+    return f"no share state for group {sp[0]!r}, topic {sp[1]!r}, partition {sp[2]}"

@@ -1,0 +1,662 @@
+"""The share-partition leader's state for one (share group, topic-partition): KIP-932's in-flight records.
+
+Records between the share-partition start offset (SPSO) and end offset (SPEO, exclusive) are
+*in flight*; each is Available, Acquired (by one member, under an acquisition lock),
+Acknowledged or Archived, and carries a delivery count. Below the SPSO everything is Archived;
+at and above the SPEO everything is Available and undelivered.
+
+State is kept per range of offsets (``InFlightBatch``), as Kafka's ``SharePartition`` keeps
+whole batches until an operation splits them: a log batch is acquired whole when the limits
+allow, so a million records in batches of 500 cost two thousand objects, not a million.
+
+Durability (KIP-932 "Share-group state persistence"): acquisition is never persisted; every
+other change (acknowledge, release, reject, gap, lock expiry, session end, log start moving)
+becomes a ``PendingWrite`` handed to the persister. The records it touches are marked pending
+and the change takes effect only in ``complete_write``, when the share coordinator has
+answered, so a simulation can put latency (or a failure) between the two.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Protocol
+
+from kip_lab.machines import StateMachine
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.share import (
+    UNCHANGED_START_OFFSET,
+    AcknowledgementBatch,
+    AcknowledgeType,
+    AcquiredRecords,
+    DeliveryState,
+    PartitionStateResult,
+    StateBatch,
+    WriteStatePartition,
+)
+from kip_lab.runtime.scheduler import Scheduler
+from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.state_batches import (
+    DurableState,
+    Span,
+    batches_from_spans,
+    coalesce,
+    drop_below,
+    overlay,
+    spans_from_batches,
+)
+from kip_lab.share.topic_log import TopicLog
+
+AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "Available", "Acquired", "Acknowledged", "Archived"
+RECORD_STATES = (AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED)
+
+RECORD_STATE_MACHINE = StateMachine.from_table(
+    "share record state",
+    RECORD_STATES,
+    AVAILABLE,
+    [
+        (AVAILABLE, "acquire", ACQUIRED),  # T1: delivery count + 1, lock started
+        (AVAILABLE, "skip", ARCHIVED),  # a transaction marker, or an aborted record under read_committed
+        (AVAILABLE, "log start passes", ARCHIVED),  # T10: retention
+        (ACQUIRED, "accept", ACKNOWLEDGED),  # T2
+        (ACQUIRED, "release", AVAILABLE),  # T3 (also session end, T9)
+        (ACQUIRED, "release at limit", ARCHIVED),  # T5
+        (ACQUIRED, "lock timeout", AVAILABLE),  # T4
+        (ACQUIRED, "lock timeout at limit", ARCHIVED),  # T6
+        (ACQUIRED, "reject", ARCHIVED),  # T7
+        (ACQUIRED, "gap", ARCHIVED),  # T13: the offset holds no record (compaction)
+        (ACQUIRED, "log start passes", ARCHIVED),  # T11: acknowledgements still accepted, no error
+        (ACKNOWLEDGED, "start offset passes", ARCHIVED),  # T8: leaves the in-flight window
+        (ACKNOWLEDGED, "log start passes", ARCHIVED),  # T10
+    ],
+    description="KIP-932 in-flight record states; the delivery-count guard picks the 'at limit' edges.",
+)
+
+DURABLE_CODE = {
+    AVAILABLE: DeliveryState.AVAILABLE,
+    ACKNOWLEDGED: DeliveryState.ACKNOWLEDGED,
+    ARCHIVED: DeliveryState.ARCHIVED,
+}
+STATE_OF_CODE = {int(code): state for state, code in DURABLE_CODE.items()}
+ACKNOWLEDGE_TRIGGER = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.REJECT: "reject", AcknowledgeType.GAP: "gap"}
+
+
+@dataclass(slots=True)
+class InFlightBatch:
+    """A run of in-flight offsets that share one state, delivery count, owner and lock."""
+
+    first_offset: int
+    last_offset: int
+    state: str
+    delivery_count: int = 0
+    member_id: str | None = None
+    lock_id: int | None = None
+    pending_write: int | None = None  # id of the write that will change it
+    pending_state: str | None = None  # where that write takes it
+
+    @property
+    def size(self) -> int:
+        return self.last_offset - self.first_offset + 1
+
+    @property
+    def effective_state(self) -> str:
+        return self.pending_state or self.state
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    first_offset: int
+    last_offset: int
+    trigger: str
+    target: str
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    """One WriteShareGroupState for this share-partition, and the changes it makes when it succeeds."""
+
+    write_id: int
+    origin: str
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    spans: tuple[Span, ...]
+    transitions: tuple[Transition, ...]
+    new_log_start: int | None = None
+    error: Errors | None = None  # set when completed
+
+    @property
+    def state_batches(self) -> list[StateBatch]:
+        return batches_from_spans(self.spans)
+
+    def partition_data(self, partition: int) -> WriteStatePartition:
+        return WriteStatePartition(
+            partition=partition,
+            state_epoch=self.state_epoch,
+            leader_epoch=self.leader_epoch,
+            start_offset=self.start_offset,
+            state_batches=self.state_batches,
+        )
+
+
+class Persister(Protocol):
+    """How a share-partition reaches the share coordinator (``kip_lab.share.persister``)."""
+
+    def read_state(self, group_id: str, topic_id: str, partition: int, leader_epoch: int) -> PartitionStateResult: ...
+
+    def submit(self, partition: SharePartition, write: PendingWrite) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecordView:
+    """One in-flight range as a reader sees it."""
+
+    first_offset: int
+    last_offset: int
+    state: str
+    delivery_count: int
+    member_id: str | None
+    pending: bool
+
+
+@dataclass(eq=False, repr=False)
+class SharePartition:
+    """In-flight records of one share-partition, driven by its leader.
+
+    Build one with ``SharePartition.load`` (reads the durable state through the persister,
+    as the KIP's first ShareFetch does). Public operations: ``acquire``, ``acknowledge``,
+    ``release_member``, ``move_log_start``, and ``fire_timer`` for acquisition locks; each
+    durable change returns the ``PendingWrite`` it submitted.
+    """
+
+    group_id: str
+    topic_id: str
+    partition: int
+    log: TopicLog
+    config: SharePartitionConfig
+    scheduler: Scheduler
+    persister: Persister
+    leader_epoch: int = 0
+    state_epoch: int = 0
+    spso: int = 0
+    speo: int = 0
+    durable: DurableState = field(default_factory=lambda: DurableState(0, -1, 0, UNCHANGED_START_OFFSET))
+    acquired_count: int = 0
+    _batches: list[InFlightBatch] = field(default_factory=list)
+    _lock_sizes: dict[int, int] = field(default_factory=dict)  # lock id -> records still acquired under it
+    _expired_locks: set[int] = field(default_factory=set)
+    _pending: dict[int, PendingWrite] = field(default_factory=dict)
+    _next_lock_id: int = 0
+    _next_write_id: int = 0
+
+    def __repr__(self) -> str:
+        return f"SharePartition({self.group_id}:{self.topic_id}:{self.partition}, spso={self.spso}, speo={self.speo})"
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls,
+        group_id: str,
+        topic_id: str,
+        partition: int,
+        log: TopicLog,
+        *,
+        config: SharePartitionConfig,
+        scheduler: Scheduler,
+        persister: Persister,
+        leader_epoch: int = 0,
+    ) -> SharePartition:
+        """Read the durable state (ApiError if the share coordinator has none) and rebuild the window.
+
+        A start offset of -1 is resolved from ``auto_offset_reset`` and written back at once (the
+        seed's first write, ``{StartOffset: 100, StateBatches: []}``).
+        """
+        result = persister.read_state(group_id, topic_id, partition, leader_epoch)
+        if result.error_code is not Errors.NONE:
+            raise ApiError(result.error_code, result.error_message or "")
+        sp = cls(group_id, topic_id, partition, log, config, scheduler, persister, leader_epoch, result.state_epoch)
+        spans = spans_from_batches(result.state_batches)
+        sp.durable = DurableState(result.state_epoch, leader_epoch, 0, result.start_offset, tuple(spans))
+        if result.start_offset == UNCHANGED_START_OFFSET:
+            start = log.high_watermark if config.auto_offset_reset == "latest" else log.log_start_offset
+            sp.spso = sp.speo = start
+            sp._submit(sp._new_write("initialize start offset", start, (), ()))
+            return sp
+        sp.spso = sp.speo = max(result.start_offset, log.log_start_offset)
+        sp._rebuild_window(drop_below(spans, sp.spso))
+        sp._advance_start()
+        if log.log_start_offset > result.start_offset:
+            sp.move_log_start()
+        return sp
+
+    def _rebuild_window(self, spans: list[Span]) -> None:
+        """In-flight records from durable spans; offsets without a span were in flight but undelivered."""
+        if not spans:
+            return
+        end = spans[-1][1] + 1
+        read_committed = self.config.isolation_level == "read_committed"
+        for segment in self.log.segments(self.spso, end, read_committed):
+            if not segment.deliverable:
+                self._append(InFlightBatch(segment.first, segment.last, ARCHIVED))
+                continue
+            cursor = segment.first
+            for f, last, code, count in spans:
+                if last < cursor or f > segment.last:
+                    continue
+                if f > cursor:
+                    self._append(InFlightBatch(cursor, f - 1, AVAILABLE))
+                stop = min(last, segment.last)
+                self._append(InFlightBatch(max(f, cursor), stop, STATE_OF_CODE[code], count))
+                cursor = stop + 1
+            if cursor <= segment.last:
+                self._append(InFlightBatch(cursor, segment.last, AVAILABLE))
+        self.speo = max(self.speo, end)
+
+    def _append(self, batch: InFlightBatch) -> None:
+        self._batches.append(batch)
+        self.speo = batch.last_offset + 1
+
+    # ------------------------------------------------------------------ reading the state
+    def records(self) -> list[RecordView]:
+        """The in-flight window as ranges, in offset order."""
+        return [
+            RecordView(
+                b.first_offset, b.last_offset, b.state, b.delivery_count, b.member_id, b.pending_write is not None
+            )
+            for b in self._batches
+        ]
+
+    def state_at(self, offset: int) -> tuple[str, int]:
+        """(state, delivery count) of one offset: Archived below the SPSO, Available (0) at or past the SPEO."""
+        if offset < self.spso:
+            return ARCHIVED, 0
+        if offset >= self.speo:
+            return AVAILABLE, 0
+        batch = self._batches[self._index_of(offset)]
+        return batch.state, batch.delivery_count
+
+    def owner_at(self, offset: int) -> str | None:
+        if not self.spso <= offset < self.speo:
+            return None
+        return self._batches[self._index_of(offset)].member_id
+
+    @property
+    def pending_writes(self) -> list[PendingWrite]:
+        return list(self._pending.values())
+
+    def projected_durable(self) -> DurableState:
+        """The durable state once every write submitted so far has completed."""
+        state = self.durable
+        for write in self._pending.values():
+            state = state.with_write(write.start_offset, write.spans, write.leader_epoch)
+        return state
+
+    # ------------------------------------------------------------------ window bookkeeping
+    def _index_of(self, offset: int) -> int:
+        return bisect.bisect_right(self._batches, offset, key=attrgetter("first_offset")) - 1
+
+    def _split_before(self, offset: int) -> int:
+        """Make ``offset`` the first offset of a batch; returns that batch's index (or len)."""
+        if offset >= self.speo:
+            return len(self._batches)
+        index = self._index_of(offset)
+        batch = self._batches[index]
+        if batch.first_offset == offset:
+            return index
+        tail = InFlightBatch(
+            offset,
+            batch.last_offset,
+            batch.state,
+            batch.delivery_count,
+            batch.member_id,
+            batch.lock_id,
+            batch.pending_write,
+            batch.pending_state,
+        )
+        batch.last_offset = offset - 1
+        self._batches.insert(index + 1, tail)
+        return index + 1
+
+    def _slice(self, first: int, last: int) -> range:
+        """Indices of the batches covering exactly ``[first, last]`` (split as needed)."""
+        start = self._split_before(first)
+        stop = self._split_before(last + 1)
+        return range(start, stop)
+
+    def _advance_start(self) -> None:
+        """The SPSO moves past the leading run of Acknowledged/Archived records (they leave the window)."""
+        batches = self._batches
+        drop = 0
+        while (
+            drop < len(batches)
+            and batches[drop].state in (ACKNOWLEDGED, ARCHIVED)
+            and batches[drop].pending_write is None
+        ):
+            if batches[drop].state == ACKNOWLEDGED:
+                RECORD_STATE_MACHINE.require(ACKNOWLEDGED, "start offset passes", ARCHIVED)
+            drop += 1
+        if drop:
+            self.spso = batches[drop - 1].last_offset + 1
+            del batches[:drop]
+
+    def _projected_start(self) -> int:
+        """Where the SPSO will be once the pending writes complete."""
+        for batch in self._batches:
+            if batch.effective_state not in (ACKNOWLEDGED, ARCHIVED):
+                return batch.first_offset
+        return self.speo
+
+    # ------------------------------------------------------------------ acquisition (never persisted)
+    def acquire(self, member_id: str, max_records: int) -> list[AcquiredRecords]:
+        """ShareFetch's acquisition for ``member_id``: up to ``max_records`` records under one lock.
+
+        Available in-flight records come first (lowest offsets), then new records from the log,
+        taken a whole log batch at a time while the limits allow. Returns the acquired ranges in
+        offset order with their delivery counts.
+        """
+        if max_records < 1:
+            raise ValueError(f"max_records must be >= 1, got {max_records}")
+        if self.log.log_start_offset > self.spso:
+            self.move_log_start()
+        budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
+        if budget <= 0:
+            return []
+        lock_id = self._next_lock_id
+        taken: list[InFlightBatch] = []
+        index = 0
+        while index < len(self._batches) and budget > 0:
+            batch = self._batches[index]
+            if batch.state == AVAILABLE and batch.pending_write is None:
+                if batch.size > budget:
+                    self._split_before(batch.first_offset + budget)
+                self._acquire_batch(batch, member_id, lock_id)
+                budget -= batch.size
+                taken.append(batch)
+            index += 1
+        if budget > 0:
+            taken.extend(self._acquire_from_log(member_id, lock_id, budget))
+        if taken:
+            self._next_lock_id += 1
+            self._lock_sizes[lock_id] = sum(b.size for b in taken)
+            self.acquired_count += self._lock_sizes[lock_id]
+            self.scheduler.schedule(self, ("lock", lock_id), self.config.record_lock_duration_ms)
+        self._advance_start()
+        return _acquired_ranges(taken)
+
+    def _acquire_batch(self, batch: InFlightBatch, member_id: str, lock_id: int) -> None:
+        RECORD_STATE_MACHINE.require(batch.state, "acquire", ACQUIRED)
+        batch.state = ACQUIRED
+        batch.delivery_count += 1
+        batch.member_id = member_id
+        batch.lock_id = lock_id
+
+    def _acquire_from_log(self, member_id: str, lock_id: int, budget: int) -> list[InFlightBatch]:
+        read_committed = self.config.isolation_level == "read_committed"
+        bound = self.log.last_stable_offset if read_committed else self.log.high_watermark
+        end = min(bound, self.spso + self.config.partition_max_record_locks)
+        taken = []
+        for segment in self.log.segments(self.speo, end, read_committed):
+            if not segment.deliverable:
+                RECORD_STATE_MACHINE.require(AVAILABLE, "skip", ARCHIVED)
+                self._append(InFlightBatch(segment.first, segment.last, ARCHIVED))
+                continue
+            last = min(segment.last, segment.first + budget - 1)
+            RECORD_STATE_MACHINE.require(AVAILABLE, "acquire", ACQUIRED)
+            batch = InFlightBatch(segment.first, last, ACQUIRED, 1, member_id, lock_id)
+            self._append(batch)
+            taken.append(batch)
+            budget -= batch.size
+            if budget == 0:
+                break
+        return taken
+
+    # ------------------------------------------------------------------ durable changes
+    def acknowledge(self, member_id: str, batches: Sequence[AcknowledgementBatch]) -> PendingWrite | None:
+        """Apply one request's acknowledgements for this partition, atomically.
+
+        INVALID_REQUEST if the batches are out of order or overlap; INVALID_RECORD_STATE (and
+        nothing changes) if any acknowledged in-flight offset is not Acquired by ``member_id``.
+        Offsets below the SPSO (passed by retention while acquired) are accepted and ignored.
+        """
+        previous_last = -1
+        for ack in batches:
+            if ack.first_offset <= previous_last:
+                raise ApiError(Errors.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap")
+            previous_last = ack.last_offset
+        for ack in batches:
+            self._check_acquired_by(member_id, ack.first_offset, ack.last_offset)
+        changes: list[tuple[int, int, str]] = []
+        for ack in batches:
+            for first, last, kind in _runs(ack):
+                first = max(first, self.spso)
+                if first <= last:
+                    changes.extend(self._plan_range(first, last, kind))
+        return self._submit_changes(changes, "acknowledge") if changes else None
+
+    def _check_acquired_by(self, member_id: str, first: int, last: int) -> None:
+        if last >= self.speo:
+            raise ApiError(Errors.INVALID_RECORD_STATE, f"offsets up to {last} were never delivered (SPEO {self.speo})")
+        first = max(first, self.spso)
+        if first > last:
+            return
+        index = self._index_of(first)
+        while index < len(self._batches) and self._batches[index].first_offset <= last:
+            batch = self._batches[index]
+            if batch.state != ACQUIRED or batch.member_id != member_id or batch.pending_write is not None:
+                raise ApiError(
+                    Errors.INVALID_RECORD_STATE,
+                    f"offsets {batch.first_offset}-{batch.last_offset} are {batch.state}"
+                    + (f" by {batch.member_id}" if batch.member_id else "")
+                    + (" (acknowledgement in progress)" if batch.pending_write is not None else "")
+                    + f", not Acquired by {member_id}",
+                )
+            index += 1
+
+    def _plan_range(self, first: int, last: int, kind: AcknowledgeType) -> list[tuple[int, int, str]]:
+        plans = []
+        for index in self._slice(first, last):
+            batch = self._batches[index]
+            if kind is AcknowledgeType.RELEASE:
+                trigger = "release at limit" if batch.delivery_count >= self.config.delivery_count_limit else "release"
+            else:
+                trigger = ACKNOWLEDGE_TRIGGER[kind]
+            plans.append((batch.first_offset, batch.last_offset, trigger))
+        return plans
+
+    def release_member(self, member_id: str, origin: str = "session end") -> PendingWrite | None:
+        """Release every record ``member_id`` holds here (its share session ended): T9, as RELEASE."""
+        changes = []
+        for batch in self._batches:
+            if batch.state == ACQUIRED and batch.member_id == member_id and batch.pending_write is None:
+                at_limit = batch.delivery_count >= self.config.delivery_count_limit
+                changes.append((batch.first_offset, batch.last_offset, "release at limit" if at_limit else "release"))
+        return self._submit_changes(changes, origin) if changes else None
+
+    def fire_timer(self, key: Hashable) -> PendingWrite | None:
+        """An acquisition lock expired: its records still Acquired go back to Available (or Archived at the limit)."""
+        kind, lock_id = key  # type: ignore[misc]
+        if kind != "lock":
+            raise ValueError(f"unknown timer {key!r}")
+        self._expired_locks.add(lock_id)
+        changes = []
+        for batch in self._batches:
+            if batch.lock_id == lock_id and batch.state == ACQUIRED and batch.pending_write is None:
+                at_limit = batch.delivery_count >= self.config.delivery_count_limit
+                changes.append(
+                    (batch.first_offset, batch.last_offset, "lock timeout at limit" if at_limit else "lock timeout")
+                )
+        return self._submit_changes(changes, f"lock {lock_id} timeout") if changes else None
+
+    def move_log_start(self) -> PendingWrite | None:
+        """Retention moved the log start offset past the SPSO: everything below it is Archived (T10/T11)."""
+        new_start = self.log.log_start_offset
+        if new_start <= self.spso:
+            return None
+        changes = []
+        for batch in self._batches[: self._split_before(min(new_start, self.speo))]:
+            if batch.pending_write is None and batch.state != ARCHIVED:
+                changes.append((batch.first_offset, batch.last_offset, "log start passes"))
+        return self._submit_changes(changes, "log start moved", new_log_start=new_start)
+
+    def _submit_changes(
+        self, changes: list[tuple[int, int, str]], origin: str, new_log_start: int | None = None
+    ) -> PendingWrite:
+        write_id = self._next_write_id
+        transitions = []
+        changed: list[Span] = []
+        for first, last, trigger in changes:
+            for index in self._slice(first, last):
+                batch = self._batches[index]
+                target = RECORD_STATE_MACHINE.next_state(batch.state, trigger)
+                batch.pending_write, batch.pending_state = write_id, target
+                transitions.append(Transition(batch.first_offset, batch.last_offset, trigger, target))
+                if trigger != "log start passes" and (target != AVAILABLE or batch.delivery_count > 0):
+                    changed.append(
+                        (batch.first_offset, batch.last_offset, int(DURABLE_CODE[target]), batch.delivery_count)
+                    )
+        changed.sort()
+        if new_log_start is not None:
+            start_offset, spans = new_log_start, ()  # every change is below the new start
+        else:
+            start_offset, spans = self._start_offset_field(changed)
+        return self._submit(self._new_write(origin, start_offset, spans, tuple(transitions), new_log_start))
+
+    def _start_offset_field(self, changed: list[Span]) -> tuple[int, tuple[Span, ...]]:
+        """The seed's write shape (docs/decisions.md SP-6).
+
+        A write whose SPSO move leaves no durable in-flight state is sent as just the new
+        StartOffset; otherwise it carries the changed ranges and StartOffset -1, and the stored
+        start lags until a later write moves it (the seed's "Acknowledge 110" step).
+        """
+        new_start = self._projected_start()
+        if new_start > self.spso and not drop_below(overlay(self.projected_durable().spans, changed), new_start):
+            return new_start, ()
+        return UNCHANGED_START_OFFSET, tuple(coalesce(changed))
+
+    def _new_write(
+        self,
+        origin: str,
+        start_offset: int,
+        spans: tuple[Span, ...],
+        transitions: tuple[Transition, ...],
+        new_log_start: int | None = None,
+    ) -> PendingWrite:
+        write = PendingWrite(
+            self._next_write_id,
+            origin,
+            self.state_epoch,
+            self.leader_epoch,
+            start_offset,
+            spans,
+            transitions,
+            new_log_start,
+        )
+        self._next_write_id += 1
+        return write
+
+    def _submit(self, write: PendingWrite) -> PendingWrite:
+        self._pending[write.write_id] = write
+        self.persister.submit(self, write)
+        return write
+
+    def complete_write(self, write_id: int, error: Errors = Errors.NONE) -> PendingWrite:
+        """The share coordinator answered ``write_id`` (writes complete in the order submitted).
+
+        On success the write's transitions take effect, locks are settled and the SPSO moves.
+        On failure the records return to where they were; those whose lock ran out meanwhile
+        time out now (a new write).
+        """
+        if not self._pending:
+            raise ValueError(f"write {write_id} is not pending")
+        oldest = next(iter(self._pending))
+        if write_id != oldest:
+            raise ValueError(f"writes complete in order: {oldest} is pending before {write_id}")
+        write = self._pending.pop(write_id)
+        write.error = error
+        if error is not Errors.NONE:
+            expired = []
+            for batch in self._batches:
+                if batch.pending_write == write_id:
+                    batch.pending_write = batch.pending_state = None
+                    if batch.state == ACQUIRED and batch.lock_id in self._expired_locks:
+                        expired.append(batch.lock_id)
+            for lock_id in sorted(set(expired)):
+                self.fire_timer(("lock", lock_id))
+            return write
+        for transition in write.transitions:
+            for index in self._slice(transition.first_offset, transition.last_offset):
+                batch = self._batches[index]
+                if batch.pending_write != write_id:
+                    continue
+                RECORD_STATE_MACHINE.require(batch.state, transition.trigger, batch.pending_state)  # type: ignore[arg-type]
+                if batch.state == ACQUIRED:
+                    self._unlock(batch)
+                batch.state = batch.pending_state  # type: ignore[assignment]
+                batch.pending_write = batch.pending_state = None
+        self.durable = self.durable.with_write(write.start_offset, write.spans, write.leader_epoch)
+        if write.new_log_start is not None:
+            self._drop_below_log_start(write.new_log_start)
+        self._advance_start()
+        return write
+
+    def _unlock(self, batch: InFlightBatch) -> None:
+        lock_id = batch.lock_id
+        self.acquired_count -= batch.size
+        batch.member_id = batch.lock_id = None
+        if lock_id is None:
+            return
+        self._lock_sizes[lock_id] -= batch.size
+        if self._lock_sizes[lock_id] == 0:
+            del self._lock_sizes[lock_id]
+            self._expired_locks.discard(lock_id)
+            self.scheduler.cancel(self, ("lock", lock_id))
+
+    def _drop_below_log_start(self, new_start: int) -> None:
+        """Records below the new log start leave the window; acquired ones release their locks."""
+        if new_start <= self.spso:
+            return
+        cut = self._split_before(min(new_start, self.speo))
+        for batch in self._batches[:cut]:
+            if batch.state == ACQUIRED:
+                self._unlock(batch)
+        del self._batches[:cut]
+        self.spso = new_start
+        self.speo = max(self.speo, new_start)
+
+    def lock_deadlines(self) -> dict[int, int]:
+        """Armed acquisition locks: lock id -> due time."""
+        return {key[1]: due for key, due in sorted(self.scheduler.timers(self).items())}
+
+
+def _runs(ack: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeType]]:
+    """An acknowledgement batch as runs of offsets with one type each."""
+    types = ack.acknowledge_types
+    if len(types) == 1:
+        return [(ack.first_offset, ack.last_offset, AcknowledgeType(types[0]))]
+    runs: list[tuple[int, int, AcknowledgeType]] = []
+    for offset, kind in enumerate(types, start=ack.first_offset):
+        kind = AcknowledgeType(kind)
+        if runs and runs[-1][2] is kind and runs[-1][1] == offset - 1:
+            runs[-1] = (runs[-1][0], offset, kind)
+        else:
+            runs.append((offset, offset, kind))
+    return runs
+
+
+def _acquired_ranges(batches: list[InFlightBatch]) -> list[AcquiredRecords]:
+    batches = sorted(batches, key=attrgetter("first_offset"))
+    out: list[AcquiredRecords] = []
+    for batch in batches:
+        if out and out[-1].last_offset + 1 == batch.first_offset and out[-1].delivery_count == batch.delivery_count:
+            out[-1] = AcquiredRecords.model_construct(
+                first_offset=out[-1].first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
+            )
+        else:
+            out.append(
+                AcquiredRecords.model_construct(
+                    first_offset=batch.first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
+                )
+            )
+    return out
