@@ -294,3 +294,135 @@ def test_failover_bumps_the_epoch_of_groups_with_members_and_rearms_their_sessio
     rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster)
     assert rebuilt.share_groups["sg"].group_epoch == epoch + 1
     assert ("share-session", "sg", joined.member_id) in rebuilt.timers()
+
+
+# -- the initialize / delete dance with the share coordinator ---------------------------------
+def _with_share_coordinator():
+    from kip_lab.coordinator.share_group import share_coordinator_rpc
+    from kip_lab.share.coordinator import ShareCoordinator
+
+    coordinator = _coordinator()
+    share = ShareCoordinator()
+    coordinator.share_state_rpc = share_coordinator_rpc(share)
+    return coordinator, share
+
+
+def _beat(coordinator, member_id: str):
+    epoch = coordinator.share_groups["sg"].members[member_id].member_epoch
+    request = ShareGroupHeartbeatRequest(group_id="sg", member_id=member_id, member_epoch=epoch)
+    return coordinator.share_group_heartbeat(request).response
+
+
+def _state(share, group: str, topic_id: str, partition: int):
+    return share.state(group, topic_id, partition)
+
+
+def test_first_heartbeat_initializes_every_partition_then_records_it_then_assigns():
+    # S-10: empty first assignment; Initialize(StartOffset -1, StateEpoch = group epoch) for every
+    # partition; ShareGroupStatePartitionMetadata once all succeeded; the next heartbeat assigns.
+    coordinator, share = _with_share_coordinator()
+    topic_id = coordinator.cluster.topic("T1").topic_id
+    joined = _join(coordinator)
+    assert joined.assignment.topic_partitions == []
+    ((request, response),) = coordinator.share_state_calls
+    assert type(request).__name__ == "InitializeShareGroupStateRequest"
+    assert [(p.partition, p.state_epoch, p.start_offset) for p in request.topics[0].partitions] == [
+        (0, 1, -1),
+        (1, 1, -1),
+    ]
+    assert all(p.error_code == Errors.NONE for p in response.results[0].partitions)
+    kinds = [type(e.record.key).__name__ for e in coordinator.log][-2:]
+    assert kinds == ["ShareGroupStatePartitionMetadataKey", "ShareGroupMetadataKey"]
+    group = coordinator.share_groups["sg"]
+    assert group.initialized == {topic_id: ("T1", frozenset({0, 1}))}
+    assert _state(share, "sg", topic_id, 0).start_offset == -1
+    second = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=joined.member_id, member_epoch=joined.member_epoch)
+    ).response
+    assert second.assignment.topic_partitions[0].partitions == [0, 1]
+
+
+def test_added_partitions_are_initialized_at_offset_zero_and_then_assigned():
+    coordinator, share = _with_share_coordinator()
+    topic_id = coordinator.cluster.topic("T1").topic_id
+    joined = _join(coordinator)
+    coordinator.cluster.add_partitions("T1", 2)
+    _beat(coordinator, joined.member_id)
+    request, _ = coordinator.share_state_calls[-1]
+    assert [(p.partition, p.start_offset) for p in request.topics[0].partitions] == [(2, 0), (3, 0)]
+    assert coordinator.share_groups["sg"].initialized[topic_id][1] == frozenset({0, 1, 2, 3})
+    assert _state(share, "sg", topic_id, 3).start_offset == 0
+
+
+def test_a_deleted_topic_has_its_state_deleted_then_leaves_the_record():
+    coordinator, share = _with_share_coordinator()
+    topic_id = coordinator.cluster.topic("T1").topic_id
+    joined = _join(coordinator)
+    coordinator.cluster.delete_topic("T1")
+    _beat(coordinator, joined.member_id)
+    request, _ = coordinator.share_state_calls[-1]
+    assert type(request).__name__ == "DeleteShareGroupStateRequest"
+    assert coordinator.share_groups["sg"].initialized == {}
+    assert _state(share, "sg", topic_id, 0) is None
+
+
+def test_an_unavailable_share_coordinator_leaves_the_topic_uninitialized_and_the_next_heartbeat_retries():
+    from kip_lab.coordinator.share_group import share_coordinator_rpc
+    from kip_lab.share.coordinator import ShareCoordinator
+
+    coordinator = _coordinator()
+    loading = ShareCoordinator.loading(ShareCoordinator().log)
+    coordinator.share_state_rpc = share_coordinator_rpc(loading)
+    joined = _join(coordinator)
+    assert coordinator.share_groups["sg"].initialized == {}
+    coordinator.share_state_rpc = share_coordinator_rpc(ShareCoordinator())
+    _beat(coordinator, joined.member_id)
+    assert coordinator.share_groups["sg"].initialized != {}
+
+
+def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partitions():
+    # The same table, driven by heartbeats: joins, a partition change, a subscription change, leaves.
+    coordinator, _ = _with_share_coordinator()
+    coordinator.cluster.delete_topic("T1")
+    coordinator.cluster.create_topic("T1", 1)
+    coordinator.cluster.create_topic("T2", 2)
+    coordinator.share_assignor = SimpleAssignor(member_hash=_seed_hash)
+    names = {coordinator.cluster.topic(t).topic_id: t for t in ("T1", "T2")}
+    epochs: dict[str, int] = {}
+
+    def beat(member: str, topics=None, leave=False):
+        epoch = -1 if leave else epochs.get(member, 0)
+        response = coordinator.share_group_heartbeat(
+            ShareGroupHeartbeatRequest(
+                group_id="sg", member_id=member, member_epoch=epoch, subscribed_topic_names=topics
+            )
+        ).response
+        assert response.error_code == Errors.NONE, response
+        epochs[member] = response.member_epoch
+
+    def settle():
+        for _ in range(2):  # the dance's epoch bump, then everyone takes the target
+            for member in sorted(coordinator.share_groups["sg"].members):
+                beat(member)
+
+    def assignments():
+        group = coordinator.share_groups["sg"]
+        return {
+            m: {f"{names[t]}:{p}" for t, parts in member.assigned.items() for p in parts}
+            for m, member in group.members.items()
+        }
+
+    script = [
+        lambda: beat("M1", ["T1"]),
+        lambda: beat("M2", ["T1"]),
+        lambda: coordinator.cluster.add_partitions("T1", 3),
+        lambda: beat("M3", ["T1"]),
+        lambda: beat("M4", ["T1"]),
+        lambda: [beat(f"M{i}", ["T1"]) for i in range(5, 9)],
+        lambda: beat("M1", ["T1", "T2"]),
+        lambda: [beat(f"M{i}", leave=True) for i in (1, 3, 4, 5, 6, 7, 8)],
+    ]
+    for (event, _, _, _, expected), step in zip(SEED_TABLE, script, strict=True):
+        step()
+        settle()
+        assert assignments() == expected, event

@@ -92,6 +92,17 @@ ShareStateRpc = Callable[[Message], Any]  # a persister request -> its response
 TopicState = dict[str, tuple[str, frozenset[int]]]  # topic id -> (name, partitions)
 
 
+def share_coordinator_rpc(share_coordinator: Any) -> ShareStateRpc:
+    """``share_state_rpc`` for one share coordinator: each request to the handler named after its RPC."""
+
+    def call(request: Message) -> Any:
+        name = type(request).__name__.removesuffix("Request")
+        handler = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+        return getattr(share_coordinator, handler)(request).response
+
+    return call
+
+
 def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     return [
         StatePartitionTopic(topic_id=tid, topic_name=name, partitions=sorted(parts))
