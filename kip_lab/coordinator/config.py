@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 INT32_MAX = 2**31 - 1
+
+
+class ConsumerGroupMigrationPolicy(StrEnum):
+    """``group.consumer.migration.policy``: which online conversions between group types are allowed."""
+
+    DISABLED = "disabled"
+    UPGRADE = "upgrade"  # classic -> consumer when the first consumer-protocol member joins
+    DOWNGRADE = "downgrade"  # consumer -> classic when the last consumer-protocol member leaves
+    BIDIRECTIONAL = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (ConsumerGroupMigrationPolicy.UPGRADE, ConsumerGroupMigrationPolicy.BIDIRECTIONAL)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (ConsumerGroupMigrationPolicy.DOWNGRADE, ConsumerGroupMigrationPolicy.BIDIRECTIONAL)
 
 
 class CoordinatorConfig(BaseModel):
@@ -29,6 +48,18 @@ class CoordinatorConfig(BaseModel):
         "of its assignment (the KIP's optional lost-response rule, as Kafka implements it).",
     )
 
+    # Classic groups (Kafka's group.* broker configs) and online migration.
+    classic_min_session_timeout_ms: int = Field(6_000, gt=0, description="group.min.session.timeout.ms")
+    classic_max_session_timeout_ms: int = Field(1_800_000, gt=0, description="group.max.session.timeout.ms")
+    classic_max_size: int = Field(INT32_MAX, gt=0, description="group.max.size")
+    initial_rebalance_delay_ms: int = Field(3_000, ge=0, description="group.initial.rebalance.delay.ms")
+    new_member_join_timeout_ms: int = Field(
+        300_000, gt=0, description="How long a new classic member's parked JoinGroup may wait (Kafka: 5 min)."
+    )
+    migration_policy: ConsumerGroupMigrationPolicy = Field(
+        ConsumerGroupMigrationPolicy.BIDIRECTIONAL, description="group.consumer.migration.policy"
+    )
+
     @model_validator(mode="after")
     def _bounds(self) -> CoordinatorConfig:
         if not self.min_session_timeout_ms <= self.session_timeout_ms <= self.max_session_timeout_ms:
@@ -43,4 +74,6 @@ class CoordinatorConfig(BaseModel):
             )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be smaller than session_timeout_ms")
+        if self.classic_min_session_timeout_ms > self.classic_max_session_timeout_ms:
+            raise ValueError("classic_min_session_timeout_ms must not exceed classic_max_session_timeout_ms")
         return self

@@ -7,8 +7,9 @@ that changes group state. Timers (session, rebalance, client-side assignment dea
 on the scheduler's manual clock and go through the same path.
 
 This module holds the heartbeat path, timers, replay and failover; the client-side assignor
-mode (``client_side``), OffsetCommit/OffsetFetch (``offsets``) and ConsumerGroupDescribe
-(``describe``) are mixed in from their own modules. Where the KIP is silent the behaviour
+mode (``client_side``), OffsetCommit/OffsetFetch (``offsets``), ConsumerGroupDescribe
+(``describe``), the classic protocol (``classic``) and online migration between the two
+group types (``migration``) are mixed in from their own modules. Where the KIP is silent the behaviour
 follows Apache Kafka's ``GroupMetadataManager``; each such choice is in ``docs/decisions.md``.
 """
 
@@ -31,11 +32,14 @@ from kip_lab.assignors import (
     UniformAssignor,
 )
 from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.classic import ClassicGroupHandlers
+from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.client_side import AssignmentRound, ClientSideAssignment
 from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.coordinator.describe import DescribeHandler
 from kip_lab.coordinator.group import ConsumerGroup, GroupState, TargetPartitions, check_group_transition
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
@@ -52,6 +56,7 @@ from kip_lab.protocol.consumer_group import (
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
     SHARE_GROUP_RECORD_KEYS,
+    ClassicMemberMetadata,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -64,6 +69,7 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
     PartitionMetadataTopic,
@@ -93,6 +99,7 @@ def _metadata_fields(member: ConsumerGroupMember) -> tuple:
         member.client_assignors,
         member.server_assignor,
         member.rebalance_timeout_ms,
+        member.classic_member_metadata,
     )
 
 
@@ -100,8 +107,10 @@ def _assignment_fields(member: ConsumerGroupMember) -> tuple:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
 
 
-class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, ShareGroupHandlers):
-    """KIP-848 consumer groups on one ``__consumer_offsets`` partition."""
+class GroupCoordinator(
+    ClientSideAssignment, OffsetHandlers, DescribeHandler, ShareGroupHandlers, ClassicGroupHandlers, OnlineMigration
+):
+    """KIP-848 consumer groups on one ``__consumer_offsets`` partition (and classic groups: ``classic_groups``)."""
 
     def __init__(
         self,
@@ -125,6 +134,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.log = log if log is not None else PartitionLog()
         self.groups: dict[str, ConsumerGroup] = {}
+        self.classic_groups: dict[str, ClassicGroup] = {}
+        self._initial_delays: dict[str, tuple[int, int]] = {}  # classic group -> (delay, remaining) ms
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._rng = random.Random(seed)
         self._rounds: dict[str, AssignmentRound] = {}
@@ -164,6 +175,9 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
             coordinator.load_results += coordinator._load_share_groups()
+            for classic in coordinator.classic_groups.values():
+                for member_id, member in sorted(classic.members.items()):
+                    coordinator._schedule_classic_session(classic, member_id, member.session_timeout_ms)
         else:
             coordinator.share_groups = {g: v for g, v in coordinator.share_groups.items() if not v.dead}
         return coordinator
@@ -171,7 +185,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
     def _load_group(self, group_id: str) -> CoordinatorResult[None]:
         group = self.groups[group_id]
         for member in group.members.values():
-            self._schedule_session(group_id, member.member_id)
+            self._schedule_session(group_id, member)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance(group_id, member)
         batches = []
@@ -204,11 +218,19 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         return [fired.result for fired in self.scheduler.advance(delta_ms) if fired.owner is self]
 
     def _apply(self, result: CoordinatorResult) -> CoordinatorResult:
-        """Append each batch to the log, then replay it: the only way state changes."""
+        """Append each batch to the log, then replay it: the only way consumer-group state changes.
+
+        A classic group's records (``replay_records=False``) persist soft state its handler
+        already changed: they are appended only. A ``GroupMetadataValue`` that *is* replayed
+        comes from a downgrade, and the rebuilt classic group then starts rebalancing.
+        """
         for batch in result.batches:
             if not batch:
                 continue
-            touched = sorted({r.key.group_id for r in batch if type(r.key) is not OffsetCommitKey})
+            if not result.replay_records:
+                self.log.append(batch)
+                continue
+            touched = sorted({r.key.group_id for r in batch if type(r.key) not in (OffsetCommitKey, GroupMetadataKey)})
             before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
             self.log.append(batch)
             for record in batch:
@@ -218,10 +240,20 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
                 check_group_transition(before[gid], group.state)
                 if group.dead:
                     del self.groups[gid]
+            for record in batch:
+                if type(record.key) is GroupMetadataKey and record.value is not None:
+                    self._start_downgraded_group(self.classic_groups[record.key.group])
         return result
 
     def _replay(self, record: Record) -> None:
         key = record.key
+        if isinstance(key, GroupMetadataKey):
+            old = self.classic_groups.pop(key.group, None)
+            if old is not None:  # deleted or converted: what still holds the old object sees it Dead
+                old.transition_to(ClassicGroupState.DEAD, UNLOAD_TRIGGER, self.now_ms)
+            if record.value is not None:
+                self.classic_groups[key.group] = ClassicGroup.from_record(key.group, record.value)
+            return
         if isinstance(key, OffsetCommitKey):
             offsets = self.offsets.setdefault(key.group, {})
             if record.value is None:
@@ -233,7 +265,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
             self._replay_share(key, record.value)
             return
         group = self.groups.get(key.group_id)
-        if group is None:
+        if group is None or (group.dead and record.value is not None):
+            # (a dead group seen again in the log was converted away and back: start afresh)
             group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
         group.replay(key, record.value)
 
@@ -241,6 +274,10 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         if key[0] == SHARE_SESSION_TIMER:  # type: ignore[index]
             return self._fire_share_timer(key)
         kind, group_id, member_id = key  # type: ignore[misc]
+        if kind.startswith("classic "):
+            return self._fire_classic_timer(kind, group_id, member_id)
+        if kind in ("join", "sync"):
+            return self._fire_classic_member_timer(kind, group_id, member_id)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
         empty = CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
@@ -263,8 +300,11 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
             return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
         raise ValueError(f"unknown timer {key!r}")
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.scheduler.schedule(self, ("session", group_id, member_id), self.config.session_timeout_ms)
+    def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """A classic member inside a consumer group keeps its own JoinGroup session timeout (Kafka)."""
+        classic = member.classic_member_metadata
+        timeout = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
+        self.scheduler.schedule(self, ("session", group_id, member.member_id), timeout)
 
     def _schedule_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
         self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
@@ -272,8 +312,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), timeout)
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
-        self.scheduler.cancel(self, ("session", group_id, member_id))
-        self.scheduler.cancel(self, ("rebalance", group_id, member_id))
+        for kind in ("session", "rebalance", "join", "sync"):
+            self.scheduler.cancel(self, (kind, group_id, member_id))
         self._rebalance_epochs.pop((group_id, member_id), None)
 
     def timers(self) -> dict[Hashable, int]:
@@ -290,8 +330,12 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         """Stop serving (this broker lost the partition): groups become Dead, timers stop."""
         for group in self.groups.values():
             group.dead = True
+        for classic in self.classic_groups.values():
+            classic.transition_to(ClassicGroupState.DEAD, UNLOAD_TRIGGER, self.now_ms)
         self.scheduler.cancel_all(self)
         self.groups = {}
+        self.classic_groups = {}
+        self._initial_delays.clear()
         self.share_groups = {}
         self._rounds.clear()
 
@@ -326,6 +370,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
                 assignors=list(member.client_assignors),
                 server_assignor=member.server_assignor,
                 rebalance_timeout_ms=member.rebalance_timeout_ms,
+                classic_member_metadata=member.classic_member_metadata,
             ),
         )
 
@@ -472,6 +517,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
     ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
         """ConsumerGroupHeartbeat: join, heartbeat, reconcile, leave — all one RPC."""
         try:
+            if request.group_id in self.classic_groups:
+                return self._heartbeat_into_classic_group(request)  # online upgrade (``migration``)
             result = self._heartbeat(request)
         except ApiError as error:
             response = ConsumerGroupHeartbeatResponse(
@@ -538,12 +585,19 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
                 f"Supported assignors: {', '.join(self.assignors)}.",
             )
 
-    def _heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+    def _heartbeat(
+        self,
+        r: ConsumerGroupHeartbeatRequest,
+        group: ConsumerGroup | None = None,
+        classic: ClassicMemberMetadata | None = None,
+    ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        """The heartbeat path. ``group`` is a classic group just converted (not yet in ``groups``);
+        ``classic`` is set when a classic member's JoinGroup is served here (``migration``)."""
         self._validate_heartbeat(r)
         self._reject_share_group_id(r.group_id)
         if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(r)
-        group = self.groups.get(r.group_id)
+        group = group or self.groups.get(r.group_id)
         joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         if group is None:
             if not joining:
@@ -571,7 +625,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
                     f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
                 )
             if existing_static is not None:
-                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # A classic static member never announces a temporary leave: it just comes back.
+                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and classic is None:
                     raise ApiError(
                         Errors.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
@@ -618,6 +673,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
 
         updated = replace(
             member,
+            classic_member_metadata=classic,
             instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
             rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
             client_id=r.client_id or member.client_id,
@@ -716,7 +772,7 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         # Timers: session always; rebalance while the member still has partitions to revoke.
         if replaced is not None:
             self._cancel_member_timers(group.group_id, replaced)
-        self._schedule_session(group.group_id, member_id)
+        self._schedule_session(group.group_id, reconciled)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if (
                 before is None
@@ -806,6 +862,8 @@ class GroupCoordinator(ClientSideAssignment, OffsetHandlers, DescribeHandler, Sh
         group_id = group.group_id
         self._cancel_member_timers(group_id, member.member_id)
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
+        if self._downgrade_allowed(group, member, remaining):
+            return self._downgrade(group, member, response, origin)
         records = self._member_tombstones(group_id, member.member_id)
         epoch = group.group_epoch + 1
         metadata = self._subscription_metadata(remaining)

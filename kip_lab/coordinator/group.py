@@ -47,6 +47,7 @@ GROUP_STATE_MACHINE = StateMachine.from_table(
     GroupState.EMPTY.value,
     [
         ("Empty", "member joins (group epoch bump)", "Assigning"),
+        ("Empty", "converted from a classic group (online upgrade)", "Stable"),
         ("Assigning", "target installed, members to reconcile", "Reconciling"),
         ("Assigning", "target installed, all reconciled", "Stable"),
         ("Reconciling", "last member reconciled", "Stable"),
@@ -191,6 +192,7 @@ class ConsumerGroup:
             client_assignors=tuple(value.assignors),
             server_assignor=value.server_assignor,
             rebalance_timeout_ms=value.rebalance_timeout_ms,
+            classic_member_metadata=value.classic_member_metadata,
         )
         self.members[member_id] = member
         if member.instance_id is not None:

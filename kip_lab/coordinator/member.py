@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.consumer_group import ClientAssignor
+from kip_lab.protocol.records import ClassicMemberMetadata
 
 Assignment = dict[str, frozenset[int]]  # topic id -> partitions
 
@@ -63,6 +64,8 @@ class ConsumerGroupMember:
     client_assignors: tuple[ClientAssignor, ...] = ()
     server_assignor: str | None = None
     rebalance_timeout_ms: int = -1
+    # Set while the member speaks the classic protocol (online migration, Kafka's field).
+    classic_member_metadata: ClassicMemberMetadata | None = None
     # ConsumerGroupCurrentMemberAssignment
     member_epoch: int = 0
     previous_member_epoch: int = -1
@@ -73,6 +76,10 @@ class ConsumerGroupMember:
     @property
     def is_static(self) -> bool:
         return self.instance_id is not None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
 
     def owned(self) -> Assignment:
         """Every partition the member still holds: usable plus not yet revoked."""

@@ -1,0 +1,482 @@
+"""KIP-848 online migration: classic groups become consumer groups and back, members roll one by one.
+
+* Upgrade: the first ConsumerGroupHeartbeat (epoch 0) into a non-empty classic group converts
+  it, if ``group.consumer.migration.policy`` allows. One atomic batch writes the classic
+  group's tombstone and the consumer group built from the last completed generation: group
+  epoch = target epoch = every member's epoch = the generation (no bump), each member's
+  target and current assignment = its classic assignment. The joining member's own records
+  follow, as for any join.
+* Classic members inside the consumer group are served by the consumer-group engine: their
+  JoinGroup is a heartbeat carrying the subscription and the owned partitions from the embedded
+  consumer protocol (and it reconciles them exactly like any member); the JoinGroup returns the
+  member epoch as the generation; SyncGroup returns only what the member may own now (its
+  ``assigned`` partitions: those still held by others are withheld, as Kafka does); Heartbeat
+  answers REBALANCE_IN_PROGRESS when the member must rejoin. Each member keeps its JoinGroup
+  session timeout and protocols (``classic_member_metadata``, Kafka's field). A member that was
+  told to rejoin must JoinGroup within its rebalance timeout, and SyncGroup within it after its
+  JoinGroup, or it is removed (Kafka's join and sync timeouts).
+* Downgrade: when a member leaves (or is fenced or times out) and only classic members remain,
+  the group is converted back, if the policy allows: consumer-group tombstones and the classic
+  group's ``GroupMetadataValue`` (generation = group epoch, each member's assignment = its
+  target) in one batch; the classic group then rebalances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kip_lab.coordinator.classic import _Outbox
+from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
+from kip_lab.protocol.classic_group import (
+    CONSUMER_PROTOCOL_TYPE,
+    UNKNOWN_MEMBER_ID,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupRequestProtocol,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kip_lab.protocol.common import TopicPartitions
+from kip_lab.protocol.consumer_group import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from kip_lab.protocol.consumer_protocol import (
+    ConsumerProtocolAssignment,
+    ConsumerProtocolError,
+    ConsumerProtocolSubscription,
+)
+from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.protocol.records import (
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMetadataKey,
+)
+from kip_lab.runtime.log import Record
+
+# The seed: only members whose embedded consumer protocol is v3+ (KIP-792) can be migrated.
+MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION = 3
+
+
+def decode_subscription(metadata: bytes) -> ConsumerProtocolSubscription:
+    """A classic member's JoinGroup metadata, or INCONSISTENT_GROUP_PROTOCOL when it is not the consumer protocol."""
+    try:
+        return ConsumerProtocolSubscription.decode(metadata)
+    except ConsumerProtocolError as exc:
+        raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Malformed consumer protocol subscription: {exc}") from None
+
+
+def _require_migratable(subscription: ConsumerProtocolSubscription, member_id: str) -> None:
+    if subscription.version < MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION:
+        raise ApiError(
+            Errors.INVALID_REQUEST,
+            f"Member {member_id} uses consumer protocol v{subscription.version}; online migration needs "
+            f"v{MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION} or later.",
+        )
+
+
+class OnlineMigration:
+    """Mixed into ``GroupCoordinator``: conversions, and classic members served by the consumer-group engine."""
+
+    # ------------------------------------------------------------------ names <-> ids
+    def _partitions_by_id(self, partitions: list[tuple[str, int]]) -> Assignment:
+        """Embedded-protocol partitions (topic names) as topic id -> partitions; unknown topics are dropped."""
+        out: dict[str, set[int]] = {}
+        for name, partition in partitions:
+            topic_id = self.cluster.topic_id(name)
+            if topic_id is not None:
+                out.setdefault(topic_id, set()).add(partition)
+        return {t: frozenset(p) for t, p in out.items()}
+
+    def _partitions_by_name(self, assignment: Assignment) -> list[tuple[str, int]]:
+        out = []
+        for topic_id, parts in assignment.items():
+            topic = self.cluster.topic_by_id(topic_id)
+            if topic is not None:
+                out.extend((topic.name, p) for p in parts)
+        return sorted(out)
+
+    # ------------------------------------------------------------------ upgrade
+    def _heartbeat_into_classic_group(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult:
+        """A ConsumerGroupHeartbeat naming a classic group: reuse an empty one's id, convert a live one."""
+        classic = self.classic_groups[r.group_id]
+        if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a consumer group.")
+        out = _Outbox()
+        if not classic.members:
+            conversion: tuple[Record, ...] = (classic.tombstone(),)
+            result = self._heartbeat(r, group=ConsumerGroup(r.group_id))
+        else:
+            self._validate_online_upgrade(classic)
+            records = self._conversion_records(classic)
+            view = ConsumerGroup(r.group_id)
+            for record in records:
+                view.replay(record.key, record.value)
+            result = self._heartbeat(r, group=view)
+            conversion = (classic.tombstone(), *records)
+            # Parked classic requests will not be answered by this generation: have them rejoin.
+            for _, member in sorted(classic.members.items()):
+                self._complete_join(
+                    out, member, JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS, member_id=member.member_id)
+                )
+                self._complete_sync(out, member, SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS))
+        self._cancel_classic_timers(r.group_id)
+        converted = replace(
+            result,
+            batches=(conversion, *result.batches),
+            deferred=tuple(DeferredResponse(waiter.ref, api, response) for waiter, api, response in out.responses),
+        )
+        applied = self._apply(converted)
+        group = self.groups[r.group_id]
+        for member_id in sorted(classic.members):
+            if member_id in group.members:
+                self._schedule_session(r.group_id, group.members[member_id])
+        return applied
+
+    def _validate_online_upgrade(self, classic: ClassicGroup) -> None:
+        """Kafka's ``validateOnlineUpgrade`` (GROUP_ID_NOT_FOUND), plus the seed's protocol-version rule."""
+        if not self.config.migration_policy.upgrade_enabled:
+            raise ApiError(
+                Errors.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {classic.group_id}: online upgrade is disabled "
+                f"(group.consumer.migration.policy={self.config.migration_policy.value}).",
+            )
+        if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise ApiError(
+                Errors.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {classic.group_id}: it does not use the consumer protocol.",
+            )
+        if len(classic.members) > self.config.max_size:
+            raise ApiError(
+                Errors.GROUP_ID_NOT_FOUND,
+                f"Cannot upgrade classic group {classic.group_id}: it exceeds the consumer group maximum size.",
+            )
+
+    def _conversion_records(self, classic: ClassicGroup) -> list[Record]:
+        """The consumer group a classic group becomes: everything at epoch = generation (seed M4, M5)."""
+        generation = classic.generation_id
+        members: dict[str, ConsumerGroupMember] = {}
+        for member_id, m in sorted(classic.members.items()):
+            protocol = classic.protocol_name or m.protocol_names()[0]
+            subscription = decode_subscription(m.metadata(protocol))
+            _require_migratable(subscription, member_id)
+            assigned = ConsumerProtocolAssignment.decode(m.assignment).assigned_partitions if m.assignment else []
+            members[member_id] = ConsumerGroupMember(
+                member_id,
+                instance_id=m.group_instance_id,
+                rack_id=subscription.rack_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(subscription.topics),
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                classic_member_metadata=_classic_metadata(m.session_timeout_ms, m.supported_protocols),
+                member_epoch=generation,
+                previous_member_epoch=generation,
+                state=MemberState.STABLE,
+                assigned=self._partitions_by_id(assigned),
+            )
+        gid = classic.group_id
+        records = [self._member_metadata_record(gid, m, generation) for m in members.values()]
+        records.append(self._partition_metadata_record(gid, self._subscription_metadata(members), generation))
+        records.append(self._group_epoch_record(gid, generation))
+        target = {mid: {t: tuple(sorted(p)) for t, p in sorted(m.assigned.items())} for mid, m in members.items()}
+        records.extend(self._target_batch(gid, {}, target, generation))
+        records.extend(self._current_assignment_record(gid, m) for m in members.values())
+        return records
+
+    # ------------------------------------------------------------------ downgrade
+    def _downgrade_allowed(
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember, remaining: dict[str, ConsumerGroupMember]
+    ) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMember``."""
+        return (
+            bool(remaining)
+            and all(m.uses_classic_protocol for m in remaining.values())
+            and self.config.migration_policy.downgrade_enabled
+            and len(remaining) <= self.config.classic_max_size
+        )
+
+    def _downgrade(
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember, response, origin: str
+    ) -> CoordinatorResult:
+        """The consumer group's tombstones and the classic group it becomes, in one batch."""
+        gid = group.group_id
+        classic = ClassicGroup(
+            gid,
+            state=ClassicGroupState.STABLE,
+            generation_id=group.group_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            current_state_timestamp=self.now_ms,
+        )
+        remaining = {m: v for m, v in sorted(group.members.items()) if m != leaving.member_id}
+        for member_id, m in remaining.items():
+            meta = m.classic_member_metadata
+            assert meta is not None
+            classic.add(
+                ClassicGroupMember(
+                    member_id=member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=meta.session_timeout_ms,
+                    protocol_type=CONSUMER_PROTOCOL_TYPE,
+                    supported_protocols=tuple(
+                        JoinGroupRequestProtocol(name=p.name, metadata=p.metadata) for p in meta.supported_protocols
+                    ),
+                )
+            )
+        classic.protocol_name = classic.select_protocol()
+        assignments = {}
+        for member_id, m in classic.members.items():
+            version = decode_subscription(m.metadata(classic.protocol_name)).version
+            partitions = self._partitions_by_name(group.target_of(member_id))
+            assignments[member_id] = ConsumerProtocolAssignment(
+                version=version, assigned_partitions=partitions
+            ).encode()
+        for member_id in group.members:
+            self._cancel_member_timers(gid, member_id)
+        self._rounds.pop(gid, None)
+        records = [*self._consumer_group_tombstones(group), classic.metadata_record(assignments)]
+        return CoordinatorResult(response, (tuple(records),), origin=origin)
+
+    def _start_downgraded_group(self, classic: ClassicGroup) -> None:
+        """After a downgrade batch is replayed: arm the members' sessions and rebalance (soft state)."""
+        for member_id, member in sorted(classic.members.items()):
+            self._schedule_classic_session(classic, member_id, member.session_timeout_ms)
+        out = _Outbox()
+        self._prepare_rebalance(out, classic)
+        assert not out.responses and not out.batches  # nobody was parked in a group that did not exist
+
+    def _consumer_group_tombstones(self, group: ConsumerGroup) -> list[Record]:
+        """Everything a consumer group wrote, tombstoned; the group epoch last (it marks the group dead)."""
+        gid = group.group_id
+        records = []
+        for member_id in sorted(group.members):
+            records.append(Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=gid, member_id=member_id), None))
+            records.append(Record(ConsumerGroupMemberMetadataKey(group_id=gid, member_id=member_id), None))
+        for member_id in sorted(group.target):
+            records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group_id=gid, member_id=member_id), None))
+        records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id=gid), None))
+        records.append(Record(ConsumerGroupPartitionMetadataKey(group_id=gid), None))
+        records.append(Record(ConsumerGroupMetadataKey(group_id=gid), None))
+        return records
+
+    # ------------------------------------------------------------------ classic members, consumer group
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
+        """Kafka's ``validateConsumerGroupMember`` + ``throwIfMemberDoesNotUseClassicProtocol``."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group.group_id}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is not in group {group.group_id}.")
+            if member_id != UNKNOWN_MEMBER_ID and member.member_id != member_id:
+                raise ApiError(
+                    Errors.FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by "
+                    f"member {member.member_id}.",
+                )
+        if not member.uses_classic_protocol:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        return member
+
+    def _waiting_on_unreleased(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """Whether some target partition the member lacks is still held by another member."""
+        for topic_id, parts in group.target_of(member.member_id).items():
+            for p in parts - member.assigned.get(topic_id, frozenset()):
+                if group.partition_held(topic_id, p):
+                    return True
+        return False
+
+    def _behind_target(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """A new target exists for the member (docs/decisions.md M3: the target epoch, not the group epoch)."""
+        return member.member_epoch < group.assignment_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS
+
+    def _classic_member_must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+        """Kafka's three reasons to answer a classic Heartbeat with REBALANCE_IN_PROGRESS."""
+        return (
+            self._behind_target(group, member)
+            or member.state is MemberState.UNREVOKED_PARTITIONS
+            or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member))
+        )
+
+    def classic_member_state(self, group_id: str, member_id: str) -> str | None:
+        """The seed's classic state of a classic member inside a consumer group (digest 3.4), or None.
+
+        CompletingRebalance from its JoinGroup until its SyncGroup; PreparingRebalance while it
+        must rejoin; Stable otherwise. Derived (Kafka stores no such state), so it is soft.
+        """
+        group = self.groups[group_id]
+        member = group.members[member_id]
+        if not member.uses_classic_protocol:
+            return None
+        if self.scheduler.deadline(self, ("sync", group_id, member_id)) is not None:
+            return ClassicGroupState.COMPLETING_REBALANCE.value
+        if self._classic_member_must_rejoin(group, member):
+            return ClassicGroupState.PREPARING_REBALANCE.value
+        return ClassicGroupState.STABLE.value
+
+    def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
+        key = ("join", group_id, member.member_id)
+        if self.scheduler.deadline(self, key) is None:
+            self.scheduler.schedule(self, key, member.rebalance_timeout_ms)
+
+    def _fire_classic_member_timer(self, kind: str, group_id: str, member_id: str) -> CoordinatorResult:
+        """A classic member that did not rejoin (join) or sync (sync) in time is removed."""
+        origin = f"classic {kind} timeout {group_id}/{member_id}"
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        if member is None or not member.uses_classic_protocol:
+            return CoordinatorResult(None, origin=origin)
+        return self._apply(self._remove_member(group, member, None, origin=origin))
+
+    def _classic_join_to_consumer_group(self, group: ConsumerGroup, r: JoinGroupRequest) -> CoordinatorResult:
+        try:
+            return self._classic_join_consumer(group, r)
+        except ApiError as exc:
+            return CoordinatorResult(JoinGroupResponse(error_code=exc.error, member_id=r.member_id), origin="JoinGroup")
+
+    def _classic_join_consumer(self, group: ConsumerGroup, r: JoinGroupRequest) -> CoordinatorResult:
+        gid = group.group_id
+        if len(group.members) >= self.config.max_size and r.member_id not in group.members:
+            raise ApiError(Errors.GROUP_MAX_SIZE_REACHED, f"Group {gid} is full.")
+        names = {p.name for p in r.protocols}
+        classic_members = [m for m in group.members.values() if m.uses_classic_protocol and m.member_id != r.member_id]
+        if r.protocol_type != CONSUMER_PROTOCOL_TYPE or any(
+            not names & {p.name for p in m.classic_member_metadata.supported_protocols} for m in classic_members
+        ):
+            raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {r.member_id}'s protocols are not supported.")
+        subscription = decode_subscription(r.protocols[0].metadata)
+        if r.member_id == UNKNOWN_MEMBER_ID and r.group_instance_id is None:
+            return CoordinatorResult(
+                JoinGroupResponse(error_code=Errors.MEMBER_ID_REQUIRED, member_id=self._new_member_id()),
+                origin="JoinGroup",
+            )
+        _require_migratable(subscription, r.member_id or str(r.group_instance_id))
+        known = group.members.get(r.member_id)
+        if r.group_instance_id is not None:
+            static = group.static_member(r.group_instance_id)
+            if static is not None and r.member_id and static.member_id != r.member_id:
+                raise ApiError(
+                    Errors.FENCED_INSTANCE_ID,
+                    f"Static member {r.member_id} with instance id {r.group_instance_id} was fenced by "
+                    f"member {static.member_id}.",
+                )
+        joining = known is None
+        owned = self._partitions_by_id(subscription.owned_partitions)
+        heartbeat = ConsumerGroupHeartbeatRequest(
+            group_id=gid,
+            member_id=r.member_id,
+            member_epoch=JOIN_GROUP_MEMBER_EPOCH if joining else known.member_epoch,
+            instance_id=r.group_instance_id,
+            rack_id=subscription.rack_id,
+            rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else r.session_timeout_ms,
+            subscribed_topic_names=subscription.topics,
+            topic_partitions=[]
+            if joining
+            else [TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in sorted(owned.items())],
+            client_id=r.client_id,
+            client_host=r.client_host,
+        )
+        classic = _classic_metadata(r.session_timeout_ms, r.protocols)
+        applied = self._apply(self._heartbeat(heartbeat, classic=classic))
+        answer: ConsumerGroupHeartbeatResponse = applied.response
+        if answer.error_code is not Errors.NONE:  # fenced while rejoining: removed
+            response = JoinGroupResponse(error_code=answer.error_code, member_id=r.member_id)
+            return CoordinatorResult(response, applied.batches, origin="JoinGroup")
+        member_id = answer.member_id or r.member_id
+        member = self.groups[gid].members[member_id]
+        self.scheduler.cancel(self, ("join", gid, member_id))
+        self.scheduler.schedule(self, ("sync", gid, member_id), member.rebalance_timeout_ms)
+        response = JoinGroupResponse(
+            generation_id=member.member_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=r.protocols[0].name,
+            member_id=member_id,
+        )
+        return CoordinatorResult(response, applied.batches, origin="JoinGroup")
+
+    def _classic_sync_to_consumer_group(self, group: ConsumerGroup, r: SyncGroupRequest) -> CoordinatorResult:
+        try:
+            member = self._classic_member(group, r.member_id, r.group_instance_id)
+            if r.generation_id != member.member_epoch:
+                raise ApiError(Errors.ILLEGAL_GENERATION)
+            protocols = member.classic_member_metadata.supported_protocols
+            if (r.protocol_type is not None and r.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+                r.protocol_name is not None and r.protocol_name != protocols[0].name
+            ):
+                raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
+            if self._behind_target(group, member):
+                self._schedule_join_timeout_if_absent(group.group_id, member)
+                raise ApiError(Errors.REBALANCE_IN_PROGRESS)
+            self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
+            self._schedule_session(group.group_id, member)
+            version = decode_subscription(protocols[0].metadata).version
+            assignment = ConsumerProtocolAssignment(
+                version=version, assigned_partitions=self._partitions_by_name(member.assigned)
+            )
+            response = SyncGroupResponse(
+                protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocols[0].name, assignment=assignment.encode()
+            )
+        except ApiError as exc:
+            response = SyncGroupResponse(error_code=exc.error)
+        return CoordinatorResult(response, origin="SyncGroup")
+
+    def _classic_heartbeat_to_consumer_group(self, group: ConsumerGroup, r: HeartbeatRequest) -> CoordinatorResult:
+        member = self._classic_member(group, r.member_id, r.group_instance_id)
+        if r.generation_id != member.member_epoch:
+            raise ApiError(Errors.ILLEGAL_GENERATION)
+        self._schedule_session(group.group_id, member)
+        error = Errors.NONE
+        if self._classic_member_must_rejoin(group, member):
+            error = Errors.REBALANCE_IN_PROGRESS
+            self._schedule_join_timeout_if_absent(group.group_id, member)
+        return CoordinatorResult(HeartbeatResponse(error_code=error), origin="Heartbeat")
+
+    def _classic_leave_to_consumer_group(self, group: ConsumerGroup, r: LeaveGroupRequest) -> CoordinatorResult:
+        """Each leaving member is removed as by a consumer-protocol leave (one epoch bump each)."""
+        gid = group.group_id
+        answers = []
+        batches: list[tuple[Record, ...]] = []
+        for identity in r.members:
+            error = Errors.NONE
+            member_id = identity.member_id
+            try:
+                current = self.groups.get(gid)
+                if current is None:
+                    raise ApiError(Errors.UNKNOWN_MEMBER_ID)
+                member = self._classic_member(current, identity.member_id, identity.group_instance_id)
+                member_id = member.member_id
+                batches.extend(self._apply(self._remove_member(current, member, None, origin="LeaveGroup")).batches)
+            except ApiError as exc:
+                error = exc.error
+            answers.append(
+                LeaveGroupResponseMember(
+                    member_id=member_id, group_instance_id=identity.group_instance_id, error_code=error
+                )
+            )
+        return CoordinatorResult(LeaveGroupResponse(members=answers), tuple(batches), origin="LeaveGroup")
+
+
+def _classic_metadata(session_timeout_ms: int, protocols) -> ClassicMemberMetadata:
+    return ClassicMemberMetadata(
+        session_timeout_ms=session_timeout_ms,
+        supported_protocols=[ClassicProtocol(name=p.name, metadata=p.metadata) for p in protocols],
+    )
