@@ -53,6 +53,8 @@ class Fetch:
 class ApplicationLoop:
     """Callbacks, consumption and offsets, shared by the new and the classic consumer."""
 
+    _last_callback_ms: int = 0  # how long the latest callback took (simulated ms)
+
     # ------------------------------------------------------------------ what a protocol provides
     def _poll(self) -> None:
         raise NotImplementedError
@@ -82,16 +84,15 @@ class ApplicationLoop:
         return sorted(self.world.partition_name(tp) for tp in partitions)
 
     def _emit_assignment(self) -> None:
-        self.world.emit(
-            self.name,
-            "assignment_changed",
-            {
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
-                "owned": [list(tp) for tp in sorted(self.owned)],
-                "fetching": [list(tp) for tp in sorted(self.fetching)],
-            },
-        )
+        self.world.emit(self.name, "assignment_changed", self._assignment_payload())
+
+    def _assignment_payload(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "member_epoch": self.member_epoch,
+            "owned": [list(tp) for tp in sorted(self.owned)],
+            "fetching": [list(tp) for tp in sorted(self.fetching)],
+        }
 
     def _send(self, api: str, request: Any, context: Any = None) -> int:
         self._correlation += 1
@@ -165,6 +166,7 @@ class ApplicationLoop:
             },
         )
         self.app_busy_until = self.now + duration
+        self._last_callback_ms = duration
         self._callback_running = True
         self._callback_then = (self._callback_seq, kind, then, error is None)
         self._timer(("callback", self._callback_seq), duration)

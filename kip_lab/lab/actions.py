@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.lab.network import LinkConfig
 
@@ -19,11 +20,15 @@ class _Action(BaseModel):
 
 
 class AddConsumer(_Action):
-    """A new consumer process; it subscribes at once unless ``start`` is false."""
+    """A new consumer process; it subscribes at once unless ``start`` is false.
+
+    ``config`` says which protocol it speaks: a ``ConsumerConfig`` is the new consumer
+    (KIP-848); a ``ClassicConsumerConfig`` (``group_protocol: classic``) the classic one (KIP-429).
+    """
 
     action: Literal["add_consumer"] = "add_consumer"
     member: str = Field(..., min_length=1)
-    config: ConsumerConfig
+    config: ClassicConsumerConfig | ConsumerConfig
     start: bool = True
 
 

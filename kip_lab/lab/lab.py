@@ -21,15 +21,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
+from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.lab import actions as a
 from kip_lab.lab.invariants import InvariantChecker
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.snapshot import Snapshot
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
 
@@ -124,8 +127,12 @@ class Lab:
         start: bool = True,
         **settings: Any,
     ) -> None:
-        """Add a new-protocol consumer; ``settings`` are ConsumerConfig fields."""
-        config = config or ConsumerConfig(**settings)
+        """Add a consumer; ``settings`` are ConsumerConfig fields, or ClassicConsumerConfig fields
+        with ``group_protocol="classic"`` for a classic (KIP-429) consumer."""
+        if config is None:
+            config = (ClassicConsumerConfig if settings.get("group_protocol") == "classic" else ConsumerConfig)(
+                **settings
+            )
         if listener is not None:
             self.world.listeners[name] = listener
         self.apply(a.AddConsumer(member=name, config=config, start=start))
@@ -282,7 +289,10 @@ class Lab:
         """Every group Stable and every live member STABLE with nothing left to reconcile."""
         for client in self.world.clients.values():  # the cheap, usual way to say no
             state = getattr(client, "state", None)
-            if (
+            if isinstance(client, ClassicConsumer):
+                if client.alive and state not in GONE_STATES and not client.settled():
+                    return False
+            elif (
                 state is not None
                 and client.alive
                 and state not in GONE_STATES
@@ -304,8 +314,14 @@ class Lab:
         }
         if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
             return False  # a member whose process is gone: its session has yet to expire
+        if not self._classic_groups_stable(live):
+            return False
         for client in self.world.clients.values():
             if not getattr(client, "alive", False) or not hasattr(client, "state"):
+                continue
+            if isinstance(client, ClassicConsumer):
+                if client.state not in GONE_STATES and not self._classic_member_converged(client):
+                    return False
                 continue
             if client.state is ClientState.STALE and not client.paused:
                 return False  # polled again: it rejoins once on_partitions_lost has run
@@ -326,6 +342,37 @@ class Lab:
             if set(client.owned) != {(t, p) for t, parts in member.assigned.items() for p in parts}:
                 return False
         return True
+
+    def _classic_groups_stable(self, live: set[tuple[str, str]]) -> bool:
+        """Every classic group with members is Stable and each member is a live client's."""
+        for group_id, group in self.world.coordinator.classic_groups.items():
+            if not group.members:
+                continue
+            if group.state is not ClassicGroupState.STABLE:
+                return False
+            if any((group_id, member_id) not in live for member_id in group.members):
+                return False  # a member whose process is gone: its session has yet to expire
+        return True
+
+    def _classic_member_converged(self, client: ClassicConsumer) -> bool:
+        """The coordinator holds the member at the client's generation with what the client owns.
+
+        In a classic group that is the assignment its SyncGroup stored; after an online
+        migration the member is in a consumer group and its assignment is the coordinator's.
+        """
+        coordinator = self.world.coordinator
+        group_id = client.config.group_id
+        classic = coordinator.classic_groups.get(group_id)
+        if classic is not None and client.member_id in classic.members:
+            if classic.generation_id != client.generation_id:
+                return False
+            stored = ConsumerProtocolAssignment.decode(classic.members[client.member_id].assignment)
+            return client.partition_ids(stored.assigned_partitions) == set(client.owned)
+        group = coordinator.groups.get(group_id)
+        member = group.members.get(client.member_id) if group else None
+        if member is None:
+            return False
+        return set(client.owned) == {(t, p) for t, parts in member.assigned.items() for p in parts}
 
     @_collector_paused
     def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:

@@ -17,6 +17,7 @@ from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kip_lab.lab.network import Envelope, LinkConfig, Network, summarize
 from kip_lab.protocol import Errors
+from kip_lab.protocol.classic_group import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from kip_lab.protocol.consumer_group import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatResponse,
@@ -40,7 +41,14 @@ HANDLERS = {
     "ConsumerGroupInstallAssignment": "consumer_group_install_assignment",
     "OffsetCommit": "offset_commit",
     "OffsetFetch": "offset_fetch",
+    "JoinGroup": "join_group",
+    "SyncGroup": "sync_group",
+    "Heartbeat": "heartbeat",
+    "LeaveGroup": "leave_group",
 }
+
+
+PARKED_APIS = frozenset({"JoinGroup", "SyncGroup"})  # a classic rebalance's barrier parks them
 
 
 def not_coordinator_response(api: str, request: Any) -> Any:
@@ -70,6 +78,14 @@ def not_coordinator_response(api: str, request: Any) -> Any:
         return ConsumerGroupDescribeResponse(groups=[])
     if api == "ConsumerGroupPrepareAssignment":
         return ConsumerGroupPrepareAssignmentResponse(error_code=error)
+    if api == "JoinGroup":
+        return JoinGroupResponse(error_code=error, member_id=request.member_id)
+    if api == "SyncGroup":
+        return SyncGroupResponse(error_code=error)
+    if api == "Heartbeat":
+        return HeartbeatResponse(error_code=error)
+    if api == "LeaveGroup":
+        return LeaveGroupResponse(error_code=error)
     return ConsumerGroupInstallAssignmentResponse(error_code=error)
 
 
@@ -85,10 +101,15 @@ class Broker:
         if world.coordinator_host != self.name:
             response = not_coordinator_response(envelope.api, envelope.payload)
         else:
-            result = getattr(world.coordinator, HANDLERS[envelope.api])(envelope.payload)
+            handler = getattr(world.coordinator, HANDLERS[envelope.api])
+            if envelope.api in PARKED_APIS:  # answered now, or later as a deferred response to this ref
+                result = handler(envelope.payload, ref=(envelope.source, envelope.correlation_id))
+            else:
+                result = handler(envelope.payload)
             world.emit_result(self.name, result, envelope.api)
             response = result.response
-        world.network.send(self.name, envelope.source, envelope.api, response, envelope.correlation_id)
+        if response is not None:
+            world.network.send(self.name, envelope.source, envelope.api, response, envelope.correlation_id)
 
 
 class World:
@@ -129,7 +150,11 @@ class World:
         self.events.append((actor, kind, payload))
 
     def emit_result(self, actor: str, result: CoordinatorResult, origin: str) -> None:
-        """A coordinator handler or timer result, with the records it wrote."""
+        """A coordinator handler or timer result, with the records it wrote; the responses it
+        completes for parked requests (a classic rebalance's JoinGroup/SyncGroup) go out now."""
+        for deferred in result.deferred:
+            client, correlation_id = deferred.ref
+            self.network.send(actor, client, deferred.api, deferred.response, correlation_id)
         if result.response is None and not result.batches:
             return
         payload: dict[str, Any] = {"origin": result.origin or origin}
@@ -180,7 +205,6 @@ class World:
 
     def perform(self, action: Any) -> None:
         """Carry out one action on this world and record it in the trace."""
-        from kip_lab.clients.consumer import Consumer
         from kip_lab.lab import actions as a
 
         kind = "fault_injected" if isinstance(action, a.FAULTS) and self.clients else "action_applied"
@@ -188,7 +212,7 @@ class World:
         if isinstance(action, a.AddConsumer):
             if action.member in self.clients or action.member in self.brokers:
                 raise ValueError(f"an actor named {action.member!r} already exists")
-            client = Consumer(action.member, action.config, self, listener=self.listeners.get(action.member))
+            client = self.new_client(action.member, action.config)
             self.clients[action.member] = client
             if action.start:
                 client.subscribe()
@@ -205,13 +229,7 @@ class World:
             old = self.client(action.member)
             if old.alive:
                 old.crash()
-            client = Consumer(
-                action.member,
-                old.config,
-                self,
-                listener=self.listeners.get(action.member),
-                incarnation=old.incarnation + 1,
-            )
+            client = self.new_client(action.member, old.config, incarnation=old.incarnation + 1)
             self.clients[action.member] = client
             client.subscribe()
         elif isinstance(action, a.Pause):
@@ -251,6 +269,14 @@ class World:
             self.scripted(action.member).send(action.api, action.body)
         else:
             raise TypeError(f"unknown action {action!r}")
+
+    def new_client(self, name: str, config: Any, incarnation: int = 0) -> Any:
+        """A consumer process of the protocol its config names (classic or consumer)."""
+        from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
+        from kip_lab.clients.consumer import Consumer
+
+        kind = ClassicConsumer if isinstance(config, ClassicConsumerConfig) else Consumer
+        return kind(name, config, self, listener=self.listeners.get(name), incarnation=incarnation)
 
     def advance_to(self, time_ms: int) -> None:
         """Fire every timer due by ``time_ms``, tracing what the coordinator's timers wrote."""
