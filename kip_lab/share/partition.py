@@ -353,8 +353,9 @@ class SharePartition:
         """ShareFetch's acquisition for ``member_id``: up to ``max_records`` records under one lock.
 
         Available in-flight records come first (lowest offsets), then new records from the log,
-        taken a whole log batch at a time while the limits allow. Returns the acquired ranges in
-        offset order with their delivery counts.
+        a whole log batch at a time while the limits allow (a batch cut by ``max_records`` brings
+        its rest into flight as Available). Returns the acquired ranges in offset order with
+        their delivery counts.
         """
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
@@ -408,6 +409,8 @@ class SharePartition:
             self._append(batch)
             taken.append(batch)
             budget -= batch.size
+            if last < segment.last:  # the rest of the log batch comes into flight, Available
+                self._append(InFlightBatch(last + 1, segment.last, AVAILABLE))
             if budget == 0:
                 break
         return taken
