@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.protocol.common import TopicPartitions
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kip_lab.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -24,6 +25,9 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
     PartitionMetadataTopic,
 )
 from kip_lab.runtime.log import PartitionLog, Record
@@ -109,4 +113,48 @@ def stable_group_log(
             for member_id in sorted(assignment)
         ]
     )
+    return log
+
+
+def stable_classic_group_log(
+    cluster: ClusterMetadata,
+    group_id: str,
+    generation: int,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    *,
+    protocol: str = "range",
+    instance_ids: Mapping[str, str] | None = None,
+    session_timeout_ms: int = 45_000,
+    rebalance_timeout_ms: int = 300_000,
+    log: PartitionLog | None = None,
+) -> PartitionLog:
+    """The ``GroupMetadataValue`` of a Stable classic group at ``generation``: each member (consumer
+    protocol v3; static when ``instance_ids`` names it) subscribes to the topics it is listed with
+    and was assigned exactly its partitions; the smallest member id leads.
+    """
+    log = log if log is not None else PartitionLog()
+    for topics in assignment.values():
+        for name in topics:
+            cluster.topic(name)  # an unknown topic is a mistake in the scenario, not a silent drop
+    members = [
+        MemberMetadata(
+            member_id=member_id,
+            group_instance_id=(instance_ids or {}).get(member_id),
+            client_id=member_id,
+            rebalance_timeout=rebalance_timeout_ms,
+            session_timeout=session_timeout_ms,
+            subscription=ConsumerProtocolSubscription(
+                version=3, topics=sorted(assignment[member_id]), generation_id=generation
+            ).encode(),
+            assignment=ConsumerProtocolAssignment(
+                version=3,
+                assigned_partitions=[(t, p) for t, parts in assignment[member_id].items() for p in parts],
+            ).encode(),
+        )
+        for member_id in sorted(assignment)
+    ]
+    value = GroupMetadataValue(
+        protocol_type="consumer", generation=generation, protocol=protocol, leader=min(assignment), members=members
+    )
+    log.append((Record(GroupMetadataKey(group=group_id), value),))
     return log

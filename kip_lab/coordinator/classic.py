@@ -86,6 +86,32 @@ class ClassicGroupHandlers:
         member.awaiting_sync = None
         return True
 
+    def classic_state_snapshot(self) -> dict[str, Any]:
+        """What a classic group's record persists, as plain sorted data (failover reproduces it
+        for a group at rest; a rebalance in progress is soft state and is not in the log)."""
+        out = {}
+        for group_id, g in sorted(self.classic_groups.items()):
+            out[group_id] = {
+                "state": g.state.value,
+                "generation": g.generation_id,
+                "protocol_type": g.protocol_type,
+                "protocol_name": g.protocol_name,
+                "leader": g.leader_id,
+                "members": {
+                    m: (
+                        v.group_instance_id,
+                        v.client_id,
+                        v.client_host,
+                        v.rebalance_timeout_ms,
+                        v.session_timeout_ms,
+                        v.metadata(g.protocol_name) if g.protocol_name else b"",
+                        v.assignment,
+                    )
+                    for m, v in sorted(g.members.items())
+                },
+            }
+        return out
+
     # ------------------------------------------------------------------ timers
     def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         self.scheduler.schedule(self, ("classic session", group.group_id, member_id), timeout_ms)

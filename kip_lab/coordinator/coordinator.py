@@ -625,8 +625,10 @@ class GroupCoordinator(
                     f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
                 )
             if existing_static is not None:
-                # A classic static member never announces a temporary leave: it just comes back.
-                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and classic is None:
+                # A classic static member never announces a temporary leave: when either side of the
+                # replacement speaks the classic protocol, the instance id is taken over at once (Kafka).
+                unreleased = existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                if unreleased and classic is None and not existing_static.uses_classic_protocol:
                     raise ApiError(
                         Errors.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
@@ -917,4 +919,10 @@ class GroupCoordinator(
         timers = sorted(
             (str(k) for k in self.timers() if k[0] in ("session", "rebalance", SHARE_SESSION_TIMER)),
         )
-        return {"groups": groups, "offsets": offsets, "timers": timers, "share_groups": self.share_state_snapshot()}
+        return {
+            "groups": groups,
+            "offsets": offsets,
+            "timers": timers,
+            "share_groups": self.share_state_snapshot(),
+            "classic_groups": self.classic_state_snapshot(),
+        }

@@ -305,14 +305,19 @@ class OnlineMigration:
                     return True
         return False
 
-    def _behind_target(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
-        """A new target exists for the member (docs/decisions.md M3: the target epoch, not the group epoch)."""
-        return member.member_epoch < group.assignment_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS
+    @staticmethod
+    def _behind(epoch: int, member: ConsumerGroupMember) -> bool:
+        return member.member_epoch < epoch and member.state is not MemberState.UNREVOKED_PARTITIONS
 
-    def _classic_member_must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
-        """Kafka's three reasons to answer a classic Heartbeat with REBALANCE_IN_PROGRESS."""
+    def _classic_member_must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember, epoch: int) -> bool:
+        """Kafka's three reasons to send a classic member back to JoinGroup, behind ``epoch``.
+
+        Behind the group epoch (Kafka) decides the Heartbeat answer: a classic member's JoinGroup
+        is what computes its new target. Behind the target epoch decides the state we show
+        (docs/decisions.md M3): the seed triggers a member's rebalance when its new target exists.
+        """
         return (
-            self._behind_target(group, member)
+            self._behind(epoch, member)
             or member.state is MemberState.UNREVOKED_PARTITIONS
             or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member))
         )
@@ -329,7 +334,7 @@ class OnlineMigration:
             return None
         if self.scheduler.deadline(self, ("sync", group_id, member_id)) is not None:
             return ClassicGroupState.COMPLETING_REBALANCE.value
-        if self._classic_member_must_rejoin(group, member):
+        if self._classic_member_must_rejoin(group, member, group.assignment_epoch):
             return ClassicGroupState.PREPARING_REBALANCE.value
         return ClassicGroupState.STABLE.value
 
@@ -423,7 +428,7 @@ class OnlineMigration:
                 r.protocol_name is not None and r.protocol_name != protocols[0].name
             ):
                 raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
-            if self._behind_target(group, member):
+            if self._behind(group.group_epoch, member):
                 self._schedule_join_timeout_if_absent(group.group_id, member)
                 raise ApiError(Errors.REBALANCE_IN_PROGRESS)
             self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
@@ -445,7 +450,7 @@ class OnlineMigration:
             raise ApiError(Errors.ILLEGAL_GENERATION)
         self._schedule_session(group.group_id, member)
         error = Errors.NONE
-        if self._classic_member_must_rejoin(group, member):
+        if self._classic_member_must_rejoin(group, member, group.group_epoch):
             error = Errors.REBALANCE_IN_PROGRESS
             self._schedule_join_timeout_if_absent(group.group_id, member)
         return CoordinatorResult(HeartbeatResponse(error_code=error), origin="Heartbeat")
