@@ -108,7 +108,7 @@ class ShareConsumerConfig(BaseModel):
     )
     max_poll_records: int = Field(500, gt=0, description="records one ShareFetch may acquire per partition")
     processing_ms_per_record: float = Field(1.0, ge=0)
-    idle_poll_ms: int = Field(100, gt=0, description="wait before fetching again after an empty poll")
+    idle_poll_ms: int = Field(500, gt=0, description="wait before fetching again after an empty poll (a long poll)")
     failures: list[FailureRule] = Field(default_factory=list)
     request_timeout_ms: int = Field(30_000, gt=0)
     retry_backoff_ms: int = Field(100, gt=0)
@@ -226,12 +226,13 @@ class ShareConsumer:
         self._heartbeat()
 
     def crash(self) -> None:
-        """The process dies: no acknowledgements, no leave; the leaders release its records when its
-        sessions end (here: when their locks run out) and the coordinator removes it after the session
-        timeout."""
+        """The process dies: no acknowledgements, no leave. Its connections close, so each leader ends
+        its share session and releases its records; the coordinator removes it after the session timeout."""
         self.alive = False
         self.world.scheduler.cancel_all(self)
         self._pending.clear()
+        for leader in self.world.share.leaders.values():  # its connections close with it
+            leader.close_connection(self.config.group_id, self.member_id)
 
     def pause(self) -> None:
         """The application stops (a long GC): no polls, no heartbeats; locks and the session timeout run."""
@@ -247,6 +248,19 @@ class ShareConsumer:
                 self._processed()
             else:
                 self._timer("poll", 0)
+
+    def settled(self) -> bool:
+        """In the group at the coordinator's epoch, fetching exactly what the coordinator assigned."""
+        if not self.alive or self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
+            return True
+        group = self.world.coordinator.share_groups.get(self.config.group_id)
+        member = group.members.get(self.member_id) if group else None
+        return (
+            self.state is MemberState.STABLE
+            and member is not None
+            and member.member_epoch == self.member_epoch
+            and self.assigned == {(t, p) for t, parts in member.assigned.items() for p in parts}
+        )
 
     # ------------------------------------------------------------------ timers
     def fire_timer(self, key: Any) -> None:
@@ -369,7 +383,7 @@ class ShareConsumer:
 
     # ------------------------------------------------------------------ the application: poll, process, commit
     def _leader(self, tp: TP) -> str:
-        return self.world.share_leader(tp)
+        return self.world.share.leader_of(tp)
 
     def _poll(self) -> None:
         """``poll()``: hand over what arrived (or what explicit mode hands back), else fetch."""

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
+from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.lab.network import LinkConfig
 
 
@@ -166,6 +167,51 @@ class SendRequest(_Action):
     body: dict[str, Any]
 
 
+class AddShareConsumer(_Action):
+    """A new share consumer (KIP-932); it subscribes at once unless ``start`` is false."""
+
+    action: Literal["add_share_consumer"] = "add_share_consumer"
+    member: str = Field(..., min_length=1)
+    config: ShareConsumerConfig
+    start: bool = True
+
+
+class ProduceShareRecords(_Action):
+    """The producer: ``count`` records to each partition of ``topic`` (or to ``partition``), in batches.
+
+    Values are ``<value_prefix><offset>``; with ``poison_every`` = k every k-th is ``poison-<offset>``.
+    ``repeat`` > 1 produces again every ``every_ms`` (a steady producer).
+    """
+
+    action: Literal["produce_share_records"] = "produce_share_records"
+    topic: str = Field(..., min_length=1)
+    count: int = Field(..., ge=1)
+    partition: int | None = Field(None, ge=0)
+    batch_size: int = Field(10, ge=1)
+    value_prefix: str = "record-"
+    poison_every: int = Field(0, ge=0)
+    repeat: int = Field(1, ge=1)
+    every_ms: int = Field(1_000, ge=1)
+
+
+class FailOverShareCoordinator(_Action):
+    """Move ``__share_group_state`` to another broker; the new share coordinator replays its log."""
+
+    action: Literal["fail_over_share_coordinator"] = "fail_over_share_coordinator"
+    to_broker: str | None = None
+
+
+class MoveShareLeader(_Action):
+    """A topic-partition's leadership moves (leader epoch + 1): the old share-partition leader is a zombie."""
+
+    action: Literal["move_share_leader"] = "move_share_leader"
+    topic: str = Field(..., min_length=1)
+    partition: int = Field(0, ge=0)
+    to_broker: str | None = None
+
+
+SHARE_ACTIONS = (AddShareConsumer, ProduceShareRecords, FailOverShareCoordinator, MoveShareLeader)
+
 Action = Annotated[
     AddConsumer
     | AdvanceTo
@@ -185,7 +231,11 @@ Action = Annotated[
     | DeleteTopic
     | RecreateTopic
     | ChangeSubscription
-    | SendRequest,
+    | SendRequest
+    | AddShareConsumer
+    | ProduceShareRecords
+    | FailOverShareCoordinator
+    | MoveShareLeader,
     Field(discriminator="action"),
 ]
 
@@ -214,4 +264,6 @@ FAULTS = (
     DeleteTopic,
     RecreateTopic,
     ChangeSubscription,
+    FailOverShareCoordinator,
+    MoveShareLeader,
 )

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.member_state import MemberState as ClientState
+from kip_lab.clients.share_consumer import ShareConsumer, ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.lab import actions as a
@@ -185,6 +186,23 @@ class Lab:
     def change_subscription(self, member: str, topics: list[str] | None = None, regex: str | None = None) -> None:
         self.apply(a.ChangeSubscription(member=member, topics=topics, regex=regex))
 
+    # share groups (KIP-932)
+    def add_share_consumer(
+        self, name: str, config: ShareConsumerConfig | None = None, *, start: bool = True, **settings: Any
+    ) -> None:
+        """Add a share consumer; ``settings`` are ShareConsumerConfig fields."""
+        self.apply(a.AddShareConsumer(member=name, config=config or ShareConsumerConfig(**settings), start=start))
+
+    def produce_share_records(self, topic: str, count: int, **settings: Any) -> None:
+        """Produce ``count`` records to each partition of ``topic``; ``settings`` are ProduceShareRecords fields."""
+        self.apply(a.ProduceShareRecords(topic=topic, count=count, **settings))
+
+    def fail_over_share_coordinator(self, to_broker: str | None = None) -> None:
+        self.apply(a.FailOverShareCoordinator(to_broker=to_broker))
+
+    def move_share_leader(self, topic: str, partition: int = 0, to_broker: str | None = None) -> None:
+        self.apply(a.MoveShareLeader(topic=topic, partition=partition, to_broker=to_broker))
+
     def send_request(self, member: str, api: str, **body: Any) -> None:
         self.apply(a.SendRequest(member=member, api=api, body=body))
 
@@ -289,7 +307,10 @@ class Lab:
         """Every group Stable and every live member STABLE with nothing left to reconcile."""
         for client in self.world.clients.values():  # the cheap, usual way to say no
             state = getattr(client, "state", None)
-            if isinstance(client, ClassicConsumer):
+            if isinstance(client, ShareConsumer):
+                if not client.settled():
+                    return False
+            elif isinstance(client, ClassicConsumer):
                 if client.alive and state not in GONE_STATES and not client.settled():
                     return False
             elif (
@@ -317,7 +338,7 @@ class Lab:
         if not self._classic_groups_stable(live):
             return False
         for client in self.world.clients.values():
-            if not getattr(client, "alive", False) or not hasattr(client, "state"):
+            if not getattr(client, "alive", False) or not hasattr(client, "state") or isinstance(client, ShareConsumer):
                 continue
             if isinstance(client, ClassicConsumer):
                 if client.state not in GONE_STATES and not self._classic_member_converged(client):

@@ -31,6 +31,10 @@ class EventKind(StrEnum):
     ACTION_APPLIED = "action_applied"  # setup and scripted actions (add a consumer, send a request)
     INVARIANT_VIOLATED = "invariant_violated"
     NOTE = "note"
+    SHARE_ACQUIRED = "share_acquired"  # a share-partition leader acquired records for a member
+    SHARE_STATE_WRITE = "share_state_write"  # a WriteShareGroupState, its transitions and the records written
+    SHARE_STATE_RPC = "share_state_rpc"  # the group coordinator's Initialize/Delete/summary calls
+    SHARE_ACK_RESULT = "share_ack_result"  # a share consumer's acknowledgement commit callback
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import Any
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kip_lab.lab.network import Envelope, LinkConfig, Network, summarize
+from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from kip_lab.protocol.consumer_group import (
@@ -29,6 +30,7 @@ from kip_lab.protocol.consumer_group import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
 )
+from kip_lab.protocol.share_group import ShareGroupHeartbeatResponse
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.runtime.scheduler import Scheduler
 
@@ -45,6 +47,7 @@ HANDLERS = {
     "SyncGroup": "sync_group",
     "Heartbeat": "heartbeat",
     "LeaveGroup": "leave_group",
+    "ShareGroupHeartbeat": "share_group_heartbeat",
 }
 
 
@@ -86,6 +89,8 @@ def not_coordinator_response(api: str, request: Any) -> Any:
         return HeartbeatResponse(error_code=error)
     if api == "LeaveGroup":
         return LeaveGroupResponse(error_code=error)
+    if api == "ShareGroupHeartbeat":
+        return ShareGroupHeartbeatResponse(error_code=error, member_epoch=request.member_epoch)
     return ConsumerGroupInstallAssignmentResponse(error_code=error)
 
 
@@ -98,7 +103,9 @@ class Broker:
 
     def receive(self, envelope: Envelope) -> None:
         world = self.world
-        if world.coordinator_host != self.name:
+        if envelope.api in SHARE_LEADER_APIS:  # served by this broker's share-partition leader
+            response = world.share.serve(self.name, envelope.api, envelope.payload)
+        elif world.coordinator_host != self.name:
             response = not_coordinator_response(envelope.api, envelope.payload)
         else:
             handler = getattr(world.coordinator, HANDLERS[envelope.api])
@@ -135,6 +142,8 @@ class World:
         self.actions_scheduled = 0
         self.action_timers = ScheduledActions(self)
         self.listeners: dict[str, Any] = {}  # user rebalance listeners by member name
+        self.share = ShareWorld(self)  # KIP-932: topic logs, share-partition leaders, the share coordinator
+        self.coordinator.share_state_rpc = self.share.call_share_coordinator
 
     def __deepcopy__(self, memo: dict) -> World:
         # The log only grows and its records are immutable: share them instead of copying.
@@ -265,6 +274,8 @@ class World:
             self.produce_rate[topic_id] = rate
         elif isinstance(action, a.ChangeSubscription):
             self.client(action.member).change_subscription(action.topics, action.regex)
+        elif isinstance(action, a.SHARE_ACTIONS):
+            self.share.perform(action)
         elif isinstance(action, a.SendRequest):
             self.scripted(action.member).send(action.api, action.body)
         else:
@@ -315,6 +326,7 @@ class World:
         self.coordinator = GroupCoordinator.from_log(
             self.log, self.coordinator_config, self.cluster, scheduler=self.scheduler, seed=self.rng.getrandbits(32)
         )
+        self.coordinator.share_state_rpc = self.share.call_share_coordinator
         for result in self.coordinator.load_results:
             self.emit_result(target, result, "load")
 

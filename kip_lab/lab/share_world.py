@@ -1,0 +1,228 @@
+"""The share-group side of a Lab world (KIP-932): topic logs, share-partition leaders, the share coordinator.
+
+Each broker runs a ``SharePartitionLeader`` for the topic-partitions it leads (leadership is
+spread over the brokers by a stable hash); the share coordinator owns one
+``__share_group_state`` partition whose log survives its failover. Every
+WriteShareGroupState a leader sends and every acquisition it makes is traced, with the
+share-partition's start and end offsets after it, which is what the invariants, the metrics
+and the record-state strip read.
+
+Actions: ``AddShareConsumer``, ``ProduceShareRecords`` (optionally repeating: the producer
+model), and the faults ``FailOverShareCoordinator`` and ``MoveShareLeader`` (the old leader
+becomes a zombie that the share coordinator fences by leader epoch). Slow processing (lock
+timeouts) is a consumer setting (``processing_ms_per_record``, a ``hang`` failure rule).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from kip_lab.clients.share_consumer import ShareConsumer
+from kip_lab.coordinator.share_group import call_share_coordinator
+from kip_lab.protocol.common import Message
+from kip_lab.runtime.log import PartitionLog
+from kip_lab.share.admin import ShareAdmin, TimestampedLogs
+from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.coordinator import STATE_TOPIC, ShareCoordinator
+from kip_lab.share.leader import SharePartitionLeader
+from kip_lab.share.persister import CoordinatorPersister, SentWrite
+from kip_lab.share.topic_log import TopicLog
+
+TP = tuple[str, int]  # (topic id, partition)
+SHARE_LEADER_APIS = ("ShareFetch", "ShareAcknowledge")
+
+
+def _summary(model: Message | None) -> Any:
+    return None if model is None else model.model_dump(mode="json")
+
+
+class LabPersister(CoordinatorPersister):
+    """One broker's persister: sends to the share coordinator of the moment and traces each write."""
+
+    def __init__(self, share: ShareWorld, broker: str) -> None:
+        super().__init__(share.coordinator_for)
+        self.share = share
+        self.broker = broker
+
+    def _deliver(self, sent: SentWrite) -> None:
+        coordinator = self.share.coordinator
+        before = coordinator.log.end_offset
+        super()._deliver(sent)
+        sp, write = sent.partition, sent.write
+        self.share.world.emit(
+            self.broker,
+            "share_state_write",
+            {
+                "group_id": sp.group_id,
+                "topic_id": sp.topic_id,
+                "partition": sp.partition,
+                "origin": write.origin,
+                "request": _summary(sent.request.topics[0].partitions[0]),
+                "transitions": [[t.first_offset, t.last_offset, t.trigger, t.target] for t in write.transitions],
+                "error": None if write.error in (None, 0) else write.error.name,
+                "records": [
+                    {"type": type(e.record.key).__name__, "value": _summary(e.record.value)}
+                    for e in coordinator.log.entries(before)
+                ],
+                "spso": sp.spso,
+                "speo": sp.speo,
+            },
+        )
+
+
+class ShareWorld:
+    def __init__(self, world: Any, config: SharePartitionConfig | None = None) -> None:
+        self.world = world
+        self.config = config or SharePartitionConfig()
+        self.log = PartitionLog(STATE_TOPIC, 0)  # replicated: survives the share coordinator's failover
+        self.coordinator = ShareCoordinator(log=self.log)
+        self.coordinator_host = sorted(world.brokers)[0]
+        self.group_configs: dict[str, SharePartitionConfig] = {}
+        self.leaders = {
+            b: SharePartitionLeader(
+                LabPersister(self, b), scheduler=world.scheduler, config=self.config, group_configs=self.group_configs
+            )
+            for b in sorted(world.brokers)
+        }
+        self.logs = TimestampedLogs()  # by (topic name, partition), for the admin's offset lookups
+        self.leadership: dict[TP, tuple[str, int]] = {}  # (topic id, partition) -> (broker, leader epoch)
+
+    # ------------------------------------------------------------------ lookups
+    def coordinator_for(self, group_id: str, topic_id: str, partition: int) -> ShareCoordinator:
+        return self.coordinator
+
+    def call_share_coordinator(self, request: Message) -> Any:
+        """The group coordinator's InitializeShareGroupState / DeleteShareGroupState / summaries."""
+        result = call_share_coordinator(self.coordinator, request)
+        self.world.emit(
+            self.coordinator_host,
+            "share_state_rpc",
+            {
+                "api": type(request).__name__.removesuffix("Request"),
+                "request": _summary(request),
+                "response": _summary(result.response),
+                "records": [{"type": type(r.key).__name__, "value": _summary(r.value)} for r in result.records],
+            },
+        )
+        return result.response
+
+    def topic_log(self, tp: TP) -> TopicLog:
+        """The partition's log, created with its leader on first use."""
+        self.leader_of(tp)
+        topic = self.world.cluster.topic_by_id(tp[0])
+        return self.logs.logs[(topic.name, tp[1])]
+
+    def leader_of(self, tp: TP) -> str:
+        """The broker leading ``tp`` (ShareFetch and ShareAcknowledge go there)."""
+        found = self.leadership.get(tp)
+        if found is not None:
+            return found[0]
+        topic = self.world.cluster.topic_by_id(tp[0])
+        if topic is None:
+            raise KeyError(f"unknown topic id {tp[0]!r}")
+        names = sorted(self.world.brokers)
+        broker = names[zlib.crc32(f"{topic.name}:{tp[1]}".encode()) % len(names)]
+        log = self.logs.logs.setdefault((topic.name, tp[1]), TopicLog(tp[0], tp[1]))
+        self.leaders[broker].add_log(log, 0)
+        self.leadership[tp] = (broker, 0)
+        return broker
+
+    def share_partition(self, group_id: str, tp: TP) -> Any:
+        """The current leader's share-partition for the group, if it has loaded one."""
+        return self.leaders[self.leader_of(tp)].partitions.get((group_id, *tp))
+
+    def admin(self) -> ShareAdmin:
+        return ShareAdmin(self.world.coordinator, self.logs, self.group_configs)
+
+    # ------------------------------------------------------------------ the brokers' side
+    def serve(self, broker: str, api: str, request: Any) -> Any:
+        """ShareFetch / ShareAcknowledge at ``broker``'s share-partition leader, traced."""
+        leader = self.leaders[broker]
+        response = leader.share_fetch(request) if api == "ShareFetch" else leader.share_acknowledge(request)
+        if api == "ShareFetch":
+            for topic in response.responses:
+                for p in topic.partitions:
+                    if not p.acquired_records:
+                        continue
+                    sp = leader.partitions.get((request.group_id, topic.topic_id, p.partition_index))
+                    self.world.emit(
+                        broker,
+                        "share_acquired",
+                        {
+                            "group_id": request.group_id,
+                            "member_id": request.member_id,
+                            "topic_id": topic.topic_id,
+                            "partition": p.partition_index,
+                            "ranges": [[r.first_offset, r.last_offset, r.delivery_count] for r in p.acquired_records],
+                            "spso": sp.spso if sp else None,
+                            "speo": sp.speo if sp else None,
+                        },
+                    )
+        return response
+
+    # ------------------------------------------------------------------ actions
+    def perform(self, action: Any) -> None:
+        from kip_lab.lab import actions as a
+
+        world = self.world
+        if isinstance(action, a.AddShareConsumer):
+            if action.member in world.clients or action.member in world.brokers:
+                raise ValueError(f"an actor named {action.member!r} already exists")
+            client = ShareConsumer(action.member, action.config, world)
+            world.clients[action.member] = client
+            if action.start:
+                client.subscribe()
+        elif isinstance(action, a.ProduceShareRecords):
+            self._produce(action)
+        elif isinstance(action, a.FailOverShareCoordinator):
+            names = sorted(world.brokers)
+            target = action.to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
+            if target not in world.brokers:
+                raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+            self.coordinator_host = target
+            self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
+            world.emit(target, "note", {"text": f"share coordinator loaded {self.log.end_offset} records"})
+        elif isinstance(action, a.MoveShareLeader):
+            topic = world.cluster.topic(action.topic)
+            tp = (topic.topic_id, action.partition)
+            old, epoch = self.leadership.get(tp) or (self.leader_of(tp), 0)
+            names = sorted(world.brokers)
+            target = action.to_broker or names[(names.index(old) + 1) % len(names)]
+            if target not in world.brokers or target == old:
+                raise ValueError(f"cannot move {action.topic}-{action.partition} from {old} to {target!r}")
+            self.leadership[tp] = (target, epoch + 1)
+            self.leaders[target].add_log(self.topic_log(tp), epoch + 1)
+            world.emit(
+                "lab",
+                "note",
+                {
+                    "text": f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
+                    f"{old} is a zombie until it learns so"
+                },
+            )
+        else:
+            raise TypeError(f"not a share action: {action!r}")
+
+    def _produce(self, action: Any) -> None:
+        world = self.world
+        topic = world.cluster.topic(action.topic)
+        partitions = range(topic.num_partitions) if action.partition is None else [action.partition]
+        produced = {}
+        for p in partitions:
+            tp = (topic.topic_id, p)
+            log = self.topic_log(tp)
+            base = log.high_watermark
+            values = []
+            for n in range(base, base + action.count):
+                poison = action.poison_every and (n + 1) % action.poison_every == 0
+                values.append(f"poison-{n}" if poison else f"{action.value_prefix}{n}")
+            for start in range(0, len(values), action.batch_size):
+                chunk = values[start : start + action.batch_size]
+                offsets = log.append(values=chunk)
+                self.logs.appended(topic.name, p, offsets.start, world.scheduler.now_ms)
+            produced[f"{topic.name}-{p}"] = [base, log.high_watermark]
+        world.emit("producer", "note", {"text": f"produced {action.count} records per partition", "produced": produced})
+        if action.repeat > 1:
+            again = action.model_copy(update={"repeat": action.repeat - 1})
+            world.schedule_action(again, world.scheduler.now_ms + action.every_ms)
