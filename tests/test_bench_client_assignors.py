@@ -1,0 +1,71 @@
+"""The client-side assignor benchmark runs end to end in quick mode (correctness only, not timing)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    """``benchmarks`` is not an installed package, so import it from the repository root."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    return importlib.import_module("benchmarks.bench_client_assignors")
+
+
+def test_quick_benchmark_returns_checked_rows(bench: ModuleType) -> None:
+    rows = bench.run_benchmarks(quick=True, runs=1)
+    assert [row.case.rsplit(" ", 1)[0] for row in rows] == [
+        "cooperative-sticky scratch",
+        "cooperative-sticky one joins",
+        "cooperative-sticky one leaves",
+        "sticky scratch",
+        "range",
+        "roundrobin",
+    ]
+    assert all(row.median_ms > 0 and row.target_ms is None and row.verdict == "-" for row in rows)
+
+
+def test_quick_mode_exits_zero(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench.main(["--quick", "--runs", "1"]) == 0
+    assert "median ms" in capsys.readouterr().out
+
+
+def test_the_groups_are_what_their_names_say(bench: ModuleType) -> None:
+    joining = bench.joining_group(4, 2, 3)
+    assert len(joining.subscriptions) == 5 and joining.subscriptions["member-joiner"].owned_partitions == []
+    assert sum(len(s.owned_partitions) for s in joining.subscriptions.values()) == 6
+    leaving = bench.leaving_group(4, 2, 3)
+    assert sorted(leaving.subscriptions) == [f"member-{m:05d}" for m in range(1, 5)]
+
+
+def test_the_check_rejects_wrong_results(bench: ModuleType) -> None:
+    group = bench.joining_group(2, 1, 2)  # member-00000 owns topic-00 p0, member-00001 p1
+
+    def result(**partitions: list[tuple[str, int]]) -> dict[str, ConsumerProtocolAssignment]:
+        names = {"a": "member-00000", "b": "member-00001", "j": "member-joiner"}
+        return {names[k]: ConsumerProtocolAssignment(version=3, assigned_partitions=v) for k, v in partitions.items()}
+
+    with pytest.raises(AssertionError, match="went to a new owner"):
+        bench.check_result("cooperative-sticky", group, result(a=[("topic-00", 0)], b=[], j=[("topic-00", 1)]))
+    with pytest.raises(AssertionError, match="assigned twice"):
+        bench.check_result("range", group, result(a=[("topic-00", 0)], b=[("topic-00", 0)], j=[]))
+    with pytest.raises(AssertionError, match="not covered exactly once"):
+        bench.check_result("range", group, result(a=[("topic-00", 0)], b=[], j=[]))
+    with pytest.raises(AssertionError, match="does not exist"):
+        bench.check_result("cooperative-sticky", group, result(a=[("topic-00", 0)], b=[("topic-00", 9)], j=[]))
+    with pytest.raises(AssertionError, match="every member"):
+        bench.check_result("range", group, result(a=[("topic-00", 0), ("topic-00", 1)], b=[]))
+    scratch = bench.scratch_group(2, 1, 2)
+    assert isinstance(scratch.subscriptions["member-00000"], ConsumerProtocolSubscription)
+    with pytest.raises(AssertionError, match="nobody owns"):
+        bench.check_result("cooperative-sticky", scratch, result(a=[("topic-00", 0)], b=[]))
+    bench.check_result("cooperative-sticky", group, result(a=[("topic-00", 0)], b=[("topic-00", 1)], j=[]))
