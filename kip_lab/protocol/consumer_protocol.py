@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from abc import abstractmethod
 from typing import Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
@@ -42,6 +43,7 @@ def _sorted_partitions(value: list[TopicPartition]) -> list[TopicPartition]:
 
 
 def partitions_to_json(partitions: list[TopicPartition]) -> dict[str, list[int]]:
+    """``[(topic, partition)]`` -> ``{topic: [partitions]}``, the compact form on the wire."""
     grouped: dict[str, list[int]] = {}
     for topic, partition in partitions:
         grouped.setdefault(topic, []).append(partition)
@@ -49,6 +51,7 @@ def partitions_to_json(partitions: list[TopicPartition]) -> dict[str, list[int]]
 
 
 def partitions_from_json(name: str, field: str, value: Any) -> list[TopicPartition]:
+    """The inverse of :func:`partitions_to_json`; ``name`` and ``field`` label the error."""
     if not isinstance(value, dict) or not all(
         isinstance(parts, list) and all(type(p) is int for p in parts) for parts in value.values()
     ):
@@ -123,12 +126,14 @@ class _EmbeddedMessage(Message):
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
             raise ConsumerProtocolError(f"{name}: {problems}") from None
 
+    @abstractmethod
     def _fields_to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Every field but the version, JSON-ready."""
 
     @classmethod
+    @abstractmethod
     def _fields_from_json(cls, body: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+        """Model arguments from the carried fields of a parsed body."""
 
 
 class ConsumerProtocolSubscription(_EmbeddedMessage):
