@@ -14,10 +14,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# One environment for both jobs: the tests run the notebooks, the widgets and a browser.
+# One environment for both jobs: the tests run the notebooks, the widgets, a browser and Spark sweeps.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	bash scripts/system-deps.sh
-	$(PIP) install -e ".[lab,test]"
+	$(PIP) install -e ".[lab,test,spark]"
 	@touch $@
 
 # --allow-root: JupyterLab refuses root without it, and containers (Binder, CI) often are root.

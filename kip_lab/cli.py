@@ -64,6 +64,17 @@ def _parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the scenario JSON Schema, or write it to PATH")
     schema.add_argument("path", nargs="?", type=Path)
     schema.set_defaults(command=_schema)
+
+    sweep = commands.add_parser(
+        "sweep", help="run a sweep spec (a grid of runs) on Spark or in-process into Parquet tables; resumable"
+    )
+    sweep.add_argument("spec", type=Path, help="a sweep spec (.yaml): template or scenario, grid, seeds")
+    sweep.add_argument("--out", type=Path, required=True, help="the output folder (run again to resume)")
+    target = sweep.add_mutually_exclusive_group()
+    target.add_argument("--master", help="a Spark master URL (default: $KIP_LAB_SPARK_MASTER, else local[*])")
+    target.add_argument("--remote", help="a Spark Connect endpoint, sc://host:port (default: $KIP_LAB_SPARK_REMOTE)")
+    target.add_argument("--in-process", action="store_true", help="run in this process without Spark")
+    sweep.set_defaults(command=_sweep)
     return parser
 
 
@@ -179,6 +190,26 @@ def _schema(args: argparse.Namespace) -> int:
         export_schema(args.path)
         print(f"wrote {args.path}")
     return OK
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """Validate the spec before anything starts (exit 2 naming the field), then run; exit 1 if a run failed."""
+    if find_spec("pyarrow") is None:
+        print('kip-lab sweep needs the spark extra: pip install "kip-lab[spark]"', file=sys.stderr)
+        return INVALID
+    from kip_lab.pipeline import SweepOutputError, load_sweep, run_sweep
+    from kip_lab.pipeline.session import SparkSettings, SparkSetupError, spark_session
+
+    spec = load_sweep(args.spec)
+    try:
+        settings = SparkSettings.from_env(master=args.master, remote=args.remote)
+        spark = None if args.in_process else spark_session(settings)
+        summary = run_sweep(spec, args.out, executor="local" if args.in_process else "spark", spark=spark)
+    except (SweepOutputError, SparkSetupError) as exc:
+        print(f"kip-lab sweep: {exc}", file=sys.stderr)
+        return INVALID
+    print(summary)
+    return FAILED if summary.failed else OK
 
 
 if __name__ == "__main__":

@@ -30,9 +30,7 @@ MAX_ERROR_CHARS = 4_000
 
 def param_columns(spec: SweepSpec) -> list[tuple[str, pa.DataType]]:
     """The runs table's parameter columns of this sweep, typed from the values each takes."""
-    return [
-        (column_name(name), s.param_type([point.get(name) for point in spec.points])) for name in spec.dimensions
-    ]
+    return [(column_name(name), s.param_type([point.get(name) for point in spec.points])) for name in spec.dimensions]
 
 
 def failed_scenario_path(out: str | Path, run_id: str) -> Path:
@@ -62,8 +60,9 @@ def execute_run(spec: SweepSpec, run: PlannedRun, out: str | Path) -> dict[str, 
         **{name: None for name in s.METRIC_NAMES},
         "events": None,
     }
-    for (name, kind), value in zip(param_columns(spec), [spec.points[run.point].get(d) for d in spec.dimensions],
-                                   strict=True):
+    for (name, kind), value in zip(
+        param_columns(spec), [spec.points[run.point].get(d) for d in spec.dimensions], strict=True
+    ):
         row[name] = s.param_value(value, kind)
     try:
         result = run_scenario(spec.scenario_for(run.point, run.seed))

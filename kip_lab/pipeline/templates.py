@@ -91,7 +91,7 @@ class TemplateParams(BaseModel):
     def scenario(self, name: str, seed: int, events: list[dict[str, Any]]) -> Scenario:
         """The scenario of this group with these timed events, run until stable after the last one."""
         low, high = max(0.0, self.latency_ms - self.jitter_ms), self.latency_ms + self.jitter_ms
-        latency = {"kind": "uniform", "low": low, "high": high} if self.jitter_ms else {"kind": "fixed", "ms": self.latency_ms}
+        latency = {"kind": "uniform", "low": low, "high": high} if self.jitter_ms else {"ms": self.latency_ms}
         defaults = CoordinatorConfig()
         coordinator = {
             "session_timeout_ms": self.session_timeout_ms,
