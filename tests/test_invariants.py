@@ -86,8 +86,9 @@ def on_next_heartbeat(lab: Lab, member: str, change: Callable[[Lab, Any], Any]) 
     coordinator.consumer_group_heartbeat = handler
 
 
-def test_the_five_invariants_are_named() -> None:
+def test_the_six_invariants_are_named() -> None:
     assert set(INVARIANTS) == {
+        "classic-assignment-disjoint",
         "single-owner",
         "epochs-never-go-back",
         "target-covers-subscriptions",

@@ -29,6 +29,8 @@ LIBRARY = Path(__file__).resolve().parents[1] / "kip_lab" / "scenarios" / "libra
 SCHEMA = Path(__file__).resolve().parents[1] / "kip_lab" / "scenarios" / "scenario.schema.json"
 SHIPPED = [
     "basic",
+    "classic_cooperative_rolling_bounce",
+    "classic_eager_rolling_bounce",
     "coordinator_failover",
     "lost_heartbeat",
     "member_failure",

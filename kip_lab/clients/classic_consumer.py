@@ -236,6 +236,9 @@ class ClassicConsumer(ApplicationLoop):
     def _assignment_payload(self) -> dict[str, Any]:
         payload = super()._assignment_payload()
         payload["assigned"] = None if self.assigned is None else [list(tp) for tp in sorted(self.assigned)]
+        topics = {tp[0] for tp in (*self.owned, *self.fetching, *(self.assigned or ()))}
+        names = {t: self.world.cluster.topic_by_id(t) for t in sorted(topics)}
+        payload["topic_names"] = {t: topic.name for t, topic in names.items() if topic is not None}
         return payload
 
     def settled(self) -> bool:

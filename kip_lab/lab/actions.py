@@ -62,10 +62,12 @@ class Crash(_Action):
 
 
 class Restart(_Action):
-    """A crashed or closed member comes back as a new incarnation (same config)."""
+    """A crashed or closed member comes back as a new incarnation: the same config, or ``config``
+    (a new version or new settings: an upgrade's rolling bounce, a switch of group.protocol)."""
 
     action: Literal["restart"] = "restart"
     member: str
+    config: ClassicConsumerConfig | ConsumerConfig | None = None
 
 
 class Pause(_Action):

@@ -13,16 +13,21 @@ from typing import Any
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import MemberState
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 INVARIANTS: dict[str, str] = {
-    "single-owner": "No partition is owned by two live members of the group, as the clients see it.",
+    "single-owner": "No partition is owned by two live members of the group, as the clients see it "
+    "(classic and mixed groups included, across generations).",
     "epochs-never-go-back": "Group, assignment and member epochs never decrease (a rejoin restarts at 0).",
     "target-covers-subscriptions": "A current target assigns every subscribed partition exactly once.",
     "stable-means-converged": "In a Stable group every member is at the group epoch with nothing pending.",
     "partition-epochs-match-ownership": "The coordinator's partition epochs are exactly what its members hold.",
 }
 
+    "classic-assignment-disjoint": "A classic generation's stored assignment gives each partition to one member.",
 GONE = (ClientState.UNSUBSCRIBED, ClientState.FENCED, ClientState.STALE, ClientState.FATAL)
+
+INVARIANTS.update(SHARE_INVARIANTS)
 
 # What each group check reads, by the record types that can change it (replay is the only writer).
 TARGET_INPUTS = frozenset(
@@ -74,14 +79,16 @@ class InvariantChecker:
         return found
 
     def _single_owner(self, world: Any) -> list[tuple[str, str]]:
-        """Within each group (two groups may well read the same partition)."""
+        """Within each group (two groups may well read the same partition); classic and mixed
+        groups too, whatever generation each member is at."""
         groups = world.coordinator.groups
         members: dict[str, list[tuple[str, Any]]] = {}
         for name, client in world.clients.items():
             if not getattr(client, "alive", False) or not hasattr(client, "owned") or client.state in GONE:
                 continue
             group_id = client.config.group_id
-            group = groups.get(group_id)
+            group = groups.get(group_id) or classic_groups.get(group_id)
+        classic_groups = world.coordinator.classic_groups
             if group is None or client.member_id not in group.members:
                 continue  # removed by the coordinator: a zombie until it hears so
             if client.owned:
@@ -104,6 +111,26 @@ class InvariantChecker:
         memory = self.client_epochs
         for name, client in world.clients.items():
             epoch = getattr(client, "member_epoch", None)
+
+    def _classic_assignments(self, world: Any) -> list[tuple[str, str]]:
+        """The leader's SyncGroup assignment, as the coordinator stored it for the generation."""
+        found = []
+        for group_id, group in sorted(world.coordinator.classic_groups.items()):
+            seen: dict[tuple[str, int], str] = {}
+            for member_id, member in sorted(group.members.items()):
+                if not member.assignment:
+                    continue
+                for tp in ConsumerProtocolAssignment.decode(member.assignment).assigned_partitions:
+                    if tp in seen:
+                        found.append(
+                            (
+                                "classic-assignment-disjoint",
+                                f"group {group_id} generation {group.generation_id}: {tp[0]}-{tp[1]} "
+                                f"assigned to {seen[tp]} and {member_id}",
+                            )
+                        )
+                    seen[tp] = member_id
+        return found
             if epoch is None:
                 continue
             key = (name, client.incarnation)

@@ -146,8 +146,9 @@ class Lab:
     def crash(self, member: str) -> None:
         self.apply(a.Crash(member=member))
 
-    def restart(self, member: str) -> None:
-        self.apply(a.Restart(member=member))
+    def restart(self, member: str, config: Any = None) -> None:
+        """Restart ``member`` as a new incarnation, with its config or ``config`` (an upgrade)."""
+        self.apply(a.Restart(member=member, config=config))
 
     def close(self, member: str) -> None:
         self.apply(a.Close(member=member))

@@ -65,6 +65,7 @@ from typing import Any
 TP = tuple[str, int]
 
 GONE = ("UNSUBSCRIBED", "FATAL", "STALE")
+HEARTBEAT_APIS = ("ConsumerGroupHeartbeat", "Heartbeat")  # the new consumer's and the classic one's
 
 
 @dataclass
@@ -77,6 +78,10 @@ class _Client:
     owned: frozenset[TP] = frozenset()
     fetching: frozenset[TP] = frozenset()
     subscription: tuple[tuple[str, ...], str | None] = ((), None)  # sorted topic names, regex
+    classic: bool = False  # group.protocol=classic
+    generation: int = -1  # a classic client's generation
+    assigned: frozenset[TP] | None = None  # a classic client's last SyncGroup assignment
+    rejoin_pending: bool = False  # a classic client asked to rejoin and has not sent JoinGroup yet
 
     @property
     def live(self) -> bool:
@@ -126,6 +131,7 @@ class _Replay:
     def __init__(self) -> None:
         self.clients: dict[str, _Client] = {}
         self.groups: dict[str, _Group] = {}
+        self.classic_groups: dict[str, tuple[int, frozenset[str]]] = {}  # group -> (generation, member ids)
         self.topics: dict[str, int] = {}  # topic name -> partitions in the cluster
         self.names: dict[str, str] = {}  # topic id -> name
         # unavailability: (group, tp) -> state
@@ -163,6 +169,8 @@ class _Replay:
             if key not in self.seen:
                 self.seen.add(key)
                 self.unavailable.setdefault(key, 0)
+            if client.classic:
+                self.exists.add(key)
             self._update_down(key, now)
         client.fetching = fetching
 
@@ -195,21 +203,31 @@ class _Replay:
             client = self.clients.get(event.actor)
             if client is None:
                 return
-            if payload.get("from") == "UNSUBSCRIBED" and payload.get("to") == "JOINING":
+            if payload.get("from") == "UNSUBSCRIBED" and payload.get("to") in ("JOINING", "UNJOINED"):
                 client.owned = frozenset()
                 self._set_fetching(event.actor, client, frozenset(), now)
             client.state = payload["to"]
             client.member_id = payload.get("member_id", client.member_id)
+            if client.classic:
+                client.generation = payload.get("generation_id", client.generation)
+                if client.state in ("PREPARING_REBALANCE", *GONE):
+                    client.rejoin_pending = False
         elif kind == "assignment_changed":
             client = self.clients.get(event.actor)
             if client is None:
                 return
             client.member_id = payload.get("member_id", client.member_id)
+            if client.classic:
+                assigned = payload.get("assigned")
+                client.assigned = None if assigned is None else frozenset(tuple(tp) for tp in assigned)
+                self.names.update(payload.get("topic_names", {}))
             client.owned = frozenset(tuple(tp) for tp in payload.get("owned", ()))
             self._set_fetching(event.actor, client, frozenset(tuple(tp) for tp in payload.get("fetching", ())), now)
         elif kind == "handler_result":
             for record in payload.get("records") or ():
                 self._record(record, now)
+        elif kind == "note" and "rejoin" in payload and event.actor in self.clients:
+            self.clients[event.actor].rejoin_pending = True
 
     def _action(self, payload: dict[str, Any], now: int) -> None:
         action = payload.get("action")
@@ -219,6 +237,7 @@ class _Replay:
             self.clients[member] = _Client(
                 group=config["group_id"],
                 subscription=_subscription(config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")),
+                classic=config.get("group_protocol") == "classic",
             )
         elif action == "change_subscription" and member in self.clients:
             self.clients[member].subscription = _subscription(payload.get("topics"), payload.get("regex"))
@@ -227,6 +246,14 @@ class _Replay:
         elif action == "restart" and member in self.clients:
             client = self.clients[member]
             client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
+            client.assigned, client.rejoin_pending, client.generation = None, False, -1
+            config = payload.get("config")
+            if config:  # restarted with another config: another version, or another group.protocol
+                client.group = config["group_id"]
+                client.subscription = _subscription(
+                    config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")
+                )
+                client.classic = config.get("group_protocol") == "classic"
         elif action == "pause" and member in self.clients:
             self.clients[member].paused = True
         elif action == "resume" and member in self.clients:
@@ -240,10 +267,15 @@ class _Replay:
             self.topics[payload["topic"]] += payload["count"]
         elif action == "delete_topic":
             self.topics.pop(payload.get("topic"), None)
+        if action in ("delete_topic", "recreate_topic"):
+            self._classic_topic_gone(payload["topic"], now)
 
     def _record(self, record: dict[str, Any], now: int) -> None:
         key, value = record["key"], record["value"]
         kind = key.get("type")
+        if kind == "GroupMetadataKey":
+            self._classic_record(key["group"], value)
+            return
         group_id = key.get("group_id")
         if group_id is None:
             return  # an offset commit
@@ -288,6 +320,58 @@ class _Replay:
                 member.state = value.get("state", "STABLE")
                 member.assigned = _partitions(value.get("topic_partitions"))
 
+    # -- classic groups ---------------------------------------------------------------------
+    def _classic_record(self, group_id: str, value: dict[str, Any] | None) -> None:
+        """A classic group's GroupMetadataValue: written when a rebalance completes (None: deleted)."""
+        if not value:
+            self.classic_groups.pop(group_id, None)
+            return
+        members = frozenset(m["member_id"] for m in value.get("members", ()))
+        self.classic_groups[group_id] = (value.get("generation", 0), members)
+
+    def _is_classic_group(self, group_id: str) -> bool:
+        return group_id in self.classic_groups or any(
+            c.classic and c.group == group_id for c in self.clients.values()
+        )
+
+    def _classic_topic_gone(self, topic: str, now: int) -> None:
+        """A deleted (or recreated) topic's partitions stop existing for classic groups, which
+        write no partition metadata; a classic group's partition exists once someone fetched it."""
+        for key in sorted(self.exists):
+            group_id, tp = key
+            if self.names.get(tp[0]) == topic and self._is_classic_group(group_id):
+                self.exists.discard(key)
+                self._update_down(key, now)
+
+    def _classic_stable(self, live: dict[tuple[str, str], _Client]) -> bool:
+        """Each classic client STABLE with no rejoin pending and owning what its last SyncGroup gave;
+        each classic group's last completed generation holds exactly its live classic clients."""
+        for (group_id, member_id), client in live.items():
+            if not client.classic:
+                continue
+            if client.rejoin_pending or client.assigned != client.owned:
+                return False
+            classic = self.classic_groups.get(group_id)
+            if classic is not None and (member_id not in classic[1] or client.generation != classic[0]):
+                return False
+            if classic is None and member_id not in self.groups.get(group_id, _Group()).members:
+                return False
+        for group_id, (_, members) in self.classic_groups.items():
+            if any((group_id, member_id) not in live for member_id in members):
+                return False  # a member whose process is gone, or one that left
+        # Partitions added that the leader has not noticed yet: a subscribed topic not fully owned.
+        owned: dict[tuple[str, str], int] = {}
+        for (group_id, _), client in live.items():
+            for tp in client.owned if client.classic else ():
+                name = self.names.get(tp[0], tp[0])
+                owned[(group_id, name)] = owned.get((group_id, name), 0) + 1
+        for (group_id, _), client in live.items():
+            if client.classic and any(
+                self.topics.get(name, 0) != owned.get((group_id, name), 0) for name in client.subscription[0]
+            ):
+                return False
+        return True
+
     # -- stability ------------------------------------------------------------------------
     def is_stable(self) -> bool:
         live: dict[tuple[str, str], _Client] = {}
@@ -299,6 +383,8 @@ class _Replay:
             if client.state != "STABLE" or client.owned != client.fetching:
                 return False
             live[(client.group, client.member_id)] = client
+        if not self._classic_stable(live):
+            return False
         for group_id, group in self.groups.items():
             if not group.members:
                 continue
@@ -314,6 +400,8 @@ class _Replay:
                 return False
         for group_id, member_id in live:
             group = self.groups.get(group_id)
+            if live[(group_id, member_id)].classic and group_id in self.classic_groups:
+                continue  # checked against its classic group above
             if group is None or member_id not in group.members:
                 return False  # a live client the coordinator does not know (yet)
         return True
@@ -387,11 +475,11 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
                 pending.append(trigger)
             if kind == "message_sent":
                 sent_ids.add(payload.get("id"))
-                if payload.get("api") == "ConsumerGroupHeartbeat" and payload.get("from") in senders:
+                if payload.get("api") in HEARTBEAT_APIS and payload.get("from") in senders:
                     heartbeats += 1
             elif kind == "message_dropped":
                 at_send = payload.get("id") not in sent_ids
-                if at_send and payload.get("api") == "ConsumerGroupHeartbeat" and payload.get("from") in senders:
+                if at_send and payload.get("api") in HEARTBEAT_APIS and payload.get("from") in senders:
                     heartbeats += 1
             elif kind == "handler_result":
                 records += len(payload.get("records") or ())

@@ -238,7 +238,7 @@ class World:
             old = self.client(action.member)
             if old.alive:
                 old.crash()
-            client = self.new_client(action.member, old.config, incarnation=old.incarnation + 1)
+            client = self.new_client(action.member, action.config or old.config, incarnation=old.incarnation + 1)
             self.clients[action.member] = client
             client.subscribe()
         elif isinstance(action, a.Pause):

@@ -36,6 +36,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kip_lab.clients.classic_consumer import ClassicConsumerConfig
+from kip_lab.clients.classic_member_state import ClassicMemberState
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import CoordinatorConfig, GroupState
@@ -85,11 +87,23 @@ class TopicSpec(_Spec):
     produce_rate_per_s: float = Field(100.0, ge=0, description="records produced per second per partition")
 
 
+CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
+
+
 class MemberSpec(ConsumerConfig):
-    """A member: a new-protocol consumer (``ConsumerConfig`` fields), or ``scripted: true``."""
+    """A member: a new-protocol consumer (``ConsumerConfig`` fields), a classic consumer
+    (``group_protocol: classic`` and ``ClassicConsumerConfig`` fields), or ``scripted: true``."""
 
     scripted: bool = Field(False, description="driven only by send_request events; takes no consumer settings")
     start_at_ms: int = Field(0, ge=0, description="when the consumer subscribes (0: at once)")
+    group_protocol: Literal["consumer", "classic"] = Field(
+        "consumer", description="consumer: KIP-848 heartbeats; classic: JoinGroup/SyncGroup (KIP-429)"
+    )
+    partition_assignment_strategy: list[str] | None = Field(
+        None, description="classic only: client-side assignors, preferred first (default: range, cooperative-sticky)"
+    )
+    session_timeout_ms: int | None = Field(None, gt=0, description="classic only (default 45000)")
+    heartbeat_interval_ms: int | None = Field(None, gt=0, description="classic only (default 3000)")
 
     @model_validator(mode="after")
     def _subscription(self) -> MemberSpec:  # replaces ConsumerConfig's check: a scripted member has no subscription
@@ -99,10 +113,23 @@ class MemberSpec(ConsumerConfig):
                 raise ValueError(f"a scripted member takes no consumer settings; remove {', '.join(extra)}")
             return self
         ConsumerConfig._subscription(self)
+        if self.group_protocol == "consumer":
+            classic = [name for name in CLASSIC_ONLY if name in self.model_fields_set]
+            if classic:
+                raise ValueError(f"{', '.join(classic)}: only for group_protocol: classic")
+        else:
+            try:
+                self.consumer_config()
+            except ValidationError as error:
+                raise ValueError("; ".join(e["msg"] for e in error.errors())) from None
         return self
 
     def consumer_config(self) -> ConsumerConfig:
-        return ConsumerConfig.model_validate(self.model_dump(exclude={"scripted", "start_at_ms"}))
+        settings = self.model_dump(exclude={"scripted", "start_at_ms", "group_protocol", *CLASSIC_ONLY})
+        if self.group_protocol == "classic":
+            classic = {name: getattr(self, name) for name in CLASSIC_ONLY if getattr(self, name) is not None}
+            return ClassicConsumerConfig.model_validate({**settings, **classic, "group_protocol": "classic"})
+        return ConsumerConfig.model_validate(settings)
 
 
 class EventTiming(_Spec):
@@ -172,7 +199,9 @@ class Expect(_Spec):
         None, description="member -> topic -> partitions it may use (the coordinator's current assignment)"
     )
     member_epochs: dict[str, int] | None = None
-    member_states: dict[str, ClientState] | None = Field(None, description="client state of autonomous members")
+    member_states: dict[str, ClientState | ClassicMemberState] | None = Field(
+        None, description="client state of autonomous members (a classic consumer's: ClassicMemberState)"
+    )
     no_invariant_violations: bool | None = None
     max_time_to_stable_ms: int | None = Field(
         None, ge=0, description="the Lab became stable at most this long after the last event"
