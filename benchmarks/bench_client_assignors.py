@@ -58,6 +58,21 @@ def scratch_group(member_count: int, topic_count: int, partitions_per_topic: int
     return Group(topics, {f"member-{m:05d}": subscription for m in range(member_count)})
 
 
+def heterogeneous_group(member_count: int, topic_count: int, partitions_per_topic: int) -> Group:
+    """Member m subscribes to a window of 1 to 4 consecutive topics starting at topic m."""
+    topics = _topics(topic_count, partitions_per_topic)
+    names = sorted(topics)
+    return Group(
+        topics,
+        {
+            f"member-{m:05d}": ConsumerProtocolSubscription(
+                version=3, topics=[names[(m + k) % topic_count] for k in range(1 + m % 4)]
+            )
+            for m in range(member_count)
+        },
+    )
+
+
 def _balanced(member_count: int, topic_count: int, partitions_per_topic: int) -> Group:
     """A settled group: each member owns what cooperative-sticky gave it from scratch."""
     start = scratch_group(member_count, topic_count, partitions_per_topic)
@@ -137,6 +152,12 @@ def _cases(quick: bool) -> list[ClientBenchCase]:
             "cooperative-sticky",
             lambda: leaving_group(members, topics, per_topic),
             cooperative_target,
+        ),
+        ClientBenchCase(
+            f"cooperative-sticky heterogeneous {size}",
+            "cooperative-sticky",
+            lambda: heterogeneous_group(members, topics, per_topic),
+            None,
         ),
         ClientBenchCase(f"sticky scratch {size}", "sticky", lambda: scratch_group(members, topics, per_topic), None),
         ClientBenchCase(f"range {size}", "range", lambda: scratch_group(members, topics, per_topic), None),

@@ -27,6 +27,7 @@ def test_quick_benchmark_returns_checked_rows(bench: ModuleType) -> None:
         "cooperative-sticky scratch",
         "cooperative-sticky one joins",
         "cooperative-sticky one leaves",
+        "cooperative-sticky heterogeneous",
         "sticky scratch",
         "range",
         "roundrobin",
@@ -43,6 +44,8 @@ def test_the_groups_are_what_their_names_say(bench: ModuleType) -> None:
     joining = bench.joining_group(4, 2, 3)
     assert len(joining.subscriptions) == 5 and joining.subscriptions["member-joiner"].owned_partitions == []
     assert sum(len(s.owned_partitions) for s in joining.subscriptions.values()) == 6
+    heterogeneous = bench.heterogeneous_group(8, 4, 2)
+    assert [len(s.topics) for s in heterogeneous.subscriptions.values()] == [1, 2, 3, 4, 1, 2, 3, 4]
     leaving = bench.leaving_group(4, 2, 3)
     assert sorted(leaving.subscriptions) == [f"member-{m:05d}" for m in range(1, 5)]
 
