@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import pytest
 
-from kip_lab.clients import CONSUMER_MEMBER_MACHINE
+from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
 from kip_lab.lab import Lab
 from kip_lab.machines import IllegalTransition, StateMachine, Transition
@@ -28,7 +28,7 @@ from kip_lab.viz.dot import (
     render,
 )
 
-MACHINES = [RECONCILIATION_MACHINE, GROUP_STATE_MACHINE, CONSUMER_MEMBER_MACHINE]
+MACHINES = [RECONCILIATION_MACHINE, GROUP_STATE_MACHINE, CONSUMER_MEMBER_MACHINE, CLASSIC_MEMBER_MACHINE]
 HAS_DOT = shutil.which("dot") is not None
 
 # ---------------------------------------------------------------------------- a tiny DOT reader
