@@ -124,13 +124,15 @@ def stable_classic_group_log(
     *,
     protocol: str = "range",
     instance_ids: Mapping[str, str] | None = None,
+    consumer_protocol_version: int = 3,
     session_timeout_ms: int = 45_000,
     rebalance_timeout_ms: int = 300_000,
     log: PartitionLog | None = None,
 ) -> PartitionLog:
-    """The ``GroupMetadataValue`` of a Stable classic group at ``generation``: each member (consumer
-    protocol v3; static when ``instance_ids`` names it) subscribes to the topics it is listed with
-    and was assigned exactly its partitions; the smallest member id leads.
+    """The ``GroupMetadataValue`` of a Stable classic group at ``generation``: each member (embedded
+    consumer protocol ``consumer_protocol_version``; static when ``instance_ids`` names it)
+    subscribes to the topics it is listed with and was assigned exactly its partitions; the
+    smallest member id leads.
     """
     log = log if log is not None else PartitionLog()
     for topics in assignment.values():
@@ -144,10 +146,10 @@ def stable_classic_group_log(
             rebalance_timeout=rebalance_timeout_ms,
             session_timeout=session_timeout_ms,
             subscription=ConsumerProtocolSubscription(
-                version=3, topics=sorted(assignment[member_id]), generation_id=generation
+                version=consumer_protocol_version, topics=sorted(assignment[member_id]), generation_id=generation
             ).encode(),
             assignment=ConsumerProtocolAssignment(
-                version=3,
+                version=consumer_protocol_version,
                 assigned_partitions=[(t, p) for t, parts in assignment[member_id].items() for p in parts],
             ).encode(),
         )
