@@ -13,6 +13,7 @@ from typing import Any
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import MemberState
+from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 INVARIANTS: dict[str, str] = {
@@ -22,12 +23,12 @@ INVARIANTS: dict[str, str] = {
     "target-covers-subscriptions": "A current target assigns every subscribed partition exactly once.",
     "stable-means-converged": "In a Stable group every member is at the group epoch with nothing pending.",
     "partition-epochs-match-ownership": "The coordinator's partition epochs are exactly what its members hold.",
+    "classic-assignment-disjoint": "A classic generation's stored assignment gives each partition to one member.",
 }
 
-    "classic-assignment-disjoint": "A classic generation's stored assignment gives each partition to one member.",
-GONE = (ClientState.UNSUBSCRIBED, ClientState.FENCED, ClientState.STALE, ClientState.FATAL)
-
 INVARIANTS.update(SHARE_INVARIANTS)
+
+GONE = (ClientState.UNSUBSCRIBED, ClientState.FENCED, ClientState.STALE, ClientState.FATAL)
 
 # What each group check reads, by the record types that can change it (replay is the only writer).
 TARGET_INPUTS = frozenset(
@@ -54,6 +55,7 @@ class InvariantChecker:
         self.member_epochs: dict[tuple[str, str], int] = {}
         self.client_epochs: dict[tuple[str, int], int] = {}
         self.violations: list[tuple[str, str]] = []
+        self.share = ShareInvariants()
 
     def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         kinds = set()
@@ -72,6 +74,9 @@ class InvariantChecker:
         if wrote:
             for group in world.coordinator.groups.values():
                 found += self._group(group, written)
+        if "GroupMetadataKey" in written:
+            found += self._classic_assignments(world)
+        found += self.share.check(events)
         if found:
             self.violations += found
             if self.raise_on_violation:
@@ -82,13 +87,13 @@ class InvariantChecker:
         """Within each group (two groups may well read the same partition); classic and mixed
         groups too, whatever generation each member is at."""
         groups = world.coordinator.groups
+        classic_groups = world.coordinator.classic_groups
         members: dict[str, list[tuple[str, Any]]] = {}
         for name, client in world.clients.items():
             if not getattr(client, "alive", False) or not hasattr(client, "owned") or client.state in GONE:
                 continue
             group_id = client.config.group_id
             group = groups.get(group_id) or classic_groups.get(group_id)
-        classic_groups = world.coordinator.classic_groups
             if group is None or client.member_id not in group.members:
                 continue  # removed by the coordinator: a zombie until it hears so
             if client.owned:
@@ -105,12 +110,6 @@ class InvariantChecker:
                         found.append(("single-owner", f"{world.partition_name(tp)} is owned by {seen[tp]} and {name}"))
                     seen[tp] = name
         return found
-
-    def _client_epochs(self, world: Any) -> list[tuple[str, str]]:
-        found = []
-        memory = self.client_epochs
-        for name, client in world.clients.items():
-            epoch = getattr(client, "member_epoch", None)
 
     def _classic_assignments(self, world: Any) -> list[tuple[str, str]]:
         """The leader's SyncGroup assignment, as the coordinator stored it for the generation."""
@@ -131,6 +130,12 @@ class InvariantChecker:
                         )
                     seen[tp] = member_id
         return found
+
+    def _client_epochs(self, world: Any) -> list[tuple[str, str]]:
+        found = []
+        memory = self.client_epochs
+        for name, client in world.clients.items():
+            epoch = getattr(client, "member_epoch", None)
             if epoch is None:
                 continue
             key = (name, client.incarnation)

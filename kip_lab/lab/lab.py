@@ -34,6 +34,7 @@ from kip_lab.lab.snapshot import Snapshot
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.share.config import SharePartitionConfig
 
 GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
 
@@ -67,6 +68,9 @@ class LabConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     brokers: int = Field(3, ge=1)
+    share: SharePartitionConfig = Field(
+        SharePartitionConfig(), description="share-partition leaders' group.share.* settings (KIP-932)"
+    )
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
     snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
@@ -84,7 +88,9 @@ class Lab:
     def __init__(self, seed: int = 0, config: LabConfig | None = None) -> None:
         self.seed = seed
         self.config = config or LabConfig()
-        self.world = World(seed, self.config.coordinator, self.config.link, self.config.brokers)
+        self.world = World(
+            seed, self.config.coordinator, self.config.link, self.config.brokers, share_config=self.config.share
+        )
         self.trace = Trace()
         self.step_count = 0
         self.horizon = 0  # the furthest step this timeline has reached

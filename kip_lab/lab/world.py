@@ -33,6 +33,7 @@ from kip_lab.protocol.consumer_group import (
 from kip_lab.protocol.share_group import ShareGroupHeartbeatResponse
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.runtime.scheduler import Scheduler
+from kip_lab.share.config import SharePartitionConfig
 
 TP = tuple[str, int]
 
@@ -120,7 +121,14 @@ class Broker:
 
 
 class World:
-    def __init__(self, seed: int, coordinator_config: CoordinatorConfig, link: LinkConfig, brokers: int) -> None:
+    def __init__(
+        self,
+        seed: int,
+        coordinator_config: CoordinatorConfig,
+        link: LinkConfig,
+        brokers: int,
+        share_config: SharePartitionConfig | None = None,
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.scheduler = Scheduler()
@@ -142,7 +150,7 @@ class World:
         self.actions_scheduled = 0
         self.action_timers = ScheduledActions(self)
         self.listeners: dict[str, Any] = {}  # user rebalance listeners by member name
-        self.share = ShareWorld(self)  # KIP-932: topic logs, share-partition leaders, the share coordinator
+        self.share = ShareWorld(self, share_config)  # KIP-932: topic logs, share leaders, share coordinator
         self.coordinator.share_state_rpc = self.share.call_share_coordinator
 
     def __deepcopy__(self, memo: dict) -> World:
