@@ -176,8 +176,6 @@ def test_single_acquirer_catches_a_leader_that_hands_a_record_out_twice(monkeypa
         return acquired
 
     monkeypatch.setattr(SharePartition, "acquire", leaky)
-    _poison_run("release", consumers=2)
-    # the poison run above built its own Lab; build one more to read its checker
     lab = _poison_run("release", consumers=2)
     assert _violations(lab, "share-single-acquirer")
 
@@ -237,3 +235,14 @@ def test_at_least_once_catches_a_leader_that_never_releases(monkeypatch):
     assert found and found[0][0] == "share-at-least-once"
     states = {r.state for r in _sp(lab).records()}
     assert states - {ACKNOWLEDGED, ARCHIVED}
+
+
+def test_metrics_count_redeliveries_and_archived_records():
+    from kip_lab.lab.metrics import compute_metrics
+
+    metrics = compute_metrics(_poison_run("release").trace)
+    # 30 records: 27 accepted once; 3 poison records delivered 5 times each, then archived.
+    assert metrics["share_records_acquired"] == 30 + 3 * 4
+    assert metrics["share_redeliveries"] == 3 * 4
+    assert metrics["share_records_acknowledged"] == 27
+    assert metrics["share_records_archived"] == 3

@@ -54,6 +54,11 @@ records written
     Records in ``handler_result`` payloads (group records and offset commits).
 invariant violations
     ``invariant_violated`` events.
+share records acquired, redeliveries (KIP-932)
+    Records in ``share_acquired`` events; those acquired with a delivery count above 1.
+share records acknowledged, archived
+    Records a successful ``share_state_write`` moved to Acknowledged, or to Archived (rejected,
+    out of delivery attempts, or passed by the log start offset).
 """
 
 from __future__ import annotations
@@ -440,6 +445,7 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
     revocations = 0
     violations: dict[str, int] = {}
     senders: set[str] = set()  # consumers and scripted clients
+    share = {"acquired": 0, "redeliveries": 0, "acknowledged": 0, "archived": 0}
 
     def settle(step: int, time_ms: int) -> None:
         if pending and replay.is_stable():
@@ -485,6 +491,14 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
                 records += len(payload.get("records") or ())
             elif kind == "callback_invoked" and payload.get("callback") == "on_partitions_revoked":
                 revocations += len(payload.get("partitions", ()))
+            elif kind == "share_acquired":
+                for first, last, count in payload["ranges"]:
+                    share["acquired"] += last - first + 1
+                    share["redeliveries"] += (last - first + 1) if count > 1 else 0
+            elif kind == "share_state_write" and payload.get("error") is None:
+                for first, last, _, target in payload["transitions"]:
+                    if target in ("Acknowledged", "Archived"):
+                        share[target.lower()] += last - first + 1
             elif kind == "invariant_violated":
                 name = payload.get("invariant", "?")
                 violations[name] = violations.get(name, 0) + 1
@@ -516,6 +530,10 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
         "records_written": records,
         "invariant_violations": sum(violations.values()),
         "invariant_violations_by_name": dict(sorted(violations.items())),
+        "share_records_acquired": share["acquired"],
+        "share_redeliveries": share["redeliveries"],
+        "share_records_acknowledged": share["acknowledged"],
+        "share_records_archived": share["archived"],
     }
 
 
