@@ -26,7 +26,7 @@ GONE_TOPIC = "gone"  # subscribed to and claimed, never in the metadata
 MEMBER_IDS = st.text(alphabet="abAB09-", min_size=1, max_size=3)
 ALL_NAMES = ["range", "roundrobin", "sticky", "cooperative-sticky"]
 STICKY_NAMES = ["sticky", "cooperative-sticky"]
-PROPERTY_SETTINGS = settings(max_examples=100, deadline=None)
+PROPERTY_SETTINGS = settings(max_examples=80, deadline=None)
 
 
 @dataclass(frozen=True)
