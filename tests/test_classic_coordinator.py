@@ -9,12 +9,15 @@ import pytest
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import CLASSIC_GROUP_STATE_MACHINE, ClassicGroupState
+from kip_lab.coordinator.view import classic_group_row, describe_record
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol.classic_group import (
+    DescribeGroupsRequest,
     HeartbeatRequest,
     JoinGroupRequest,
     JoinGroupRequestProtocol,
     LeaveGroupRequest,
+    ListGroupsRequest,
     MemberIdentity,
     SyncGroupRequest,
     SyncGroupRequestAssignment,
@@ -457,3 +460,42 @@ def test_unload_marks_classic_groups_dead():
     c.gc.unload()
     assert group.state is ClassicGroupState.DEAD
     assert c.gc.classic_groups == {}
+
+
+# -- admin view -------------------------------------------------------------------------
+def test_list_and_describe_groups_cover_classic_and_consumer_groups():
+    c = Classic()
+    a, b = c.stable_group(2)
+    hb = ConsumerGroupHeartbeatRequest(
+        group_id="cg", member_id="n", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]
+    )
+    c.gc.consumer_group_heartbeat(hb)
+    listed = c.gc.list_groups(ListGroupsRequest()).response.groups
+    assert [(g.group_id, g.group_type, g.group_state, g.protocol_type) for g in listed] == [
+        ("cg", "consumer", "Stable", "consumer"),
+        (GROUP, "classic", "Stable", "consumer"),
+    ]
+    assert [g.group_id for g in c.gc.list_groups(ListGroupsRequest(types_filter=["classic"])).response.groups] == [
+        GROUP
+    ]
+    assert c.gc.list_groups(ListGroupsRequest(states_filter=["empty"])).response.groups == []
+
+    described = c.gc.describe_groups(DescribeGroupsRequest(groups=[GROUP, "cg", "none"])).response.groups
+    classic, consumer, unknown = described
+    assert (classic.group_state, classic.protocol_type, classic.protocol_data) == ("Stable", "consumer", "range")
+    assert [(m.member_id, m.member_assignment) for m in classic.members] == sorted([(a, a.encode()), (b, b.encode())])
+    assert (consumer.group_state, [m.member_id for m in consumer.members]) == ("Stable", ["n"])
+    assert b"foo" in consumer.members[0].member_assignment
+    assert unknown.group_state == "Dead" and unknown.members == []
+
+    c.join(a, ref="a2", protocols=protocols("range", metadata=b"changed"))  # rebalancing: no metadata shown
+    during = c.gc.describe_groups(DescribeGroupsRequest(groups=[GROUP])).response.groups[0]
+    assert during.group_state == "PreparingRebalance" and during.protocol_data == ""
+    assert all(m.member_metadata == b"" and m.member_assignment == b"" for m in during.members)
+
+    row = classic_group_row(c.group)
+    assert (row["state"], row["generation"], row["protocol"]) == ("PreparingRebalance", 1, "range")
+    record = next(e.record for e in c.gc.log if type(e.record.key) is GroupMetadataKey and e.record.value.members)
+    assert describe_record(record).startswith(
+        f"GroupMetadata: generation=1, protocol=range, leader={c.group.leader_id}"
+    )

@@ -1,11 +1,23 @@
-"""ConsumerGroupDescribe: the group as an operator sees it (state, epochs, assignor, members)."""
+"""ConsumerGroupDescribe: the group as an operator sees it (state, epochs, assignor, members);
+DescribeGroups and ListGroups: the classic admin view, which also covers consumer groups."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.classic_group import (
+    CONSUMER_PROTOCOL_TYPE,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeGroupsResponseGroup,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kip_lab.protocol.consumer_group import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -14,6 +26,7 @@ from kip_lab.protocol.consumer_group import (
     DescribedMember,
     DescribedTopicPartitions,
 )
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kip_lab.protocol.errors import ApiError, Errors
 
 
@@ -75,3 +88,86 @@ class DescribeHandler:
     def _topic_name(self, group: ConsumerGroup, topic_id: str) -> str | None:
         topic = self.cluster.topic_by_id(topic_id)
         return topic.name if topic else group.topic_name_of(topic_id)
+
+    # ------------------------------------------------------------------ classic admin view
+    def list_groups(self, request: ListGroupsRequest) -> CoordinatorResult[ListGroupsResponse]:
+        """ListGroups v5: every group on this shard of the wanted types and states, sorted by id."""
+        listed = [
+            ListedGroup(
+                group_id=g, protocol_type=CONSUMER_PROTOCOL_TYPE, group_state=v.state.value, group_type="consumer"
+            )
+            for g, v in self.groups.items()
+        ]
+        listed += [
+            ListedGroup(
+                group_id=g, protocol_type=v.protocol_type or "", group_state=v.state.value, group_type="classic"
+            )
+            for g, v in self.classic_groups.items()
+        ]
+        listed += [
+            ListedGroup(group_id=g, protocol_type="share", group_state=v.state.value, group_type="share")
+            for g, v in self.share_groups.items()
+        ]
+        states = {s.lower() for s in request.states_filter}
+        types = {t.lower() for t in request.types_filter}
+        groups = [
+            g
+            for g in sorted(listed, key=lambda g: g.group_id)
+            if (not states or g.group_state.lower() in states) and (not types or g.group_type in types)
+        ]
+        return CoordinatorResult(ListGroupsResponse(groups=groups), origin="ListGroups")
+
+    def describe_groups(self, request: DescribeGroupsRequest) -> CoordinatorResult[DescribeGroupsResponse]:
+        """DescribeGroups: a classic group as Kafka describes it (metadata and assignments once
+        Stable); a consumer group in the same terms (assignments in the embedded protocol); an
+        unknown id as Dead, as Kafka answers."""
+        groups = [self._describe_classic_view(group_id) for group_id in request.groups]
+        return CoordinatorResult(DescribeGroupsResponse(groups=groups), origin="DescribeGroups")
+
+    def _describe_classic_view(self, group_id: str) -> DescribeGroupsResponseGroup:
+        classic = self.classic_groups.get(group_id)
+        if classic is not None:
+            stable = classic.state is ClassicGroupState.STABLE
+            members = [
+                DescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata(classic.protocol_name) if stable and classic.protocol_name else b"",
+                    member_assignment=m.assignment if stable else b"",
+                )
+                for _, m in sorted(classic.members.items())
+            ]
+            return DescribeGroupsResponseGroup(
+                group_id=group_id,
+                group_state=classic.state.value,
+                protocol_type=classic.protocol_type or "",
+                protocol_data=(classic.protocol_name or "") if stable else "",
+                members=members,
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            return DescribeGroupsResponseGroup(group_id=group_id, group_state=ClassicGroupState.DEAD.value)
+        members = []
+        for _, m in sorted(group.members.items()):
+            classic_meta = m.classic_member_metadata
+            metadata = (
+                classic_meta.supported_protocols[0].metadata
+                if classic_meta is not None
+                else ConsumerProtocolSubscription(version=3, topics=list(m.subscribed_topic_names)).encode()
+            )
+            assignment = ConsumerProtocolAssignment(version=3, assigned_partitions=self._partitions_by_name(m.assigned))
+            members.append(
+                DescribedGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=metadata,
+                    member_assignment=assignment.encode(),
+                )
+            )
+        return DescribeGroupsResponseGroup(
+            group_id=group_id, group_state=group.state.value, protocol_type=CONSUMER_PROTOCOL_TYPE, members=members
+        )

@@ -13,10 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.classic_group import ClassicGroup
 from kip_lab.coordinator.coordinator import GroupCoordinator
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import MemberState
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolError
+from kip_lab.protocol.records import GroupMetadataValue
 from kip_lab.runtime.log import Record
 
 
@@ -52,6 +55,34 @@ def group_row(group: ConsumerGroup, members: tuple[str, ...] | list[str]) -> dic
     }
 
 
+def _embedded_partitions(assignment: bytes) -> str:
+    """A classic member's assignment bytes as ``foo-0,foo-1`` (raw size when not the consumer protocol)."""
+    if not assignment:
+        return "[]"
+    try:
+        decoded = ConsumerProtocolAssignment.decode(assignment)
+    except ConsumerProtocolError:
+        return f"<{len(assignment)} bytes>"
+    return "[" + ",".join(f"{t}-{p}" for t, p in decoded.assigned_partitions) + "]"
+
+
+def classic_group_summary(value: GroupMetadataValue) -> str:
+    """A classic group's record in one line: generation, protocol, leader, each member's assignment."""
+    members = " ".join(f"{m.member_id}:{_embedded_partitions(m.assignment)}" for m in value.members)
+    return f"generation={value.generation}, protocol={value.protocol}, leader={value.leader}, members={{{members}}}"
+
+
+def classic_group_row(group: ClassicGroup) -> dict[str, Any]:
+    """A classic group as one table row: state, generation, protocol, leader, member assignments."""
+    return {
+        "state": group.state.value,
+        "generation": group.generation_id,
+        "protocol": group.protocol_name,
+        "leader": group.leader_id,
+        **{m: _embedded_partitions(v.assignment) for m, v in sorted(group.members.items())},
+    }
+
+
 def describe_record(record: Record, cluster: ClusterMetadata | None = None) -> str:
     """One line: key type (``ConsumerGroup`` prefix dropped), member, the value's non-default fields.
 
@@ -69,6 +100,8 @@ def describe_record(record: Record, cluster: ClusterMetadata | None = None) -> s
         found = cluster.topic_by_id(topic_id) if cluster else None
         return found.name if found else f"<old id {topic_id[:6]}…>"
 
+    if isinstance(value, GroupMetadataValue):
+        return f"{head}: {classic_group_summary(value)}"
     fields = value.model_dump(exclude_defaults=True)
     for field in ("topic_partitions", "partitions_pending_revocation"):
         if field in fields:

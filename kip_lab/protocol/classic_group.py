@@ -128,10 +128,63 @@ class LeaveGroupResponse(Message):
     members: list[LeaveGroupResponseMember] = Field(default_factory=list)
 
 
+# -- DescribeGroups (classic view of any consumer-protocol group) -------------------------
+class DescribeGroupsRequest(Message):
+    groups: list[str]
+    include_authorized_operations: bool = False
+
+
+class DescribedGroupMember(Message):
+    member_id: str
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    member_metadata: bytes = b""
+    member_assignment: bytes = b""
+
+
+class DescribeGroupsResponseGroup(Message):
+    error_code: Errors = Errors.NONE
+    error_message: str | None = None
+    group_id: str
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""  # the selected protocol's name
+    members: list[DescribedGroupMember] = Field(default_factory=list)
+
+
+class DescribeGroupsResponse(Message):
+    throttle_time_ms: int = 0
+    groups: list[DescribeGroupsResponseGroup]
+
+
+# -- ListGroups v5 (KIP-848: filter by type and state) -----------------------------------
+class ListGroupsRequest(Message):
+    states_filter: list[str] = Field(default_factory=list)  # empty: every state
+    types_filter: list[str] = Field(default_factory=list)  # classic, consumer, share; empty: every type
+
+
+class ListedGroup(Message):
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str
+
+
+class ListGroupsResponse(Message):
+    throttle_time_ms: int = 0
+    error_code: Errors = Errors.NONE
+    groups: list[ListedGroup] = Field(default_factory=list)
+
+
 __all__ = [
     "CONSUMER_PROTOCOL_TYPE",
     "NO_GENERATION",
     "UNKNOWN_MEMBER_ID",
+    "DescribeGroupsRequest",
+    "DescribeGroupsResponse",
+    "DescribeGroupsResponseGroup",
+    "DescribedGroupMember",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "JoinGroupRequest",
@@ -141,6 +194,9 @@ __all__ = [
     "LeaveGroupRequest",
     "LeaveGroupResponse",
     "LeaveGroupResponseMember",
+    "ListGroupsRequest",
+    "ListGroupsResponse",
+    "ListedGroup",
     "MemberIdentity",
     "SyncGroupRequest",
     "SyncGroupRequestAssignment",
