@@ -37,6 +37,7 @@ SHIPPED = [
     "partition_added",
     "rolling_bounce",
     "scripted_basic",
+    "share_poison_messages",
     "slow_revocation",
     "static_member_bounce",
     "third_member_joins",

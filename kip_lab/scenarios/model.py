@@ -40,12 +40,14 @@ from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.classic_member_state import ClassicMemberState
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.member_state import MemberState as ClientState
+from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupState
 from kip_lab.lab import actions as a
 from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.scripted import REQUESTS
 from kip_lab.protocol import Errors
+from kip_lab.share.config import SharePartitionConfig
 
 
 class FieldError(ValueError):
@@ -72,10 +74,17 @@ class LabSpec(_Spec):
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
     snapshot_every: int = Field(256, ge=1, description="steps between time-travel snapshots")
+    share: SharePartitionConfig = Field(
+        SharePartitionConfig(), description="share-partition leaders' group.share.* settings (KIP-932)"
+    )
 
     def config(self) -> LabConfig:
         return LabConfig(
-            brokers=self.brokers, link=self.link, coordinator=self.coordinator, snapshot_every=self.snapshot_every
+            brokers=self.brokers,
+            link=self.link,
+            coordinator=self.coordinator,
+            snapshot_every=self.snapshot_every,
+            share=self.share,
         )
 
 
@@ -143,7 +152,7 @@ class EventTiming(_Spec):
         return self
 
 
-EVENT_ACTIONS: tuple[type[BaseModel], ...] = (*a.FAULTS, a.SendRequest)
+EVENT_ACTIONS: tuple[type[BaseModel], ...] = (*a.FAULTS, a.SendRequest, a.ProduceShareRecords)
 
 # One event model per action: the action's own fields plus at_ms/at_step.
 EVENT_MODELS: dict[str, type[BaseModel]] = {
@@ -208,6 +217,10 @@ class Expect(_Spec):
     )
     absent_errors: list[ErrorName] | None = Field(None, description="no coordinator response carried these errors")
     messages_dropped: int | None = Field(None, ge=0, description="exactly this many messages were dropped")
+    share_at_least_once: bool | None = Field(
+        None, description="every produced record of every share group ended Acknowledged or Archived"
+    )
+    share_records_archived: int | None = Field(None, ge=0, description="the share_records_archived metric")
 
 
 def resolve_topic_refs(value: Any, topic_ids: Mapping[str, str], loc: tuple[str | int, ...] = ()) -> Any:
@@ -234,6 +247,9 @@ class Scenario(_Spec):
     lab: LabSpec = LabSpec()
     topics: list[TopicSpec] = []
     members: dict[str, MemberSpec] = {}
+    share_members: dict[str, ShareConsumerConfig] = Field(
+        {}, description="share consumers (KIP-932), subscribed at once; one setup step each"
+    )
     events: list[Event] = []
     run: RunSpec = RunSpec(until_stable=True)
     expect: Expect = Expect()
@@ -245,6 +261,7 @@ class Scenario(_Spec):
         return (
             len(self.topics)
             + len(autonomous)
+            + len(self.share_members)
             + sum(1 for m in autonomous if m.start_at_ms > 0)
             + sum(1 for e in self.events if e.at_ms is not None)
         )
@@ -255,6 +272,9 @@ class Scenario(_Spec):
         for i, name in enumerate(names):
             if name in names[:i]:
                 raise FieldError(("topics", i, "name"), f"topic {name!r} is declared twice")
+        for name in self.share_members:
+            if name in self.members or name in self._brokers():
+                raise FieldError(("share_members", name), f"{name!r} is already a member's or a broker's name")
         for name, member in self.members.items():
             if name in self._brokers():
                 raise FieldError(("members", name), f"{name!r} is a broker's name")
@@ -290,7 +310,7 @@ class Scenario(_Spec):
         if broker is not None and broker not in self._brokers():
             raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
         member = getattr(event, "member", None)
-        if member is None:
+        if member is None or member in self.share_members:
             return
         spec = self.members.get(member)
         if spec is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from kip_lab.lab import EventKind, Lab, Trace
 from kip_lab.lab import actions as a
+from kip_lab.lab.share_invariants import at_least_once
 from kip_lab.scenarios.loading import Problem, ScenarioError
 from kip_lab.scenarios.model import Scenario, event_action, resolve_topic_refs
 
@@ -85,6 +86,8 @@ def _setup(scenario: Scenario) -> tuple[Lab, dict[str, str]]:
     autonomous = {name: m for name, m in scenario.members.items() if not m.scripted}
     for name, member in autonomous.items():
         lab.add_consumer(name, member.consumer_config(), start=member.start_at_ms == 0)
+    for name, share_member in scenario.share_members.items():
+        lab.add_share_consumer(name, share_member)
     for name, member in autonomous.items():
         if member.start_at_ms > 0:
             lab.schedule(a.Start(member=name), member.start_at_ms)
@@ -257,6 +260,9 @@ def _expectations(scenario: Scenario, lab: Lab, result: ScenarioResult) -> list[
         checks.append(("absent_errors", sorted(expect.absent_errors), [e for e in seen if e in expect.absent_errors]))
     scalar("messages_dropped", expect.messages_dropped, len(lab.trace.of_kind(EventKind.MESSAGE_DROPPED)))
     scalar("no_invariant_violations", expect.no_invariant_violations, not result.violations)
+    scalar("share_at_least_once", expect.share_at_least_once, not at_least_once(lab.world))
+    archived = (result.metrics or {}).get("share_records_archived")
+    scalar("share_records_archived", expect.share_records_archived, archived)
     return [ExpectationResult(name, want, got, _passed(name, want, got)) for name, want, got in checks]
 
 
