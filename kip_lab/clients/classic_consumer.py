@@ -184,6 +184,7 @@ class ClassicConsumer(ApplicationLoop):
     _rebalance_started_ms: int | None = None
     _rebalance_error: str | None = None  # the first listener exception of this rebalance
     _assignors: dict[str, Any] = field(default_factory=dict)
+    _topic_name_of: dict[str, str] = field(default_factory=dict)  # topic id -> name, kept after a deletion
     _hb_in_flight: int | None = None
     _correlation: int = 0
     _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
@@ -280,7 +281,17 @@ class ClassicConsumer(ApplicationLoop):
     def partition_ids(self, partitions) -> set[TP]:
         """(topic name, p) -> (topic id, p), for topics that exist."""
         cluster = self.world.cluster
-        return {(cluster.topic(name).topic_id, p) for name, p in partitions if name in cluster}
+        ids = {(cluster.topic(name).topic_id, p) for name, p in partitions if name in cluster}
+        for topic_id, _ in ids:
+            self._topic_name_of[topic_id] = cluster.topic_by_id(topic_id).name
+        return ids
+
+    def _names(self, partitions) -> list[str]:
+        """Partition names for callbacks, also for topics deleted since they were assigned."""
+        return sorted(
+            f"{self._topic_name_of[t]}-{p}" if t in self._topic_name_of else self.world.partition_name((t, p))
+            for t, p in partitions
+        )
 
     def _subscribed(self, tp: TP) -> bool:
         topic = self.world.cluster.topic_by_id(tp[0])
@@ -834,7 +845,8 @@ def leader_adjustment(
     (unknown-but-owned: a deleted topic, stale metadata) goes back to its claimer — the freshest
     claim (highest generation), then the lowest member id; a later rebalance sorts it out.
     Ready-to-migrate partitions pass through. Returns the final assignment, the withheld
-    partitions and those returned to their claimers.
+    partitions (claimed, existing, given to nobody this round — whether this rule or a
+    cooperative assignor itself held them back) and those returned to their claimers.
     """
     transferring = partitions_transferring_ownership(intended, subscriptions)
     final = {m: [tp for tp in parts if tp not in transferring] for m, parts in intended.items()}
@@ -847,7 +859,9 @@ def leader_adjustment(
     returned = sorted(tp for tp in claims if tp[1] >= partitions_per_topic.get(tp[0], 0))
     for tp in returned:
         final.setdefault(claims[tp][1], []).append(tp)
-    return {m: sorted(parts) for m, parts in final.items()}, sorted(transferring), returned
+    given = {tp for parts in final.values() for tp in parts}
+    withheld = sorted(tp for tp in claims if tp not in given)
+    return {m: sorted(parts) for m, parts in final.items()}, withheld, returned
 
 
 def _names(partitions) -> list[str]:

@@ -1,0 +1,576 @@
+"""The classic consumer in the Lab: the KIP-429 digest's scenarios SC-01..SC-12, step by step.
+
+Each scenario runs classic consumers against the Lab's classic group coordinator and checks
+the digest's per-member sub-traces: the callbacks in order with their partitions, what each
+JoinGroup claimed, the leader's sets (withheld, final), the generations, and the invariants.
+Generation numbers are relative (the digest's are illustrative).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from kip_lab.assignors.client import CooperativeStickyAssignor, RebalanceProtocol
+from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CallbackConfig, ClassicConsumerConfig
+from kip_lab.clients import classic_consumer as cc
+from kip_lab.lab import Lab, LabConfig
+from kip_lab.lab.invariants import InvariantViolation
+from kip_lab.lab.metrics import compute_metrics
+
+EAGER = ["roundrobin"]
+COOPERATIVE = ["cooperative-sticky"]
+
+
+# ---------------------------------------------------------------------------- helpers
+def add(lab: Lab, name: str, strategy: list[str], topics: list[str], **settings) -> None:
+    lab.add_consumer(
+        name,
+        group_protocol="classic",
+        subscribed_topic_names=topics,
+        partition_assignment_strategy=strategy,
+        **settings,
+    )
+
+
+def stable(lab: Lab, timeout_ms: int = 120_000) -> int:
+    """Run until stable; returns the step reached."""
+    assert lab.run_until_stable(timeout_ms=timeout_ms)
+    return lab.step_count
+
+
+def callbacks(lab: Lab, member: str, after: int = 0) -> list[tuple[str, list[str]]]:
+    return [
+        (e.payload["callback"], e.payload["partitions"])
+        for e in lab.trace
+        if e.step > after and e.actor == member and e.kind.value == "callback_invoked"
+    ]
+
+
+def leader_views(lab: Lab, after: int = 0) -> list[dict]:
+    """The leader's sets per generation, with member ids replaced by the Lab's member names."""
+    names = {c.member_id: n for n, c in lab.clients.items()}
+    views = []
+    for e in lab.trace:
+        if e.step > after and e.kind.value == "note" and "leader" in e.payload:
+            view = dict(e.payload["leader"])
+            for key in ("owned", "intended", "final"):
+                view[key] = {names.get(m, m): parts for m, parts in view[key].items()}
+            views.append(view)
+    return views
+
+
+def joins(lab: Lab, member: str, after: int = 0) -> list[list[str]]:
+    """The owned partitions each JoinGroup of ``member`` claimed (the first protocol's subscription)."""
+    out = []
+    for e in lab.trace:
+        sent = e.step > after and e.kind.value == "message_sent" and e.payload.get("from") == member
+        if sent and e.payload.get("api") == "JoinGroup":
+            metadata = json.loads(e.payload["body"]["protocols"][0]["metadata"])
+            out.append(sorted(f"{t}-{p}" for t, ps in metadata.get("owned_partitions", {}).items() for p in ps))
+    return out
+
+
+def owned(lab: Lab, member: str) -> list[str]:
+    return sorted(lab.world.partition_name(tp) for tp in lab.clients[member].owned)
+
+
+def generation(lab: Lab, member: str) -> int:
+    return lab.clients[member].generation_id
+
+
+def first_step(lab: Lab, member: str, callback: str, partition: str, after: int = 0) -> int:
+    return next(
+        e.step
+        for e in lab.trace
+        if e.step > after
+        and e.actor == member
+        and e.kind.value == "callback_invoked"
+        and e.payload["callback"] == callback
+        and partition in e.payload["partitions"]
+    )
+
+
+def strict_lab(seed: int = 0) -> Lab:
+    return Lab(seed=seed, config=LabConfig(raise_on_violation=True))
+
+
+def two_member_group(strategy: list[str]) -> tuple[Lab, int]:
+    """Topics a and b (one partition each); C1 alone owns both, then C2 starts."""
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    lab.create_topic("b", 1)
+    add(lab, "C1", strategy, ["a", "b"])
+    stable(lab)
+    assert owned(lab, "C1") == ["a-0", "b-0"]
+    mark = lab.step_count
+    add(lab, "C2", strategy, ["a", "b"])
+    stable(lab)
+    return lab, mark
+
+
+# ---------------------------------------------------------------------------- configuration (KIP-429 5.1)
+@pytest.mark.parametrize(
+    ("strategy", "protocol"),
+    [
+        (["range"], RebalanceProtocol.EAGER),
+        (["cooperative-sticky"], RebalanceProtocol.COOPERATIVE),
+        (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # P-5: the common protocol wins
+        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (001 L532)
+    ],
+)
+def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):
+    config = ClassicConsumerConfig(
+        group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=strategy
+    )
+    assert config.rebalance_protocol is protocol
+
+
+def test_bad_assignor_configurations_are_refused_before_any_join():
+    with pytest.raises(ValueError, match="unknown client-side assignor 'fancy'"):
+        ClassicConsumerConfig(
+            group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["fancy"]
+        )
+    with pytest.raises(ValueError, match="names an assignor twice"):
+        ClassicConsumerConfig(
+            group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["range", "range"]
+        )
+    with pytest.raises(ValueError, match="subscribed_topic_names"):
+        ClassicConsumerConfig(group_protocol="classic", subscribed_topic_regex="t.*")
+
+
+# ---------------------------------------------------------------------------- SC-01 / SC-02
+def test_sc01_a_new_member_joins_eager():
+    lab, mark = two_member_group(EAGER)
+    # Step 1: C2 is new (no generation): nothing to revoke or lose, no callback before its join;
+    # its JoinGroup claims nothing, first without a member id (MEMBER_ID_REQUIRED), then with it.
+    c2_joins = [
+        e
+        for e in lab.trace
+        if e.step > mark
+        and e.kind.value == "message_sent"
+        and e.payload.get("from") == "C2"
+        and e.payload.get("api") == "JoinGroup"
+    ]
+    assert [("member_id" in e.payload["body"]) for e in c2_joins] == [False, True]
+    # Step 2: C1 revokes everything before its JoinGroup, which claims nothing (E-1, E-2).
+    assert joins(lab, "C1", mark) == [[]]
+    revoke = first_step(lab, "C1", "on_partitions_revoked", "a-0", mark)
+    c1_join = next(
+        e.step
+        for e in lab.trace
+        if e.step > mark
+        and e.kind.value == "message_sent"
+        and e.payload.get("from") == "C1"
+        and e.payload.get("api") == "JoinGroup"
+    )
+    assert revoke < c1_join
+    # Steps 3-6: one generation, leader C1 (the existing member), roundrobin: C1 a-0, C2 b-0.
+    (view,) = leader_views(lab, mark)
+    assert view["final"] == {"C1": ["a-0"], "C2": ["b-0"]} and view["withheld"] == []
+    assert callbacks(lab, "C1", mark) == [
+        ("on_partitions_revoked", ["a-0", "b-0"]),
+        ("on_assignment", ["a-0"]),
+        ("on_partitions_assigned", ["a-0"]),  # E-3: the full set, a-0 included again
+    ]
+    assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0"]), ("on_partitions_assigned", ["b-0"])]
+    assert generation(lab, "C1") == generation(lab, "C2") == 2
+    # Nothing is fetched by C1 between its revocation and its assignment (the barrier).
+    c1_assigned = first_step(lab, "C1", "on_partitions_assigned", "a-0", mark)
+    fetching = [
+        e.payload["fetching"]
+        for e in lab.trace
+        if revoke < e.step < c1_assigned and e.actor == "C1" and e.kind.value == "assignment_changed"
+    ]
+    assert fetching and all(f == [] for f in fetching)
+
+
+def test_sc02_the_same_join_cooperative_takes_two_rebalances():
+    lab, mark = two_member_group(COOPERATIVE)
+    first, second = leader_views(lab, mark)
+    # Step 3: C1 claims both; the intent moves b-0 to C2, so b-0 is withheld this round.
+    assert first["owned"] == {"C1": ["a-0", "b-0"], "C2": []}
+    assert first["withheld"] == ["b-0"] and first["final"] == {"C1": ["a-0"], "C2": []}
+    # Step 8: C1 now claims only a-0; b-0 is ready to migrate and reaches C2.
+    assert second["owned"] == {"C1": ["a-0"], "C2": []}
+    assert second["withheld"] == [] and second["final"] == {"C1": ["a-0"], "C2": ["b-0"]}
+    assert second["generation_id"] == first["generation_id"] + 1
+    # C1: no callback before joining (C-1), its JoinGroups claim [a-0, b-0] then [a-0].
+    assert joins(lab, "C1", mark) == [["a-0", "b-0"], ["a-0"]]
+    assert callbacks(lab, "C1", mark) == [
+        ("on_partitions_revoked", ["b-0"]),  # C-12: exactly one revocation, of b-0 only
+        ("on_assignment", ["a-0"]),
+        ("on_partitions_assigned", []),  # C-7: always called, even empty
+        ("on_assignment", ["a-0"]),
+        ("on_partitions_assigned", []),
+    ]
+    assert callbacks(lab, "C2", mark) == [
+        ("on_assignment", []),
+        ("on_partitions_assigned", []),
+        ("on_assignment", ["b-0"]),
+        ("on_partitions_assigned", ["b-0"]),
+    ]
+    # INV-2: C1's revocation of b-0 comes before C2's assignment of it.
+    assert first_step(lab, "C1", "on_partitions_revoked", "b-0") < first_step(
+        lab, "C2", "on_partitions_assigned", "b-0"
+    )
+    # a-0 never stops: every C1 assignment change after the first fetch still fetches a-0.
+    a0 = lab.clients["C1"].partition_ids([("a", 0)]).pop()
+    changes = [
+        e.payload["fetching"]
+        for e in lab.trace
+        if e.step > mark and e.actor == "C1" and e.kind.value == "assignment_changed"
+    ]
+    assert changes and all(list(a0) in f for f in changes)
+    assert lab.clients["C1"].rebalance_metrics.rebalance_total == 3  # M-1: its first join, then two
+    assert owned(lab, "C1") == ["a-0"] and owned(lab, "C2") == ["b-0"]
+
+
+# ---------------------------------------------------------------------------- SC-03
+@dataclass
+class FailingListener:
+    """Raises on the listed calls (1-based, per callback); takes no simulated time."""
+
+    fail: dict[str, set[int]]
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def _call(self, kind: str) -> int:
+        self.calls[kind] = self.calls.get(kind, 0) + 1
+        if self.calls[kind] in self.fail.get(kind, set()):
+            raise RuntimeError(f"{kind} #{self.calls[kind]}")
+        return 0
+
+    def on_partitions_revoked(self, partitions: list[str]) -> int:
+        return self._call("on_partitions_revoked")
+
+    def on_partitions_assigned(self, partitions: list[str]) -> int:
+        return self._call("on_partitions_assigned")
+
+    def on_partitions_lost(self, partitions: list[str]) -> int:
+        return self._call("on_partitions_lost")
+
+
+def _listener_exception_run(fail: dict[str, set[int]]) -> tuple[Lab, int]:
+    lab = strict_lab()
+    lab.create_topic("t", 4)
+    lab.add_consumer(
+        "C1",
+        group_protocol="classic",
+        subscribed_topic_names=["t"],
+        partition_assignment_strategy=COOPERATIVE,
+        listener=FailingListener(fail),
+    )
+    stable(lab)
+    mark = lab.step_count
+    add(lab, "C2", COOPERATIVE, ["t"])
+    stable(lab)
+    return lab, mark
+
+
+def test_sc03_a_listener_exception_is_raised_by_poll_after_the_rebalance():
+    lab, mark = _listener_exception_run({"on_partitions_revoked": {1}})
+    c1 = lab.clients["C1"]
+    invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
+    assert invoked[0]["callback"] == "on_partitions_revoked" and invoked[0]["error"].startswith("RuntimeError")
+    # CB-1/CB-4: the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
+    assert [p["callback"] for p in invoked[1:3]] == ["on_assignment", "on_partitions_assigned"]
+    # ... the ownership change took place, and the rejoin for the revocation still happened.
+    assert len(owned(lab, "C1")) == 2 and len(owned(lab, "C2")) == 2
+    # CB-3: poll raises it once the rebalance completed, once (callbacks are not re-run: CB-5).
+    assert c1.poll_errors == ["on_partitions_revoked raised"]
+    raised = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "poll_error" in e.payload)
+    assert raised.step > next(
+        e.step
+        for e in lab.trace
+        if e.step > mark and e.actor == "C1" and e.payload.get("callback") == "on_partitions_assigned"
+    )
+    assert (
+        c1.rebalance_metrics.callback_latencies_ms.get("on_partitions_revoked") is None
+    )  # M-3: no sample when it raised
+
+
+def test_sc03_when_two_callbacks_raise_poll_raises_the_first():
+    lab, _ = _listener_exception_run({"on_partitions_revoked": {1}, "on_partitions_assigned": {2}})
+    assert lab.clients["C1"].poll_errors == ["on_partitions_revoked raised"]
+
+
+# ---------------------------------------------------------------------------- SC-04
+def test_sc04_a_member_falls_out_and_comes_back_cooperative():
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    lab.create_topic("b", 1)
+    add(lab, "C1", COOPERATIVE, ["a", "b"], session_timeout_ms=10_000)
+    stable(lab)
+    add(lab, "C2", COOPERATIVE, ["a", "b"], session_timeout_ms=10_000, request_timeout_ms=5_000)
+    stable(lab)
+    assert (owned(lab, "C1"), owned(lab, "C2")) == (["a-0"], ["b-0"])
+    mark = lab.step_count
+    lab.partition_link("C2", 15_000)  # C2 stalls past its session timeout
+    lab.run(until=lab.now + 15_000)
+    assert lab.run_until_stable(timeout_ms=120_000)
+    # Step 2: C1 gets b-0 while C2 is out (it is ready to migrate: nobody claims it).
+    c1 = callbacks(lab, "C1", mark)
+    assert ("on_partitions_assigned", ["b-0"]) in c1
+    took = first_step(lab, "C1", "on_partitions_assigned", "b-0", mark)
+    # Step 3: C2 learns it is out: on_partitions_lost [b-0], then rejoins claiming nothing (C-4).
+    c2 = callbacks(lab, "C2", mark)
+    assert c2[0] == ("on_partitions_lost", ["b-0"])
+    assert first_step(lab, "C2", "on_partitions_lost", "b-0", mark) > took  # it was a zombie meanwhile
+    assert joins(lab, "C2", mark)[0] == []
+    # Steps 4-5: b-0 is withheld from C2 until C1 revoked it, then reaches C2.
+    assert ("on_partitions_revoked", ["b-0"]) in callbacks(lab, "C1", took)
+    assert first_step(lab, "C1", "on_partitions_revoked", "b-0", took) < first_step(
+        lab, "C2", "on_partitions_assigned", "b-0", mark
+    )
+    assert (owned(lab, "C1"), owned(lab, "C2")) == (["a-0"], ["b-0"])
+    assert lab.clients["C2"].rebalance_metrics.failed_rebalance_total == 1
+
+
+# ---------------------------------------------------------------------------- SC-05 .. SC-08
+def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    lab.create_topic("b", 2)
+    add(lab, "C1", COOPERATIVE, ["a", "b"])
+    stable(lab)
+    add(lab, "C2", COOPERATIVE, ["b"])
+    stable(lab)
+    assert (owned(lab, "C1"), owned(lab, "C2")) == (["a-0", "b-0"], ["b-1"])
+    mark = lab.step_count
+    lab.change_subscription("C1", topics=["a"])
+    stable(lab)
+    assert callbacks(lab, "C1", mark) == [
+        ("on_partitions_revoked", ["b-0"]),  # C-2: before JoinGroup, only the dropped topic's
+        ("on_assignment", ["a-0"]),
+        ("on_partitions_assigned", []),
+    ]
+    assert joins(lab, "C1", mark) == [["a-0"]]
+    assert joins(lab, "C2", mark) == [["b-1"]]  # C-1: after REBALANCE_IN_PROGRESS, all it owns
+    (view,) = leader_views(lab, mark)  # one rebalance: b-0 is ready to migrate
+    assert view["withheld"] == [] and view["final"] == {"C1": ["a-0"], "C2": ["b-0", "b-1"]}
+    assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0", "b-1"]), ("on_partitions_assigned", ["b-0"])]
+
+
+def test_sc06_added_partitions_are_assigned_in_one_rebalance_without_revocation():
+    lab = strict_lab()
+    lab.create_topic("a", 2)
+    add(lab, "C1", COOPERATIVE, ["a"])
+    stable(lab)
+    add(lab, "C2", COOPERATIVE, ["a"])
+    stable(lab)
+    mark = lab.step_count
+    lab.add_partitions("a", 1)
+    stable(lab)
+    (view,) = leader_views(lab, mark)
+    assert view["withheld"] == []
+    added = {m: [p for kind, p in callbacks(lab, m, mark) if kind == "on_partitions_assigned"] for m in ("C1", "C2")}
+    assert sorted(added.values()) == [[[]], [["a-2"]]]
+    assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
+    assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "a-1", "a-2"]
+
+
+def test_sc07_a_deleted_topics_partitions_are_lost_not_revoked():
+    lab = strict_lab()
+    lab.create_topic("a", 2)
+    lab.create_topic("x", 1)
+    add(lab, "C1", COOPERATIVE, ["a", "x"])
+    stable(lab)
+    add(lab, "C2", COOPERATIVE, ["a"])
+    stable(lab)
+    holder, other = "C1", "C2"
+    kept = {m: owned(lab, m) for m in ("C1", "C2")}
+    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # the digest's C1 {a-0, x-0}
+    mark = lab.step_count
+    lab.delete_topic("x")
+    stable(lab)
+    assert callbacks(lab, holder, mark)[0] == ("on_partitions_lost", ["x-0"])  # C-3 (001 L229)
+    assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
+    assert owned(lab, holder) == [p for p in kept[holder] if p != "x-0"] and owned(lab, other) == kept[other]
+    assert len(leader_views(lab, mark)) == 1  # no further rebalance
+
+
+def test_sc08_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
+    lab, _ = two_member_group(COOPERATIVE)
+    mark = lab.step_count
+    lab.close("C2")
+    stable(lab)
+    assert callbacks(lab, "C2", mark) == [("on_partitions_revoked", ["b-0"])]
+    assert [e.payload.get("api") for e in lab.trace if e.step > mark and e.payload.get("from") == "C2"][
+        -1
+    ] == "LeaveGroup"
+    assert callbacks(lab, "C1", mark) == [("on_assignment", ["a-0", "b-0"]), ("on_partitions_assigned", ["b-0"])]
+    assert len(leader_views(lab, mark)) == 1 and lab.clients["C2"].state.value == "UNSUBSCRIBED"
+
+
+def test_a_static_member_sends_no_leave_group():
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    add(lab, "S", COOPERATIVE, ["a"], instance_id="s-1")
+    stable(lab)
+    mark = lab.step_count
+    lab.close("S")
+    lab.run(until=lab.now + 1_000)
+    assert "LeaveGroup" not in [
+        e.payload.get("api") for e in lab.trace if e.step > mark and e.payload.get("from") == "S"
+    ]
+    assert callbacks(lab, "S", mark) == [("on_partitions_revoked", ["a-0"])]
+
+
+# ---------------------------------------------------------------------------- SC-09
+@pytest.mark.parametrize(("strategy", "revoked", "rebalances"), [(COOPERATIVE, 2, 2), (["sticky"], 6, 1)])
+def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
+    lab = strict_lab()
+    lab.create_topic("t", 6)
+    add(lab, "C1", strategy, ["t"])
+    stable(lab)
+    add(lab, "C2", strategy, ["t"])
+    stable(lab)
+    mark = lab.step_count
+    add(lab, "C3", strategy, ["t"])
+    stable(lab)
+    revocations = [
+        p for m in ("C1", "C2") for kind, ps in callbacks(lab, m, mark) if kind == "on_partitions_revoked" for p in ps
+    ]
+    assert len(revocations) == revoked
+    assert len(leader_views(lab, mark)) == rebalances
+    assert sorted(len(owned(lab, m)) for m in ("C1", "C2", "C3")) == [2, 2, 2]
+    if strategy == COOPERATIVE:  # C3 gets both of its partitions in the second rebalance
+        assert callbacks(lab, "C3", mark)[-1] == ("on_partitions_assigned", owned(lab, "C3"))
+
+
+# ---------------------------------------------------------------------------- SC-10 / SC-11 / SC-12
+def _upgrade_lab() -> Lab:
+    lab = strict_lab()
+    lab.create_topic("t", 6)
+    for name in ("C1", "C2", "C3"):
+        add(lab, name, ["range"], ["t"])
+    stable(lab)
+    return lab
+
+
+def _restart_with(lab: Lab, name: str, strategy: list[str]) -> None:
+    lab.restart(name, config=lab.clients[name].config.model_copy(update={"partition_assignment_strategy": strategy}))
+
+
+def _bounce(lab: Lab, name: str, strategy: list[str]) -> None:
+    """A rolling bounce's step: close (revoke, LeaveGroup), settle, start the new version."""
+    lab.close(name)
+    stable(lab)
+    _restart_with(lab, name, strategy)
+    stable(lab)
+
+
+def test_sc10_sc11_the_two_bounce_upgrade_never_double_assigns():
+    lab = _upgrade_lab()
+    assert {c.rebalance_protocol for c in lab.clients.values()} == {RebalanceProtocol.EAGER}
+    for name in ("C1", "C2", "C3"):  # bounce 1: [cooperative-sticky, range] runs EAGER (P-5)
+        _bounce(lab, name, ["cooperative-sticky", "range"])
+        assert lab.clients[name].rebalance_protocol is RebalanceProtocol.EAGER
+    bounce2 = lab.step_count
+    _bounce(lab, "C1", ["cooperative-sticky"])  # bounce 2, first member: COOPERATIVE (P-6)
+    assert lab.clients["C1"].rebalance_protocol is RebalanceProtocol.COOPERATIVE
+    assert lab.clients["C1"].protocol_name == "cooperative-sticky"  # C1 no longer lists range
+    mixed = lab.step_count
+    lab.close("C2")  # SC-11: a rebalance of the mixed group
+    stable(lab)
+    # The eager C3 claims nothing and is told its full set; the cooperative C1 claims what it owns
+    # and is told only what is new.
+    assert all(j == [] for j in joins(lab, "C3", mixed))
+    assert joins(lab, "C1", mixed)[0] != []
+    c3_assigned = [ps for kind, ps in callbacks(lab, "C3", mixed) if kind == "on_partitions_assigned"]
+    assert c3_assigned[-1] == owned(lab, "C3")
+    c1_assigned = [p for kind, ps in callbacks(lab, "C1", mixed) if kind == "on_partitions_assigned" for p in ps]
+    assert not set(c1_assigned) & set(joins(lab, "C1", mixed)[0])
+    _restart_with(lab, "C2", COOPERATIVE)
+    stable(lab)
+    _bounce(lab, "C3", COOPERATIVE)
+    assert {c.rebalance_protocol for c in lab.clients.values()} == {RebalanceProtocol.COOPERATIVE}
+    assert sorted(p for m in ("C1", "C2", "C3") for p in owned(lab, m)) == [f"t-{i}" for i in range(6)]
+    assert compute_metrics(lab.trace)["invariant_violations"] == 0 and bounce2 < mixed
+
+
+def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
+    lab = _upgrade_lab()
+    lab.close("C1")
+    stable(lab)
+    before = {m: owned(lab, m) for m in ("C2", "C3")}
+    _restart_with(lab, "C1", COOPERATIVE)
+    lab.run(until=lab.now + 30_000)
+    c1 = lab.clients["C1"]
+    assert c1.state.value == "FATAL"  # no common assignor: INCONSISTENT_GROUP_PROTOCOL (P-8)
+    fatal = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "fatal" in e.payload)
+    assert fatal.payload["fatal"] == "INCONSISTENT_GROUP_PROTOCOL" and not c1.owned
+    assert lab.invariants.violations == []
+    assert sorted(owned(lab, "C2") + owned(lab, "C3")) == [f"t-{i}" for i in range(6)]
+    assert {m: owned(lab, m) for m in before} == before  # nothing moved
+
+
+def test_sc12b_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner(monkeypatch):
+    """The hazard the two bounces prevent: a leader moving partitions their owners never revoked."""
+    monkeypatch.setattr(cc, "leader_adjustment", lambda intended, subscriptions, partitions: (intended, [], []))
+    monkeypatch.setattr(
+        CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
+    )
+    with pytest.raises(InvariantViolation, match="single-owner"):
+        two_member_group(COOPERATIVE)
+
+
+# ---------------------------------------------------------------------------- client state machine
+def test_classic_client_transitions_are_the_tables():
+    """Runs that take the classic client through its machine; every transition is a table row."""
+    lab, _ = two_member_group(COOPERATIVE)
+    lab.pause("C2")  # stops polling: past max.poll.interval.ms it leaves the group
+    lab.run(until=lab.now + 400_000)
+    lab.resume("C2")
+    stable(lab)
+    lab.close("C1")
+    stable(lab)
+    taken = {
+        (e.payload["from"], e.payload["trigger"], e.payload["to"])
+        for e in lab.trace
+        if e.kind.value == "state_transition" and e.payload.get("machine") == CLASSIC_MEMBER_MACHINE.name
+    }
+    rows = {(t.source, t.trigger, t.target) for t in CLASSIC_MEMBER_MACHINE.transitions}
+    assert taken <= rows
+    assert {
+        ("UNSUBSCRIBED", "subscribe", "UNJOINED"),
+        ("UNJOINED", "JoinGroup sent", "PREPARING_REBALANCE"),
+        ("PREPARING_REBALANCE", "MEMBER_ID_REQUIRED, JoinGroup again", "PREPARING_REBALANCE"),
+        ("PREPARING_REBALANCE", "joined, SyncGroup sent", "COMPLETING_REBALANCE"),
+        ("COMPLETING_REBALANCE", "SyncGroup answered", "STABLE"),
+        ("STABLE", "JoinGroup sent", "PREPARING_REBALANCE"),
+        ("STABLE", "poll timer expired, left the group", "UNJOINED"),
+        ("STABLE", "close", "UNSUBSCRIBED"),
+    } <= taken
+    lost = [kind for kind, _ in callbacks(lab, "C2") if kind == "on_partitions_lost"]
+    assert lost == ["on_partitions_lost"]  # after the poll timeout, at its next poll
+
+
+def test_a_transition_outside_the_table_is_refused():
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    add(lab, "C1", COOPERATIVE, ["a"])
+    with pytest.raises(Exception, match="no transition from UNJOINED"):
+        lab.clients["C1"]._transition(cc.ClassicMemberState.STABLE, "SyncGroup answered")
+
+
+def test_the_same_seed_gives_the_same_trace():
+    runs = []
+    for _ in range(2):
+        lab, _ = two_member_group(COOPERATIVE)
+        runs.append([e.to_json() for e in lab.trace])
+    assert runs[0] == runs[1]
+
+
+def test_rebalance_metrics_follow_kip429():
+    lab = strict_lab()
+    lab.create_topic("a", 2)
+    add(lab, "C1", COOPERATIVE, ["a"], callbacks=CallbackConfig(on_partitions_assigned_ms=200))
+    stable(lab)
+    metrics = lab.clients["C1"].rebalance_metrics.summary(lab.now)
+    assert metrics["rebalance-total"] == 1
+    assert metrics["partitions-assigned-latency-max"] == 200
+    assert metrics["rebalance-latency-max"] >= 200  # M-2: callback time included
+    assert metrics["partitions-revoked-latency-avg"] is None  # M-3
