@@ -256,3 +256,25 @@ def test_classic_join_into_a_consumer_group_with_an_incompatible_protocol_is_rej
     assert case.gc.join_group(request).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
     bad = request.model_copy(update={"protocols": [JoinGroupRequestProtocol(name="range", metadata=b"not json")]})
     assert case.gc.join_group(bad).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+
+
+def test_an_empty_consumer_group_id_is_reused_by_a_classic_group():
+    case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+    for member_id in ("b", "c"):
+        case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id=member_id)]))
+    case.consumer_heartbeat("A", epoch=-1)
+    assert case.gc.groups[GROUP].state.value == "Empty"
+    result = case.classic_join("", [], -1, instance=None)
+    assert result.response.error_code.name == "MEMBER_ID_REQUIRED"
+    assert record_names(result) == [
+        "~TargetAssignmentMember(A)",  # the last target still listed the members that left
+        "~TargetAssignmentMember(b)",
+        "~TargetAssignmentMember(c)",
+        "~TargetAssignmentMetadata",
+        "~PartitionMetadata",
+        "~Metadata",
+        "GroupMetadata",  # the new, empty classic group (Kafka writes it so the group exists)
+    ]
+    assert GROUP not in case.gc.groups
+    assert case.gc.classic_groups[GROUP].state is ClassicGroupState.EMPTY
+    case.assert_rebuild_equals_live()

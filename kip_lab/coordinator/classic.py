@@ -50,7 +50,8 @@ class _Outbox:
     """What one handler or timer call produced besides its own response."""
 
     responses: list[tuple[Parked, str, Any]] = field(default_factory=list)
-    batches: list[tuple[Record, ...]] = field(default_factory=list)
+    batches: list[tuple[Record, ...]] = field(default_factory=list)  # classic records: appended, not replayed
+    replayed: tuple[tuple[Record, ...], ...] = ()  # batches already applied with replay (a group deleted)
 
 
 class ClassicGroupHandlers:
@@ -70,7 +71,8 @@ class ClassicGroupHandlers:
         result = CoordinatorResult(
             response, tuple(out.batches), origin=origin, deferred=tuple(deferred), replay_records=False
         )
-        return self._apply(result)
+        self._apply(result)
+        return CoordinatorResult(response, out.replayed + result.batches, origin, result.deferred, False)
 
     @staticmethod
     def _complete_join(out: _Outbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None:
@@ -283,7 +285,8 @@ class ClassicGroupHandlers:
             return self._classic_join_to_consumer_group(consumer_group, r)
         if consumer_group is not None:
             # An empty consumer group is deleted and the id reused by a classic group (Kafka).
-            out.batches.append(tuple(self._consumer_group_tombstones(consumer_group)))
+            deletion = CoordinatorResult(None, (tuple(self._consumer_group_tombstones(consumer_group)),))
+            out.replayed = self._apply(deletion).batches
         if r.rebalance_timeout_ms == -1:
             r = r.model_copy(update={"rebalance_timeout_ms": r.session_timeout_ms})
         is_unknown = r.member_id == UNKNOWN_MEMBER_ID
