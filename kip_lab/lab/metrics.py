@@ -47,8 +47,14 @@ revocations
 partition moves
     A client starts fetching a partition whose previous fetcher (in that group) was another
     client.
+stops without move
+    A client starts fetching a partition again that it (the same process, not a restarted one)
+    was the last to fetch: the partition stopped and nobody else took it in between — an
+    interruption that moved nothing (eager's
+    revoke-everything barrier costs one per partition per rebalance; cooperative and KIP-848
+    rebalances avoid them).
 heartbeats sent
-    ConsumerGroupHeartbeat requests a client put on the network: ``message_sent`` from a
+    ConsumerGroupHeartbeat (and classic Heartbeat) requests a client put on the network: ``message_sent`` from a
     non-broker, plus those the network dropped as they were sent.
 records written
     Records in ``handler_result`` payloads (group records and offset commits).
@@ -147,6 +153,9 @@ class _Replay:
         self.unavailable: dict[tuple[str, TP], int] = {}
         self.last_fetcher: dict[tuple[str, TP], str] = {}
         self.moves = 0
+        self.stops_without_move = 0
+        self.incarnations: dict[str, int] = {}  # client name -> restarts so far
+        self.fetched_by_incarnation: dict[tuple[str, TP], int] = {}  # the last fetcher's incarnation
         self.epoch_bumps: list[tuple[str, int]] = []  # of the step being applied
 
     # -- availability bookkeeping ---------------------------------------------------------
@@ -170,6 +179,9 @@ class _Replay:
             previous = self.last_fetcher.get(key)
             if previous is not None and previous != name:
                 self.moves += 1
+            elif previous == name and self.fetched_by_incarnation.get(key) == self.incarnations.get(name, 0):
+                self.stops_without_move += 1
+            self.fetched_by_incarnation[key] = self.incarnations.get(name, 0)
             self.last_fetcher[key] = name
             if key not in self.seen:
                 self.seen.add(key)
@@ -252,6 +264,7 @@ class _Replay:
             client = self.clients[member]
             client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
             client.assigned, client.rejoin_pending, client.generation = None, False, -1
+            self.incarnations[member] = self.incarnations.get(member, 0) + 1
             config = payload.get("config")
             if config:  # restarted with another config: another version, or another group.protocol
                 client.group = config["group_id"]
@@ -526,6 +539,7 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
         "total_unavailability_ms": sum(ms for per_group in unavailability.values() for ms in per_group.values()),
         "revocations": revocations,
         "partition_moves": replay.moves,
+        "stops_without_move": replay.stops_without_move,
         "heartbeats_sent": heartbeats,
         "records_written": records,
         "invariant_violations": sum(violations.values()),
