@@ -125,7 +125,8 @@ class ShareCoordinator:
     def _replay(self, entry: LogEntry) -> None:
         key, value = entry.record.key, entry.record.value
         sp = (key.group_id, key.topic_id, key.partition)
-        if isinstance(key, ShareSnapshotKey):
+        kind = type(key)
+        if kind is ShareSnapshotKey:
             if value.snapshot_epoch == DELETED_SNAPSHOT_EPOCH:
                 self.states.pop(sp, None)
                 self.snapshot_offsets.pop(sp, None)
@@ -140,7 +141,7 @@ class ShareCoordinator:
             )
             self.snapshot_offsets[sp] = entry.offset
             self.updates_since_snapshot[sp] = 0
-        elif isinstance(key, ShareUpdateKey):
+        elif kind is ShareUpdateKey:
             state = self.states.get(sp)
             if state is None or state.snapshot_epoch != value.snapshot_epoch:
                 return  # an update of an older snapshot (or of a deleted share-partition): ignored

@@ -341,6 +341,11 @@ class SharePartition:
             self.spso = batches[drop - 1].last_offset + 1
             del batches[:drop]
 
+    def _start_floor(self) -> int:
+        """The SPSO, or the log start offset a pending write is moving it to."""
+        moves = [w.new_log_start for w in self._pending.values() if w.new_log_start is not None]
+        return max([self.spso, *moves])
+
     def _projected_start(self) -> int:
         """Where the SPSO will be once the pending writes complete."""
         for batch in self._batches:
@@ -359,8 +364,8 @@ class SharePartition:
         """
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
-        if self.log.log_start_offset > self.spso:
-            self.move_log_start()
+        self.move_log_start()
+        floor = self._start_floor()
         budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
         if budget <= 0:
             return []
@@ -369,14 +374,14 @@ class SharePartition:
         index = 0
         while index < len(self._batches) and budget > 0:
             batch = self._batches[index]
-            if batch.state == AVAILABLE and batch.pending_write is None:
+            if batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor:
                 if batch.size > budget:
                     self._split_before(batch.first_offset + budget)
                 self._acquire_batch(batch, member_id, lock_id)
                 budget -= batch.size
                 taken.append(batch)
             index += 1
-        if budget > 0:
+        if budget > 0 and floor == self.spso:  # no new records while the log start's write is pending
             taken.extend(self._acquire_from_log(member_id, lock_id, budget))
         if taken:
             self._next_lock_id += 1
@@ -495,7 +500,7 @@ class SharePartition:
     def move_log_start(self) -> PendingWrite | None:
         """Retention moved the log start offset past the SPSO: everything below it is Archived (T10/T11)."""
         new_start = self.log.log_start_offset
-        if new_start <= self.spso:
+        if new_start <= self._start_floor():
             return None
         changes = []
         for batch in self._batches[: self._split_before(min(new_start, self.speo))]:
@@ -589,7 +594,10 @@ class SharePartition:
                 self.fire_timer(("lock", lock_id))
             return write
         for transition in write.transitions:
-            for index in self._slice(transition.first_offset, transition.last_offset):
+            first = max(transition.first_offset, self.spso)  # the log start may have passed it meanwhile
+            if first > transition.last_offset:
+                continue
+            for index in self._slice(first, transition.last_offset):
                 batch = self._batches[index]
                 if batch.pending_write != write_id:
                     continue

@@ -11,7 +11,7 @@ a write means.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kip_lab.protocol.share import UNCHANGED_START_OFFSET, DeliveryState, StateBatch
 
@@ -19,7 +19,7 @@ Span = tuple[int, int, int, int]
 
 
 def spans_from_batches(batches: Iterable[StateBatch]) -> list[Span]:
-    return [(b.first_offset, b.last_offset, int(b.delivery_state), b.delivery_count) for b in batches]
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches]
 
 
 def batches_from_spans(spans: Iterable[Span]) -> list[StateBatch]:
@@ -76,9 +76,11 @@ def drop_below(spans: Sequence[Span], start_offset: int) -> list[Span]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class DurableState:
-    """What the share coordinator stores for one share-partition (and what replay rebuilds)."""
+class DurableState(NamedTuple):
+    """What the share coordinator stores for one share-partition (and what replay rebuilds).
+
+    A named tuple: immutable, compared by value, and cheap to build on the replay path.
+    """
 
     state_epoch: int
     leader_epoch: int
@@ -89,8 +91,8 @@ class DurableState:
     def with_write(self, start_offset: int, spans: Sequence[Span], leader_epoch: int) -> DurableState:
         """This state after a write: a new start offset (unless -1), then its spans overlaid."""
         start = self.start_offset if start_offset == UNCHANGED_START_OFFSET else start_offset
-        combined = overlay(self.spans, spans) if spans else list(self.spans)
-        if start != UNCHANGED_START_OFFSET:
+        combined = overlay(self.spans, spans) if spans else self.spans
+        if combined and start != UNCHANGED_START_OFFSET and combined[0][0] < start:
             combined = drop_below(combined, start)
         leader = self.leader_epoch if leader_epoch == -1 else leader_epoch
         return DurableState(self.state_epoch, leader, self.snapshot_epoch, start, tuple(combined))
