@@ -483,6 +483,8 @@ class _Builder:
             client.member_id = str(payload["member_id"])
             self.member_actor[(client.group_id, client.member_id)] = actor
         client.member_epoch = int(payload.get("member_epoch", client.member_epoch))
+        for topic_id, name in (payload.get("topic_names") or {}).items():  # a classic consumer names its topics
+            self.topic_names.setdefault(str(topic_id), str(name))
         if client.alive:
             client.owned = {(str(t), int(p)) for t, p in payload.get("owned", ())}
             if client.state not in GONE_STATES:
