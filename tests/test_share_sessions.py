@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from share_support import GROUP, TOPIC, ack, initialize
 
@@ -230,3 +232,15 @@ def test_admin_reset_reloads_the_share_partition_on_its_first_session(leader: Sh
 def test_epoch_wraps_to_one() -> None:
     assert next_session_epoch(2**31 - 1) == 1
     assert next_session_epoch(5) == 6
+
+
+def test_a_deep_copy_is_independent(leader: SharePartitionLeader) -> None:
+    """Lab snapshots deep-copy the world: the copy's leader, persister and coordinator move on their own."""
+    leader.share_fetch(fetch(0, max_records=2))
+    clone = copy.deepcopy(leader)
+    clone.share_fetch(fetch(1, acks={0: [ack(0, 1, ACCEPT)]}, max_records=1))
+    assert clone.partitions[(GROUP, TOPIC, 0)].spso == 2
+    assert leader.partitions[(GROUP, TOPIC, 0)].spso == 0
+    original = leader.persister.coordinator_for(GROUP, TOPIC, 0)
+    assert original.state(GROUP, TOPIC, 0).start_offset == 0
+    assert clone.persister.coordinator_for(GROUP, TOPIC, 0) is not original

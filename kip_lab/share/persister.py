@@ -48,14 +48,16 @@ class CoordinatorPersister:
     """
 
     def __init__(self, coordinators: ShareCoordinator | CoordinatorLookup, *, deferred: bool = False) -> None:
-        if isinstance(coordinators, ShareCoordinator):
-            single = coordinators
-            self.coordinator_for: CoordinatorLookup = lambda group, topic, partition: single
-        else:
-            self.coordinator_for = coordinators
+        self._coordinators = coordinators
         self.deferred = deferred
         self.sent: list[SentWrite] = []
         self.queue: deque[SentWrite] = deque()
+
+    def coordinator_for(self, group_id: str, topic_id: str, partition: int) -> ShareCoordinator:
+        """The share coordinator owning this share-partition's state."""
+        if isinstance(self._coordinators, ShareCoordinator):
+            return self._coordinators
+        return self._coordinators(group_id, topic_id, partition)
 
     def read_state(self, group_id: str, topic_id: str, partition: int, leader_epoch: int) -> PartitionStateResult:
         request = ReadShareGroupStateRequest(group_id=group_id, topics=[_read_data(topic_id, partition, leader_epoch)])
