@@ -24,6 +24,7 @@ from kip_lab.protocol.classic_group import (
 )
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kip_lab.protocol.records import GroupMetadataKey
+from kip_lab.protocol.share_group import ShareGroupHeartbeatRequest
 
 GROUP = "g"
 SESSION = 45_000  # longer than the rebalance timeout: the timeouts below are told apart
@@ -499,3 +500,15 @@ def test_list_and_describe_groups_cover_classic_and_consumer_groups():
     assert describe_record(record).startswith(
         f"GroupMetadata: generation=1, protocol=range, leader={c.group.leader_id}"
     )
+
+
+def test_a_share_group_id_is_not_a_classic_group():
+    c = Classic()
+    share = c.gc.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id=GROUP, member_id="s", member_epoch=0, subscribed_topic_names=["foo"])
+    )
+    assert share.response.error_code.name == "NONE"
+    result = c.join(ref="x")
+    assert result.response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+    assert GROUP not in c.gc.classic_groups
+    assert c.heartbeat("s", 1) == "UNKNOWN_MEMBER_ID"

@@ -280,6 +280,8 @@ class ClassicGroupHandlers:
             <= self.config.classic_max_session_timeout_ms
         ):
             return answer(Errors.INVALID_SESSION_TIMEOUT)
+        if r.group_id in self.share_groups:  # the id names a group of another kind (Kafka)
+            return answer(Errors.INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID)
         consumer_group = self.groups.get(r.group_id)
         if consumer_group is not None and consumer_group.members:
             return self._classic_join_to_consumer_group(consumer_group, r)
