@@ -22,7 +22,7 @@ from kip_lab.protocol.share import (
 )
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.share.config import ShareCoordinatorConfig
-from kip_lab.share.coordinator import ShareCoordinator
+from kip_lab.share.coordinator import ShareCoordinator, java_string_hash, state_partition_for
 from kip_lab.share.records import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue
 
 
@@ -237,3 +237,12 @@ def test_failover_at_every_step_of_a_run() -> None:
     for batches, state in live_states:
         assert ShareCoordinator.from_log(rig.coordinator.log.truncated(batches)).states == state
     assert len({batches for batches, _ in live_states}) == len(live_states)  # every step wrote something
+
+
+def test_state_partition_follows_kafkas_string_hash() -> None:
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Utils.abs maps it to 0
+    assert java_string_hash("") == 0
+    expected = abs(java_string_hash("G1:topic_uuid:3")) % 50
+    assert state_partition_for("G1", "topic_uuid", 3) == expected
+    assert {state_partition_for("G1", "topic_uuid", p, 4) for p in range(40)} == {0, 1, 2, 3}

@@ -57,6 +57,31 @@ from kip_lab.share.state_batches import DurableState, spans_from_batches
 
 SharePartitionKey = tuple[str, str, int]  # (group id, topic id, partition)
 STATE_TOPIC = "__share_group_state"
+STATE_TOPIC_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit signed overflow)."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def state_partition_for(
+    group_id: str, topic_id: str, partition: int, num_partitions: int = STATE_TOPIC_PARTITIONS
+) -> int:
+    """The ``__share_group_state`` partition (hence the share coordinator) of a share-partition.
+
+    The FindCoordinator key is ``"group:topicId:partition"`` (key type SHARE); Kafka maps it to
+    ``Utils.abs(key.hashCode()) % partitions`` (``Utils.abs(MIN_VALUE)`` is 0), reproduced here.
+    """
+    if num_partitions < 1:
+        raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+    h = java_string_hash(f"{group_id}:{topic_id}:{partition}")
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
 
 P = TypeVar("P", bound=Message)
 
