@@ -29,10 +29,22 @@ from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
 from kip_lab.lab import Lab, Trace
 from kip_lab.lab.invariants import INVARIANTS
-from kip_lab.viz import epoch_chart, group_dot, machine_dot, message_sequence, ownership_swimlanes, render, trace_frames
+from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
+from kip_lab.share.partition import RECORD_STATE_MACHINE
+from kip_lab.viz import (
+    epoch_chart,
+    group_dot,
+    machine_dot,
+    message_sequence,
+    ownership_swimlanes,
+    placeholder_chart,
+    record_state_strip,
+    render,
+    trace_frames,
+)
 
-DIAGRAMS = ("member state", "reconciliation", "group state", "group")
-TIMELINES = ("ownership and epochs", "messages")
+DIAGRAMS = ("member state", "reconciliation", "group state", "group", "record state")
+TIMELINES = ("ownership and epochs", "messages", "share records")
 # The charts are built once per run with the cursor at this impossible time; each step only
 # rewrites it in the spec text. Building Altair charts costs ~100 ms, the rewrite ~1 ms.
 CURSOR_SENTINEL = -7_654_321.5
@@ -173,7 +185,7 @@ class Stepper(W.VBox):
     # ------------------------------------------------------------------ drawing
     def redraw(self) -> None:
         lab = self.lab
-        group = lab.coordinator.groups.get(self.group_id)
+        group = lab.coordinator.groups.get(self.group_id) or lab.coordinator.share_groups.get(self.group_id)
         state = group.state.value if group else "—"
         epochs = f"group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}" if group else ""
         self.counter.value = (
@@ -193,8 +205,13 @@ class Stepper(W.VBox):
                 chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL) & epoch_chart(
                     self._frames, cursor_ms=CURSOR_SENTINEL
                 )
-            else:
+            elif view == TIMELINES[1]:
                 chart = message_sequence(self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time")
+            else:
+                try:
+                    chart = record_state_strip(self._full, cursor_ms=CURSOR_SENTINEL)
+                except ValueError as empty:
+                    chart = placeholder_chart(str(empty), cursor_ms=CURSOR_SENTINEL)
             self._specs[view] = json.dumps(chart.to_dict(validate=False))
         return json.loads(self._specs[view].replace(repr(CURSOR_SENTINEL), str(self.lab.now)))
 
@@ -217,8 +234,13 @@ class Stepper(W.VBox):
         elif choice == "reconciliation":
             member = group.members.get(client.member_id) if group and client else None
             dot = machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None)
+        elif choice == "group state" and self.group_id in self.lab.coordinator.share_groups:
+            share_group = self.lab.coordinator.share_groups[self.group_id]
+            dot = machine_dot(SHARE_GROUP_STATE_MACHINE, current=share_group.state.value)
         elif choice == "group state":
             dot = machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None)
+        elif choice == "record state":
+            dot = machine_dot(RECORD_STATE_MACHINE)
         else:
             if group is None:
                 self.diagram.value = "<i>the group does not exist yet</i>"
@@ -241,6 +263,13 @@ class Stepper(W.VBox):
     def _draw_records(self) -> None:
         rows = []
         for event in self._full.at_step(self.lab.step_count):
+            if event.kind.value in ("share_state_write", "share_state_rpc"):  # __share_group_state records
+                for record in event.payload.get("records", []):
+                    value = html.escape(str(record["value"]))
+                    rows.append(
+                        f"<tr><td>{html.escape(record['type'])}</td><td>{event.actor}</td><td>{value}</td></tr>"
+                    )
+                continue
             for record in event.payload.get("records", []) if event.kind.value == "handler_result" else ():
                 key = dict(record["key"])
                 kind = key.pop("type", "")

@@ -20,7 +20,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from kip_lab.viz.frames import TraceFrames, trace_frames
+from kip_lab.viz.frames import ShareFrames, TraceFrames, share_frames, trace_frames
 
 STATUS_ORDER = ["assigned", "revoking", "pending"]
 STATUS_OPACITY = [1.0, 0.6, 0.3]
@@ -106,12 +106,14 @@ def _vertical_markers(
     return [rules, labels]
 
 
-def _vertical_cursor(cursor_ms: float | None, time_range: tuple[float, float] | None) -> list[alt.Chart]:
+def _vertical_cursor(
+    cursor_ms: float | None, time_range: tuple[float, float] | None, clip: bool = False
+) -> list[alt.Chart]:
     if not _in_range(cursor_ms, time_range):
         return []
     return [
         alt.Chart(_values([{"cursor_ms": cursor_ms}]))
-        .mark_rule(color=CURSOR_COLOR, strokeWidth=2)
+        .mark_rule(color=CURSOR_COLOR, strokeWidth=2, clip=clip)
         .encode(x="cursor_ms:Q", tooltip=[alt.Tooltip("cursor_ms:Q", title="cursor (ms)")])
     ]
 
@@ -492,6 +494,117 @@ def message_sequence(
             )
         )
     return _layer(layers, "messages", width, height)
+
+
+# ---------------------------------------------------------------------------- share groups (KIP-932)
+RECORD_STATE_ORDER = ["Available", "Acquired", "Acknowledged", "Archived"]
+RECORD_STATE_COLORS = ["#90caf9", "#ffb300", "#66bb6a", "#9e9e9e"]
+
+
+def record_state_strip(
+    source: Any,
+    group_id: str | None = None,
+    topic_id: str | None = None,
+    partition: int | None = None,
+    *,
+    cursor_ms: float | None = None,
+    time_range: tuple[float, float] | None = None,
+    title: str | None = None,
+    width: int = 640,
+    height: int = 300,
+) -> alt.LayerChart:
+    """One share-partition's records over time: offsets up, time across, coloured by state.
+
+    Each interval is labelled with the record's delivery count; the share-partition start offset
+    (SPSO, solid) and end offset (SPEO, dashed) are drawn as step lines. ``source`` is a trace,
+    a Lab or ``ShareFrames``; the share-partition defaults to the first one in it.
+    """
+    frames = source if isinstance(source, ShareFrames) else share_frames(source)
+    records, offsets = frames.records, frames.offsets
+    if records.empty:
+        raise ValueError("no share records in this trace (no share_acquired or share_state_write events)")
+    first = records.iloc[0]
+    key = (
+        group_id if group_id is not None else first["group_id"],
+        topic_id if topic_id is not None else first["topic_id"],
+        int(first["partition"]) if partition is None else partition,
+    )
+
+    def chosen(frame: pd.DataFrame) -> pd.DataFrame:
+        keep = (frame["group_id"] == key[0]) & (frame["topic_id"] == key[1]) & (frame["partition"] == key[2])
+        return frame[keep]
+
+    records, offsets = chosen(records).copy(), chosen(offsets)
+    if records.empty:
+        raise ValueError(f"no records for share-partition {key}")
+    records["offset_end"] = records["offset"] + 1
+    records["label"] = records["delivery_count"].astype(str)
+    if time_range is None:  # from the first record to a little after the last change
+        lo, last = float(records["start_ms"].min()), float(records["start_ms"].max())
+        time_range = (lo, last + max(1.0, (last - lo) * 0.1))
+    lo, hi = time_range
+    records["end_ms"] = records["end_ms"].clip(upper=hi)
+    x_scale = alt.Scale(domain=[lo, hi], nice=False, zero=False)
+    top = int(max(records["offset_end"].max(), offsets["speo"].max() if not offsets.empty else 0))
+    bottom = int(min(records["offset"].min(), offsets["spso"].min() if not offsets.empty else top))
+    y_scale = alt.Scale(domain=[bottom, top], nice=False, zero=False)
+    y_axis = alt.Axis(title="offset", tickMinStep=1)
+    tooltip = [
+        alt.Tooltip("offset:Q"),
+        alt.Tooltip("state:N"),
+        alt.Tooltip("delivery_count:Q", title="delivery count"),
+        alt.Tooltip("member_id:N", title="acquired by"),
+        alt.Tooltip("start_ms:Q", title="from (ms)"),
+        alt.Tooltip("end_ms:Q", title="to (ms)"),
+    ]
+    base = alt.Chart(_values(records))
+    layers = [
+        base.mark_rect(stroke="white", strokeWidth=0.5, clip=True).encode(
+            x=alt.X("start_ms:Q", title="time (ms)", scale=x_scale),
+            x2="end_ms:Q",
+            y=alt.Y("offset:Q", scale=y_scale, axis=y_axis),
+            y2="offset_end:Q",
+            color=alt.Color(
+                "state:N",
+                scale=alt.Scale(domain=RECORD_STATE_ORDER, range=RECORD_STATE_COLORS),
+                legend=alt.Legend(title="record state"),
+            ),
+            tooltip=tooltip,
+        ),
+        base.mark_text(align="left", baseline="middle", dx=2, fontSize=8, clip=True)
+        .encode(x=alt.X("start_ms:Q", scale=x_scale), y=alt.Y("offset_mid:Q", scale=y_scale), text="label:N")
+        .transform_calculate(offset_mid="datum.offset + 0.5"),
+    ]
+    if not offsets.empty:
+        lines = offsets.melt(
+            id_vars=["time_ms"], value_vars=["spso", "speo"], var_name="bound", value_name="offset"
+        ).dropna()
+        lines = pd.concat([lines, lines.groupby("bound", as_index=False).last().assign(time_ms=hi)], ignore_index=True)
+        layers.append(
+            alt.Chart(_values(lines))
+            .mark_line(interpolate="step-after", strokeWidth=2, color="#000000", clip=True)
+            .encode(
+                x=alt.X("time_ms:Q", scale=x_scale),
+                y=alt.Y("offset:Q", scale=y_scale),
+                strokeDash=alt.StrokeDash(
+                    "bound:N",
+                    scale=alt.Scale(domain=["spso", "speo"], range=[[1, 0], [5, 3]]),
+                    legend=alt.Legend(title="SPSO / SPEO"),
+                ),
+                tooltip=[alt.Tooltip("bound:N"), alt.Tooltip("offset:Q"), alt.Tooltip("time_ms:Q", title="time (ms)")],
+            )
+        )
+    layers += _vertical_cursor(cursor_ms, None, clip=True)  # clipped to the strip's time range
+    name = title or f"share-partition {key[1][:8]}-{key[2]} of group {key[0]}: record states"
+    return _layer(layers, name, width, height)
+
+
+def placeholder_chart(
+    message: str, *, cursor_ms: float | None = None, width: int = 640, height: int = 60
+) -> alt.LayerChart:
+    """A timeline with nothing to show but ``message`` (and the cursor, so a widget can still move it)."""
+    text = alt.Chart(_values([{"message": message}])).mark_text(fontSize=12).encode(text="message:N")
+    return _layer([text, *_vertical_cursor(cursor_ms, None, clip=True)], "", width, height)
 
 
 # ---------------------------------------------------------------------------- export

@@ -844,3 +844,81 @@ def gap_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
 
 def member_state_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return trace_frames(trace, end_ms).member_states
+
+
+# ---------------------------------------------------------------------------- share groups (KIP-932)
+RECORD_STATE_COLUMNS = [
+    "group_id",
+    "topic_id",
+    "partition",
+    "offset",
+    "state",
+    "delivery_count",
+    "member_id",
+    "start_ms",
+    "end_ms",
+    "start_step",
+]
+SHARE_OFFSET_COLUMNS = ["group_id", "topic_id", "partition", "time_ms", "step", "spso", "speo"]
+
+
+@dataclass
+class ShareFrames:
+    """``records``: one row per interval in which an in-flight offset kept its state, delivery count
+    and owner (from ``share_acquired`` and successful ``share_state_write`` events). A record keeps
+    its last state after the start offset (SPSO) passes it (the KIP archives it then; the SPSO
+    line in ``offsets`` shows where that happened, and the last state says how it ended).
+    ``offsets``: the SPSO and SPEO after each event that reported them."""
+
+    records: pd.DataFrame
+    offsets: pd.DataFrame
+
+
+def share_frames(trace: Any, end_ms: int | None = None) -> ShareFrames:
+    """Record states of every share-partition in the trace, as intervals, plus its SPSO/SPEO over time."""
+    events = _events(trace)
+    current: dict[tuple[str, str, int], dict[int, tuple[str, int, str | None, int, int]]] = {}
+    rows: list[dict[str, Any]] = []
+    offsets: list[dict[str, Any]] = []
+
+    def close(key: tuple[str, str, int], offset: int, t: int) -> None:
+        state, count, member, since, step = current[key].pop(offset)
+        if t > since:
+            rows.append(
+                dict(zip(RECORD_STATE_COLUMNS, (*key, offset, state, count, member, since, t, step), strict=True))
+            )
+
+    def put(key, offset: int, state: str, count: int | None, member: str | None, t: int, step: int) -> None:
+        table = current.setdefault(key, {})
+        before = table.get(offset)
+        if before is not None:
+            if count is None:
+                count = before[1]
+            if before[:3] == (state, count, member):
+                return
+            close(key, offset, t)
+        table[offset] = (state, count or 0, member, t, step)
+
+    for step, t, _, kind, payload in events:
+        if kind not in ("share_acquired", "share_state_write"):
+            continue
+        key = (payload["group_id"], payload["topic_id"], int(payload["partition"]))
+        if kind == "share_acquired":
+            for first, last, count in payload["ranges"]:
+                for offset in range(first, last + 1):
+                    put(key, offset, "Acquired", count, payload["member_id"], t, step)
+        elif payload.get("error") is None:
+            for first, last, _, target in payload["transitions"]:
+                for offset in range(first, last + 1):
+                    put(key, offset, target, None, None, t, step)
+        spso, speo = payload.get("spso"), payload.get("speo")
+        if spso is not None:
+            offsets.append(dict(zip(SHARE_OFFSET_COLUMNS, (*key, t, step, spso, speo), strict=True)))
+    last = events[-1][1] if events else 0
+    end = last if end_ms is None else max(int(end_ms), last)
+    for key in sorted(current):
+        for offset in sorted(current[key]):
+            close(key, offset, end)
+    records = pd.DataFrame(rows, columns=RECORD_STATE_COLUMNS)
+    records = records.sort_values(["group_id", "topic_id", "partition", "offset", "start_ms"], kind="stable")
+    return ShareFrames(records.reset_index(drop=True), pd.DataFrame(offsets, columns=SHARE_OFFSET_COLUMNS))
