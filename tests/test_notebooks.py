@@ -53,6 +53,7 @@ def test_the_notebooks_are_there() -> None:
         "04_static_membership",
         "05_consumer_state_machine",
         "06_assignors",
+        "07_eager_cooperative_848",
     ]
 
 
