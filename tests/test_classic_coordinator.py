@@ -512,3 +512,15 @@ def test_a_share_group_id_is_not_a_classic_group():
     assert result.response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
     assert GROUP not in c.gc.classic_groups
     assert c.heartbeat("s", 1) == "UNKNOWN_MEMBER_ID"
+
+
+def test_static_member_errors():
+    c = Classic()
+    c.join(ref="s", instance="i-1")
+    c.advance(0)
+    static_id = c.group.static_members["i-1"]
+    c.sync(static_id, 1, {})
+    assert c.join("someone-else", ref="x", instance="i-1").response.error_code.name == "FENCED_INSTANCE_ID"
+    assert c.join(static_id, ref="x", instance="i-2").response.error_code.name == "UNKNOWN_MEMBER_ID"
+    # the member itself is accepted; as the leader its JoinGroup forces a rebalance (its own: generation 2)
+    assert c.join(static_id, ref="x", instance="i-1").response.generation_id == 2

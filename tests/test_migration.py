@@ -278,3 +278,15 @@ def test_an_empty_consumer_group_id_is_reused_by_a_classic_group():
     assert GROUP not in case.gc.groups
     assert case.gc.classic_groups[GROUP].state is ClassicGroupState.EMPTY
     case.assert_rebuild_equals_live()
+
+
+def test_downgrade_when_the_last_consumer_member_times_out():
+    case = upgraded()
+    for _ in range(10):  # b and c heartbeat; A (consumer protocol) has crashed
+        case.gc.advance(5_000)
+        for member_id in ("b", "c"):
+            if GROUP in case.gc.groups:
+                case.classic_heartbeat(member_id, 22, member_id.upper())
+    assert GROUP not in case.gc.groups
+    classic = case.gc.classic_groups[GROUP]
+    assert sorted(classic.members) == ["b", "c"] and classic.generation_id == 22
