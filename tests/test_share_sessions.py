@@ -11,6 +11,9 @@ from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
     AcknowledgeType,
     ForgottenTopic,
+    ReadShareGroupStateRequest,
+    ReadStateData,
+    ReadStatePartition,
     ShareAcknowledgeRequest,
     ShareAcknowledgeRequestPartition,
     ShareAcknowledgeRequestTopic,
@@ -244,3 +247,40 @@ def test_a_deep_copy_is_independent(leader: SharePartitionLeader) -> None:
     original = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     assert original.state(GROUP, TOPIC, 0).start_offset == 0
     assert clone.persister.coordinator_for(GROUP, TOPIC, 0) is not original
+
+
+def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
+    coordinator = ShareCoordinator()
+    initialize(coordinator, start_offset=0)
+    persister = CoordinatorPersister(coordinator, deferred=True)
+    leader = SharePartitionLeader(persister, scheduler=Scheduler())
+    log = TopicLog(TOPIC, 0)
+    log.append(4)
+    leader.add_log(log)
+    leader.share_fetch(fetch(0, max_records=4))  # acquisition writes nothing: ready at once
+    reply = leader.begin_share_acknowledge(acknowledge(1, {0: [ack(0, 3, ACCEPT)]}))
+    assert not reply.ready and len(reply.writes) == 1
+    with pytest.raises(RuntimeError, match="deliver the persister"):
+        reply.response()
+    sp = leader.partitions[(GROUP, TOPIC, 0)]
+    assert sp.spso == 0 and sp.state_at(0) == (ACQUIRED, 1)  # not yet in effect
+    persister.deliver()
+    assert reply.ready and reply.response().responses[0].partitions[0].error_code is Errors.NONE
+    assert sp.spso == 4 and coordinator.state(GROUP, TOPIC, 0).start_offset == 4
+    fetch_reply = leader.begin_share_fetch(fetch(2, acks={0: [ack(0, 0, ACCEPT)]}))  # below the SPSO: no write
+    assert fetch_reply.ready and fetch_reply.response().responses[0].partitions[0].acknowledge_error_code is Errors.NONE
+
+
+def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLeader) -> None:
+    """A zombie leader: the share coordinator has seen leader epoch 1, this broker is still at 0."""
+    leader.share_fetch(fetch(0, max_records=2))
+    coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
+    coordinator.read_share_group_state(
+        ReadShareGroupStateRequest(
+            group_id=GROUP,
+            topics=[ReadStateData(topic_id=TOPIC, partitions=[ReadStatePartition(partition=0, leader_epoch=1)])],
+        )
+    )
+    r = leader.share_acknowledge(acknowledge(1, {0: [ack(0, 1, ACCEPT)]}))
+    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    assert leader.partitions[(GROUP, TOPIC, 0)].state_at(0) == (ACQUIRED, 1)

@@ -7,13 +7,18 @@ opens, -1 closes, otherwise the cached epoch must match); acknowledgements piggy
 ShareFetch are applied before records are acquired; a session that closes, is replaced or
 sits idle for 120 s releases the records its member still holds.
 
-The leader answers after the persister has completed each write (synchronous persister);
-``SharePartition`` itself keeps writes pending, for simulations that put latency in between.
+The leader answers only after the writes a request caused have completed (KIP-932: it waits
+for the persister). ``share_fetch`` / ``share_acknowledge`` answer at once and need a
+synchronous persister; ``begin_share_fetch`` / ``begin_share_acknowledge`` return a
+``LeaderReply`` whose ``response()`` is ready once a deferred persister has delivered them,
+so a simulation can put latency (or a share-coordinator failover) in between.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.share import (
@@ -31,7 +36,7 @@ from kip_lab.protocol.share import (
 )
 from kip_lab.runtime.scheduler import Scheduler
 from kip_lab.share.config import SharePartitionConfig
-from kip_lab.share.partition import SharePartition
+from kip_lab.share.partition import PendingWrite, SharePartition
 from kip_lab.share.persister import CoordinatorPersister
 from kip_lab.share.session import (
     SHARE_SESSION_IDLE_TIMEOUT_MS,
@@ -43,6 +48,42 @@ from kip_lab.share.session import (
 from kip_lab.share.topic_log import TopicLog
 
 SharePartitionKey = tuple[str, str, int]
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class AcknowledgeOutcome:
+    """One partition's acknowledgements: refused at once (``error``), or the write they caused."""
+
+    write: PendingWrite | None
+    error: Errors = Errors.NONE
+    message: str | None = None
+
+    def result(self) -> tuple[Errors, str | None]:
+        if self.write is None or self.write.error is Errors.NONE:
+            return self.error, self.message
+        if self.write.error is None:
+            raise RuntimeError(f"write {self.write.write_id} of {self.write.origin} has not completed")
+        return self.write.error, f"the share coordinator refused the write: {self.write.error.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderReply(Generic[R]):
+    """A request's answer, which the leader gives only once ``writes`` have completed (KIP-932: it waits
+    for the persister). With a deferred persister: deliver its queue, then ``response()``."""
+
+    writes: tuple[PendingWrite, ...]
+    _build: Callable[[], R]
+
+    @property
+    def ready(self) -> bool:
+        return all(write.error is not None for write in self.writes)
+
+    def response(self) -> R:
+        if not self.ready:
+            pending = [w.write_id for w in self.writes if w.error is None]
+            raise RuntimeError(f"the answer waits for writes {pending}: deliver the persister's queue first")
+        return self._build()
 
 
 class SharePartitionLeader:
@@ -137,56 +178,55 @@ class SharePartitionLeader:
     # ------------------------------------------------------------------ acknowledgements
     def _acknowledge(
         self, group_id: str, member_id: str, topic_id: str, partition: int, batches: list[AcknowledgementBatch]
-    ) -> tuple[Errors, str | None]:
-        """One partition's acknowledgements: atomic, answered once the write has completed."""
+    ) -> AcknowledgeOutcome:
+        """One partition's acknowledgements: atomic; the answer waits for the write they caused."""
         try:
             write = self.share_partition(group_id, topic_id, partition).acknowledge(member_id, batches)
         except ApiError as error:
-            return error.error, error.message
-        if write is not None and write.error not in (None, Errors.NONE):
-            return write.error, f"the share coordinator refused the write: {write.error.name}"
-        return Errors.NONE, None
+            return AcknowledgeOutcome(None, error.error, error.message)
+        return AcknowledgeOutcome(write)
 
     # ------------------------------------------------------------------ ShareFetch
     def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
+        """ShareFetch, answered at once (the persister must have completed the writes it caused)."""
+        return self.begin_share_fetch(request).response()
+
+    def begin_share_fetch(self, request: ShareFetchRequest) -> LeaderReply[ShareFetchResponse]:
+        """ShareFetch whose answer is ready once the writes of its acknowledgements have completed."""
         key = (request.group_id, request.member_id)
         epoch = request.share_session_epoch
         session = self.sessions.get(key)
         has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
         if epoch == INITIAL_SHARE_SESSION_EPOCH:
             if has_acks:
-                return _fetch_error(Errors.INVALID_REQUEST, "a ShareFetch that opens a session cannot acknowledge")
+                return _ready(
+                    _fetch_error(Errors.INVALID_REQUEST, "a ShareFetch that opens a session cannot acknowledge")
+                )
             if session is not None:
                 self._end_session(session)
             session = ShareSession(request.group_id, request.member_id)
         elif session is None:
-            return _fetch_error(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for member {request.member_id}")
+            return _ready(_fetch_error(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {request.member_id}"))
         elif epoch == FINAL_SHARE_SESSION_EPOCH:
             if request.forgotten_topics_data:
-                return _fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions")
+                return _ready(_fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions"))
         elif epoch != session.epoch:
-            return _fetch_error(
-                Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}"
-            )
+            message = f"expected share session epoch {session.epoch}, got {epoch}"
+            return _ready(_fetch_error(Errors.INVALID_SHARE_SESSION_EPOCH, message))
 
         answers: dict[TopicPartition, dict] = {}
+        outcomes: dict[TopicPartition, AcknowledgeOutcome] = {}
         for topic in request.topics:
             for part in topic.partitions:
                 if part.acknowledgement_batches:
-                    code, message = self._acknowledge(
-                        request.group_id,
-                        request.member_id,
-                        topic.topic_id,
-                        part.partition_index,
-                        part.acknowledgement_batches,
+                    tp = (topic.topic_id, part.partition_index)
+                    outcomes[tp] = self._acknowledge(
+                        request.group_id, request.member_id, *tp, part.acknowledgement_batches
                     )
-                    answers[(topic.topic_id, part.partition_index)] = {
-                        "acknowledge_error_code": code,
-                        "acknowledge_error_message": message,
-                    }
+                    answers[tp] = {}
         if epoch == FINAL_SHARE_SESSION_EPOCH:
             self._end_session(session)
-            return _fetch_response(answers)
+            return _fetch_reply(answers, outcomes)
 
         acknowledge_only = set()
         for topic in request.topics:
@@ -222,60 +262,97 @@ class SharePartitionLeader:
                 budget -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
                 answer["acquired_records"] = acquired
                 answer["records"] = [rec for r in acquired for rec in sp.log.read(r.first_offset, r.last_offset)]
-        return _fetch_response({tp: a for tp, a in answers.items() if a})
+        return _fetch_reply({tp: a for tp, a in answers.items() if a or tp in outcomes}, outcomes)
 
     # ------------------------------------------------------------------ ShareAcknowledge
     def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
+        """ShareAcknowledge, answered at once (the persister must have completed the writes it caused)."""
+        return self.begin_share_acknowledge(request).response()
+
+    def begin_share_acknowledge(self, request: ShareAcknowledgeRequest) -> LeaderReply[ShareAcknowledgeResponse]:
+        """ShareAcknowledge whose answer is ready once the writes it caused have completed."""
         key = (request.group_id, request.member_id)
         epoch = request.share_session_epoch
         session = self.sessions.get(key)
         if epoch == INITIAL_SHARE_SESSION_EPOCH:
-            return ShareAcknowledgeResponse(
-                error_code=Errors.INVALID_SHARE_SESSION_EPOCH, error_message="ShareAcknowledge cannot open a session"
+            return _ready(
+                _acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
             )
         if session is None:
-            return ShareAcknowledgeResponse(
-                error_code=Errors.SHARE_SESSION_NOT_FOUND, error_message=f"no share session for {request.member_id}"
+            return _ready(
+                _acknowledge_error(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {request.member_id}")
             )
         if epoch != FINAL_SHARE_SESSION_EPOCH and epoch != session.epoch:
-            return ShareAcknowledgeResponse(
-                error_code=Errors.INVALID_SHARE_SESSION_EPOCH,
-                error_message=f"expected share session epoch {session.epoch}, got {epoch}",
-            )
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for part in topic.partitions:
-                code, message = self._acknowledge(
-                    request.group_id,
-                    request.member_id,
-                    topic.topic_id,
-                    part.partition_index,
-                    part.acknowledgement_batches,
-                )
-                partitions.append(
-                    ShareAcknowledgeResponsePartition(
-                        partition_index=part.partition_index, error_code=code, error_message=message
+            message = f"expected share session epoch {session.epoch}, got {epoch}"
+            return _ready(_acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, message))
+        outcomes = [
+            (
+                topic.topic_id,
+                [
+                    (
+                        part.partition_index,
+                        self._acknowledge(
+                            request.group_id,
+                            request.member_id,
+                            topic.topic_id,
+                            part.partition_index,
+                            part.acknowledgement_batches,
+                        ),
                     )
-                )
-            topics.append(ShareAcknowledgeResponseTopic(topic_id=topic.topic_id, partitions=partitions))
+                    for part in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
         if epoch == FINAL_SHARE_SESSION_EPOCH:
             self._end_session(session)
         else:
             session.epoch = next_session_epoch(session.epoch)
             self._touch(session)
-        return ShareAcknowledgeResponse(responses=topics)
+
+        def build() -> ShareAcknowledgeResponse:
+            topics = []
+            for topic_id, parts in outcomes:
+                partitions = []
+                for partition, outcome in parts:
+                    code, message = outcome.result()
+                    partitions.append(
+                        ShareAcknowledgeResponsePartition(
+                            partition_index=partition, error_code=code, error_message=message
+                        )
+                    )
+                topics.append(ShareAcknowledgeResponseTopic(topic_id=topic_id, partitions=partitions))
+            return ShareAcknowledgeResponse(responses=topics)
+
+        return LeaderReply(tuple(o.write for _, parts in outcomes for _, o in parts if o.write is not None), build)
 
 
 def _fetch_error(error: Errors, message: str) -> ShareFetchResponse:
     return ShareFetchResponse(error_code=error, error_message=message)
 
 
-def _fetch_response(answers: dict[TopicPartition, dict]) -> ShareFetchResponse:
+def _acknowledge_error(error: Errors, message: str) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(error_code=error, error_message=message)
+
+
+def _ready(response: R) -> LeaderReply[R]:
+    return LeaderReply((), lambda: response)
+
+
+def _fetch_reply(
+    answers: dict[TopicPartition, dict], outcomes: dict[TopicPartition, AcknowledgeOutcome]
+) -> LeaderReply[ShareFetchResponse]:
     """Per-partition answers grouped by topic, in the order the partitions were handled."""
-    topics: dict[str, list[ShareFetchResponsePartition]] = {}
-    for (topic_id, partition), fields in answers.items():
-        topics.setdefault(topic_id, []).append(ShareFetchResponsePartition(partition_index=partition, **fields))
-    return ShareFetchResponse(
-        responses=[ShareFetchResponseTopic(topic_id=t, partitions=parts) for t, parts in topics.items()]
-    )
+
+    def build() -> ShareFetchResponse:
+        topics: dict[str, list[ShareFetchResponsePartition]] = {}
+        for tp, fields in answers.items():
+            if tp in outcomes:
+                code, message = outcomes[tp].result()
+                fields = {**fields, "acknowledge_error_code": code, "acknowledge_error_message": message}
+            topics.setdefault(tp[0], []).append(ShareFetchResponsePartition(partition_index=tp[1], **fields))
+        return ShareFetchResponse(
+            responses=[ShareFetchResponseTopic(topic_id=t, partitions=parts) for t, parts in topics.items()]
+        )
+
+    return LeaderReply(tuple(o.write for o in outcomes.values() if o.write is not None), build)
