@@ -106,7 +106,9 @@ class InFlightBatch:
 
 
 @dataclass(frozen=True, slots=True)
-class Transition:
+class RecordChange:
+    """One range's planned move along the record-state machine, applied when its write completes."""
+
     first_offset: int
     last_offset: int
     trigger: str
@@ -123,7 +125,7 @@ class PendingWrite:
     leader_epoch: int
     start_offset: int
     spans: tuple[Span, ...]
-    transitions: tuple[Transition, ...]
+    changes: tuple[RecordChange, ...]
     new_log_start: int | None = None
     error: Errors | None = None  # set when completed
 
@@ -180,16 +182,16 @@ class SharePartition:
     persister: Persister
     leader_epoch: int = 0
     state_epoch: int = 0
-    spso: int = 0
-    speo: int = 0
-    durable: DurableState = field(default_factory=lambda: DurableState(0, -1, 0, UNCHANGED_START_OFFSET))
-    acquired_count: int = 0
-    _batches: list[InFlightBatch] = field(default_factory=list)
-    _lock_sizes: dict[int, int] = field(default_factory=dict)  # lock id -> records still acquired under it
-    _expired_locks: set[int] = field(default_factory=set)
-    _pending: dict[int, PendingWrite] = field(default_factory=dict)
-    _next_lock_id: int = 0
-    _next_write_id: int = 0
+    spso: int = field(default=0, init=False)
+    speo: int = field(default=0, init=False)
+    durable: DurableState = field(init=False)  # what the share coordinator holds once its writes completed
+    acquired_count: int = field(default=0, init=False)
+    _batches: list[InFlightBatch] = field(default_factory=list, init=False)
+    _lock_sizes: dict[int, int] = field(default_factory=dict, init=False)  # lock id -> records still under it
+    _expired_locks: set[int] = field(default_factory=set, init=False)
+    _pending: dict[int, PendingWrite] = field(default_factory=dict, init=False)
+    _next_lock_id: int = field(default=0, init=False)
+    _next_write_id: int = field(default=0, init=False)
 
     def __repr__(self) -> str:
         return f"SharePartition({self.group_id}:{self.topic_id}:{self.partition}, spso={self.spso}, speo={self.speo})"
@@ -512,14 +514,14 @@ class SharePartition:
         self, changes: list[tuple[int, int, str]], origin: str, new_log_start: int | None = None
     ) -> PendingWrite:
         write_id = self._next_write_id
-        transitions = []
+        planned = []
         changed: list[Span] = []
         for first, last, trigger in changes:
             for index in self._slice(first, last):
                 batch = self._batches[index]
                 target = RECORD_STATE_MACHINE.next_state(batch.state, trigger)
                 batch.pending_write, batch.pending_state = write_id, target
-                transitions.append(Transition(batch.first_offset, batch.last_offset, trigger, target))
+                planned.append(RecordChange(batch.first_offset, batch.last_offset, trigger, target))
                 if trigger != "log start passes" and (target != AVAILABLE or batch.delivery_count > 0):
                     changed.append(
                         (batch.first_offset, batch.last_offset, int(DURABLE_CODE[target]), batch.delivery_count)
@@ -529,7 +531,7 @@ class SharePartition:
             start_offset, spans = new_log_start, ()  # every change is below the new start
         else:
             start_offset, spans = self._start_offset_field(changed)
-        return self._submit(self._new_write(origin, start_offset, spans, tuple(transitions), new_log_start))
+        return self._submit(self._new_write(origin, start_offset, spans, tuple(planned), new_log_start))
 
     def _start_offset_field(self, changed: list[Span]) -> tuple[int, tuple[Span, ...]]:
         """The seed's write shape (docs/decisions.md SP-6).
@@ -548,7 +550,7 @@ class SharePartition:
         origin: str,
         start_offset: int,
         spans: tuple[Span, ...],
-        transitions: tuple[Transition, ...],
+        changes: tuple[RecordChange, ...],
         new_log_start: int | None = None,
     ) -> PendingWrite:
         write = PendingWrite(
@@ -558,7 +560,7 @@ class SharePartition:
             self.leader_epoch,
             start_offset,
             spans,
-            transitions,
+            changes,
             new_log_start,
         )
         self._next_write_id += 1
@@ -572,7 +574,7 @@ class SharePartition:
     def complete_write(self, write_id: int, error: Errors = Errors.NONE) -> PendingWrite:
         """The share coordinator answered ``write_id`` (writes complete in the order submitted).
 
-        On success the write's transitions take effect, locks are settled and the SPSO moves.
+        On success the write's record changes take effect, locks are settled and the SPSO moves.
         On failure the records return to where they were; those whose lock ran out meanwhile
         time out now (a new write).
         """
@@ -593,15 +595,15 @@ class SharePartition:
             for lock_id in sorted(set(expired)):
                 self.fire_timer(("lock", lock_id))
             return write
-        for transition in write.transitions:
-            first = max(transition.first_offset, self.spso)  # the log start may have passed it meanwhile
-            if first > transition.last_offset:
+        for change in write.changes:
+            first = max(change.first_offset, self.spso)  # the log start may have passed it meanwhile
+            if first > change.last_offset:
                 continue
-            for index in self._slice(first, transition.last_offset):
+            for index in self._slice(first, change.last_offset):
                 batch = self._batches[index]
                 if batch.pending_write != write_id:
                     continue
-                RECORD_STATE_MACHINE.require(batch.state, transition.trigger, batch.pending_state)  # type: ignore[arg-type]
+                RECORD_STATE_MACHINE.require(batch.state, change.trigger, batch.pending_state)  # type: ignore[arg-type]
                 if batch.state == ACQUIRED:
                     self._unlock(batch)
                 batch.state = batch.pending_state  # type: ignore[assignment]
