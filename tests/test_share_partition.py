@@ -248,3 +248,25 @@ def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
     assert (new.spso, new.speo) == (100, 103)
     with pytest.raises(ApiError, match="INVALID_RECORD_STATE"):
         new.acknowledge("C1", [ack(100, 100, ACCEPT)])
+
+
+def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> None:
+    rig = make_rig(start_offset=0)
+    rig.log.append(5)
+    rig.sp.acquire("C1", 5)
+    rig.sp.acknowledge("C1", [ack(1, 1, RELEASE), ack(3, 3, ACCEPT)])
+    rig.log.delete_records_before(2)
+    new = SharePartition.load(
+        "G1",
+        "topic_uuid",
+        0,
+        rig.log,
+        config=SharePartitionConfig(),
+        scheduler=rig.scheduler,
+        persister=rig.persister,
+        leader_epoch=1,
+    )
+    assert rig.last_write() == (2, [])
+    assert (new.spso, new.speo) == (2, 4)
+    assert [new.state_at(o) for o in range(2, 5)] == [(AVAILABLE, 0), (ACKNOWLEDGED, 1), (AVAILABLE, 0)]
+    assert rig.stored() == (2, [(3, 3, 2, 1)])

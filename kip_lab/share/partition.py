@@ -226,11 +226,10 @@ class SharePartition:
             sp.spso = sp.speo = start
             sp._submit(sp._new_write("initialize start offset", start, (), ()))
             return sp
-        sp.spso = sp.speo = max(result.start_offset, log.log_start_offset)
+        sp.spso = sp.speo = result.start_offset
         sp._rebuild_window(drop_below(spans, sp.spso))
         sp._advance_start()
-        if log.log_start_offset > result.start_offset:
-            sp.move_log_start()
+        sp.move_log_start()  # retention may have passed the stored start meanwhile
         return sp
 
     def _rebuild_window(self, spans: list[Span]) -> None:
