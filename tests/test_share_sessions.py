@@ -247,6 +247,10 @@ def test_a_deep_copy_is_independent(leader: SharePartitionLeader) -> None:
     original = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     assert original.state(GROUP, TOPIC, 0).start_offset == 0
     assert clone.persister.coordinator_for(GROUP, TOPIC, 0) is not original
+    clone.share_fetch(fetch(2, max_records=1))  # 2 acquired in the copy only
+    clone.scheduler.advance(30_000)  # the copy's locks fire on the copy's clock
+    assert clone.partitions[(GROUP, TOPIC, 0)].state_at(2) == (AVAILABLE, 1)
+    assert leader.partitions[(GROUP, TOPIC, 0)].state_at(0) == (ACQUIRED, 1)
 
 
 def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
