@@ -54,6 +54,7 @@ def test_the_notebooks_are_there() -> None:
         "05_consumer_state_machine",
         "06_assignors",
         "07_eager_cooperative_848",
+        "09_upgrade_path",
     ]
 
 
