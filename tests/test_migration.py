@@ -290,3 +290,24 @@ def test_downgrade_when_the_last_consumer_member_times_out():
     assert GROUP not in case.gc.groups
     classic = case.gc.classic_groups[GROUP]
     assert sorted(classic.members) == ["b", "c"] and classic.generation_id == 22
+
+
+def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
+    """M19 / digest A35: a cooperative member joins still owning what it keeps *and* what it must give up."""
+    case = upgraded()
+    case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
+    joined = case.classic_join("c", owned=[2, 5], generation=22)  # target of 23: c gets foo-4 too
+    assert (joined.response.generation_id, case.classic_sync("c", 23)) == (23, [2, 4, 5])
+    case.consumer_join("B")  # target of 24 takes foo-4 back from c
+    assert case.classic_heartbeat("c", 23).response.error_code.name == "REBALANCE_IN_PROGRESS"
+    still_owning = case.classic_join("c", owned=[2, 4, 5], generation=23)
+    member = case.gc.groups[GROUP].members["c"]
+    assert still_owning.response.generation_id == 23  # the current epoch: it must revoke first
+    assert member.state.value == "UNREVOKED_PARTITIONS"
+    assert case.classic_sync("c", 23) == [2, 5]  # what it keeps; the cooperative client revokes foo-4
+    assert case.classic_heartbeat("c", 23).response.error_code.name == "REBALANCE_IN_PROGRESS"
+    revoked = case.classic_join("c", owned=[2, 5], generation=23)
+    assert revoked.response.generation_id == 24
+    assert case.classic_sync("c", 24) == [2, 5]
+    assert case.gc.classic_member_state(GROUP, "c") == "Stable"
+    case.assert_rebuild_equals_live()
