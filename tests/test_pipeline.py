@@ -46,7 +46,8 @@ def table(out: Path, name: str):
     [
         ({"grid": {"members": [3, 0]}}, "grid.members", "greater than or equal to 1"),
         ({"grid": {"membrs": [3]}}, "grid.membrs", "rolling_bounce has no parameter 'membrs'"),
-        ({"grid": {"protocol": ["consumer", "eager"]}}, "grid.protocol", "unknown protocol 'eager'"),
+        ({"grid": {"protocol": ["consumer", "static"]}}, "grid.protocol", "unknown protocol 'static'"),
+        ({"grid": {"protocol": ["eager"], "assignor": ["uniform"]}}, "grid.assignor", "not one of the eager"),
         ({"grid": {"assignor": ["sticky"]}}, "grid.assignor", "not one of the consumer protocol's"),
         ({"grid": {"loss": [1.5]}}, "grid.loss", "less than 1"),
         ({"grid": {"members": []}}, "grid.members", "needs at least one value"),
@@ -154,6 +155,45 @@ def test_member_failures_and_the_network_parameters_reach_the_scenario():
     assert {m.server_assignor for m in scenario.members.values()} == {"range"}
     cut = TEMPLATES["member_failures"].scenario({"members": 2, "fault": "partition_link", "outage_ms": 5000}, 0)
     assert [(e.action, e.member, e.duration_ms) for e in cut.events] == [("partition_link", "m000", 5000)]
+
+
+def test_the_protocol_dimension_writes_kip848_eager_and_cooperative_members():
+    spec = load_sweep({**SMALL, "grid": {"protocol": ["consumer", "eager", "cooperative"]}, "seeds": [0]})
+    members = [next(iter(spec.scenario_for(p, 0).members.values())) for p in range(3)]
+    assert [(m.group_protocol, m.server_assignor, m.partition_assignment_strategy) for m in members] == [
+        ("consumer", "uniform", None),
+        ("classic", None, ["range"]),
+        ("classic", None, ["cooperative-sticky"]),
+    ]
+    assert [spec.protocol(p) for p in range(3)] == ["consumer", "eager", "cooperative"]
+
+
+def test_share_lock_timeouts_builds_share_consumers_with_the_acknowledgement_behaviour():
+    spec = load_sweep(
+        {
+            "name": "share",
+            "template": "share_lock_timeouts",
+            "params": {"members": 2, "records": 20, "hang_ms": 9000},
+            "grid": {"record_lock_duration_ms": [2000, 30_000], "failure": ["hang", "release"]},
+            "seeds": [0],
+        }
+    )
+    scenario = spec.scenario_for(0, 0)
+    assert spec.protocol(0) == "share" and scenario.lab.share.record_lock_duration_ms == 2000
+    consumer = scenario.share_members["s000"]
+    assert list(scenario.share_members) == ["s000", "s001"] and consumer.acknowledgement == "explicit"
+    assert [(f.value_regex, f.action, f.hang_ms) for f in consumer.failures] == [("poison-.*", "hang", 9000)]
+    produce = scenario.events[0]
+    assert (produce.action, produce.count, produce.poison_every) == ("produce_share_records", 20, 10)
+    with pytest.raises(ScenarioError, match=r"grid\.failure: 'release': release is an explicit acknowledgement"):
+        load_sweep(
+            {
+                **SMALL,
+                "template": "share_lock_timeouts",
+                "params": {"acknowledgement": "implicit"},
+                "grid": {"failure": ["hang", "release"]},
+            }
+        )
 
 
 def test_member_names_sort_in_member_order():

@@ -24,7 +24,7 @@ DEFAULT_METRICS = (
     "partition_moves",
     "records_written",
     "share_redeliveries",
-    "share_archived_records",
+    "share_records_archived",
 )
 DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
 

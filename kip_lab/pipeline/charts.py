@@ -30,8 +30,11 @@ METRIC_TITLES = {
     "partition_moves": "partition moves",
     "records_written": "records written",
     "heartbeats_sent": "heartbeats sent",
+    "stops_without_move": "stops without a move",
+    "share_records_acquired": "share records acquired",
     "share_redeliveries": "share records redelivered",
-    "share_archived_records": "share records archived",
+    "share_records_acknowledged": "share records acknowledged",
+    "share_records_archived": "share records archived",
 }
 COMPARE_SCHEME = "tableau10"
 

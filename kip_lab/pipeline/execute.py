@@ -26,6 +26,7 @@ from kip_lab.pipeline.spec import PlannedRun, SweepSpec, column_name
 from kip_lab.scenarios import ScenarioResult, run_scenario
 
 MAX_ERROR_CHARS = 4_000
+SHARE_METRICS = ("share_records_acquired", "share_redeliveries", "share_records_acknowledged", "share_records_archived")
 
 
 def param_columns(spec: SweepSpec) -> list[tuple[str, pa.DataType]]:
@@ -105,12 +106,12 @@ def metric_values(result: ScenarioResult) -> dict[str, Any]:
         "unavailable_partitions": sum(1 for ms in per_partition if ms > 0),
         "revocations": m.get("revocations"),
         "partition_moves": m.get("partition_moves"),
+        "stops_without_move": m.get("stops_without_move"),
         "heartbeats_sent": m.get("heartbeats_sent"),
         "records_written": m.get("records_written"),
         "messages_dropped": len(result.trace.of_kind(EventKind.MESSAGE_DROPPED)),
         "invariant_violations": len(result.violations),
-        "share_redeliveries": m.get("share_redeliveries"),
-        "share_archived_records": m.get("share_archived_records"),
+        **{name: m.get(name) for name in SHARE_METRICS},
     }
 
 

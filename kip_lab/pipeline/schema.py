@@ -73,12 +73,15 @@ METRIC_COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("unavailable_partitions", pa.int64(), "partitions that were unavailable at some point"),
     ("revocations", pa.int64(), "partitions passed to on_partitions_revoked"),
     ("partition_moves", pa.int64(), "a partition's fetcher changed"),
+    ("stops_without_move", pa.int64(), "a member stopped fetching a partition it then fetched again"),
     ("heartbeats_sent", pa.int64(), "heartbeat requests put on the network"),
     ("records_written", pa.int64(), "coordinator records (group records and offset commits)"),
     ("messages_dropped", pa.int64(), "messages the network dropped"),
     ("invariant_violations", pa.int64(), "invariant violations (0 in a correct run)"),
-    ("share_redeliveries", pa.int64(), "share records delivered again (null: no share groups in the Lab)"),
-    ("share_archived_records", pa.int64(), "share records archived (null: no share groups in the Lab)"),
+    ("share_records_acquired", pa.int64(), "share records acquired by a consumer (every delivery)"),
+    ("share_redeliveries", pa.int64(), "share records acquired again (delivery count above 1)"),
+    ("share_records_acknowledged", pa.int64(), "share records accepted"),
+    ("share_records_archived", pa.int64(), "share records archived (rejected, out of deliveries, or passed)"),
 ]
 
 EVENT_COLUMNS: list[tuple[str, pa.DataType, str]] = [

@@ -130,6 +130,7 @@ def spark_session(settings: SparkSettings | None = None):
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
         "spark.sql.shuffle.partitions": "8",
+        "spark.locality.wait": "0",  # a run's input is three numbers: start tasks on any free executor at once
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **settings.conf,
     }

@@ -145,6 +145,7 @@ class SweepSpec(BaseModel):
         try:
             if self.template is not None:
                 params = TEMPLATES[self.template].params.model_validate(values)
+                TEMPLATES[self.template].build(params, 0)  # the scenario it makes is valid too
                 return {"template": self.template, "params": params.model_dump(mode="json")}
             scenario = self.scenario_for(point, 0)
             return {"scenario": scenario.model_dump(mode="json", exclude={"seed"})}

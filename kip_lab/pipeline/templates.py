@@ -5,8 +5,10 @@ pydantic model (so a bad value is refused with the field's name before anything 
 one set of them into a ``Scenario`` — the same data a scenario file holds — so that any run of a
 sweep can be written out and replayed with ``kip-lab run``.
 
-Protocols: a member of a template group is written by the builder registered for the group's
-``protocol`` in ``PROTOCOLS``; a protocol is offered only once the Lab can run it.
+Protocols: a member of a consumer-group template is written by the builder registered for the
+group's ``protocol`` in ``PROTOCOLS`` — ``consumer`` (KIP-848), ``eager`` and ``cooperative``
+(the classic protocol, KIP-429); a protocol is offered only once the Lab can run it. Share
+groups (KIP-932) have their own template, ``share_lock_timeouts`` (protocol ``share``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kip_lab.assignors import RANGE_ASSIGNOR_NAME, UNIFORM_ASSIGNOR_NAME
 from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.scenarios import Scenario
 from kip_lab.scenarios.model import FieldError
@@ -32,42 +33,63 @@ class Protocol:
 
     name: str
     assignors: tuple[str, ...]  # the first is the default
-    member: Callable[[TemplateParams, str], dict[str, Any]]  # (params, assignor) -> a scenario member
+    member: Callable[[GroupParams, str], dict[str, Any]]  # (params, assignor) -> a scenario member
+    description: str
 
 
-def _consumer_member(params: TemplateParams, assignor: str) -> dict[str, Any]:
+def _consumer_member(params: GroupParams, assignor: str) -> dict[str, Any]:
+    return {"subscribed_topic_names": [TOPIC], "server_assignor": assignor, "enable_auto_commit": params.auto_commit}
+
+
+def _classic_member(params: GroupParams, assignor: str) -> dict[str, Any]:
     return {
+        "group_protocol": "classic",
         "subscribed_topic_names": [TOPIC],
-        "server_assignor": assignor,
+        "partition_assignment_strategy": [assignor],
+        "session_timeout_ms": params.session_timeout_ms,
         "enable_auto_commit": params.auto_commit,
     }
 
 
 PROTOCOLS: dict[str, Protocol] = {
-    "consumer": Protocol(
-        name="consumer", assignors=(UNIFORM_ASSIGNOR_NAME, RANGE_ASSIGNOR_NAME), member=_consumer_member
-    ),
+    p.name: p
+    for p in (
+        Protocol("consumer", ("uniform", "range"), _consumer_member, "KIP-848: server-side assignor, heartbeats"),
+        Protocol("eager", ("range", "roundrobin", "sticky"), _classic_member, "classic, eager: all revoke, rejoin"),
+        Protocol("cooperative", ("cooperative-sticky",), _classic_member, "classic, cooperative (KIP-429)"),
+    )
 }
+SHARE_PROTOCOL = "share"  # KIP-932 share groups: the share_lock_timeouts template
 
 
-def member_names(count: int) -> list[str]:
+def member_names(count: int, prefix: str = "m") -> list[str]:
     """m000, m001, ...: sortable names, so that member order is the same everywhere."""
     width = max(3, len(str(count - 1)))
-    return [f"m{i:0{width}d}" for i in range(count)]
+    return [f"{prefix}{i:0{width}d}" for i in range(count)]
 
 
-class TemplateParams(BaseModel):
-    """What every template takes: the group, its protocol and the network."""
+class NetworkParams(BaseModel):
+    """What every template takes: how many members, how many partitions of the one topic, the network."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    protocol: str = Field("consumer", description="the group protocol: one of PROTOCOLS")
-    assignor: str | None = Field(None, description="the protocol's assignor (default: the protocol's first)")
     members: int = Field(5, ge=1, le=100_000, description="members in the group")
     partitions: int = Field(10, ge=1, le=1_000_000, description="partitions of the one topic")
     latency_ms: float = Field(1.0, ge=0, description="one-way latency of every client-broker link")
     jitter_ms: float = Field(0.0, ge=0, description="latency drawn uniformly in latency_ms +- jitter_ms")
     loss: float = Field(0.0, ge=0, lt=1, description="probability that a message is dropped")
+
+    def lab(self) -> dict[str, Any]:
+        low, high = max(0.0, self.latency_ms - self.jitter_ms), self.latency_ms + self.jitter_ms
+        latency = {"kind": "uniform", "low": low, "high": high} if self.jitter_ms else {"ms": self.latency_ms}
+        return {"link": {"latency": latency, "drop_probability": self.loss}, "snapshot_every": SWEEP_SNAPSHOT_EVERY}
+
+
+class GroupParams(NetworkParams):
+    """A consumer group under one of ``PROTOCOLS``."""
+
+    protocol: str = Field("consumer", description="the group protocol: one of PROTOCOLS")
+    assignor: str | None = Field(None, description="the protocol's assignor (default: the protocol's first)")
     session_timeout_ms: int = Field(45_000, gt=0, description="how long a silent member stays in the group")
     auto_commit: bool = Field(True, description="members commit offsets every 5 s")
     settle_timeout_ms: int = Field(120_000, gt=0, description="give up waiting for stability this long after")
@@ -80,7 +102,7 @@ class TemplateParams(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _known_assignor(self) -> TemplateParams:
+    def _known_assignor(self) -> GroupParams:
         allowed = PROTOCOLS[self.protocol].assignors
         if self.assignor is not None and self.assignor not in allowed:
             message = f"{self.assignor!r} is not one of the {self.protocol} protocol's: {allowed}"
@@ -92,26 +114,19 @@ class TemplateParams(BaseModel):
 
     def scenario(self, name: str, seed: int, events: list[dict[str, Any]]) -> Scenario:
         """The scenario of this group with these timed events, run until stable after the last one."""
-        low, high = max(0.0, self.latency_ms - self.jitter_ms), self.latency_ms + self.jitter_ms
-        latency = {"kind": "uniform", "low": low, "high": high} if self.jitter_ms else {"ms": self.latency_ms}
         defaults = CoordinatorConfig()
         coordinator = {
             "session_timeout_ms": self.session_timeout_ms,
             "min_session_timeout_ms": min(defaults.min_session_timeout_ms, self.session_timeout_ms),
             "max_session_timeout_ms": max(defaults.max_session_timeout_ms, self.session_timeout_ms),
         }
-        protocol = PROTOCOLS[self.protocol]
-        member = protocol.member(self, self.resolved_assignor())
+        member = PROTOCOLS[self.protocol].member(self, self.resolved_assignor())
         last = max((e["at_ms"] for e in events), default=0)
         return Scenario.model_validate(
             {
                 "name": name,
                 "seed": seed,
-                "lab": {
-                    "link": {"latency": latency, "drop_probability": self.loss},
-                    "coordinator": coordinator,
-                    "snapshot_every": SWEEP_SNAPSHOT_EVERY,
-                },
+                "lab": {**self.lab(), "coordinator": coordinator},
                 "topics": [{"name": TOPIC, "partitions": self.partitions}],
                 "members": {name: dict(member) for name in member_names(self.members)},
                 "events": events,
@@ -120,7 +135,7 @@ class TemplateParams(BaseModel):
         )
 
 
-class RollingBounce(TemplateParams):
+class RollingBounce(GroupParams):
     """One member at a time closes (a graceful leave) and its replacement starts ``restart_after_ms`` later."""
 
     bounces: int | None = Field(None, ge=1, description="how many members are bounced (default: all)")
@@ -135,7 +150,7 @@ class RollingBounce(TemplateParams):
         return self
 
 
-class MemberFailures(TemplateParams):
+class MemberFailures(GroupParams):
     """``failures`` members fail (crash, close or lose their link), optionally coming back."""
 
     failures: int = Field(1, ge=1)
@@ -177,12 +192,76 @@ def member_failures(params: MemberFailures, seed: int) -> Scenario:
     return params.scenario("member_failures", seed, events)
 
 
+class ShareLockTimeouts(NetworkParams):
+    """Share consumers (KIP-932) read records of which some are poison; what the application does with a
+    poison record decides how often it is redelivered: ``hang`` holds it past the acquisition lock
+    (``record_lock_duration_ms``), ``release`` gives it back, ``reject`` archives it at once, ``none``
+    processes it like any other. After ``delivery_count_limit`` deliveries a record is archived."""
+
+    protocol: Literal["share"] = Field(SHARE_PROTOCOL, description="share groups (KIP-932)")
+    members: int = Field(3, ge=1, le=10_000, description="share consumers")
+    partitions: int = Field(1, ge=1, le=10_000)
+    acknowledgement: Literal["implicit", "explicit"] = "explicit"
+    failure: Literal["none", "hang", "release", "reject"] = "hang"
+    poison_every: int = Field(10, ge=1, description="every k-th record is poison")
+    records: int = Field(50, ge=1, description="records produced to each partition")
+    batch_size: int = Field(10, ge=1, description="records per produce")
+    record_lock_duration_ms: int = Field(5_000, ge=1, description="group.share.record.lock.duration.ms")
+    delivery_count_limit: int = Field(5, ge=2, le=10, description="group.share.delivery.count.limit")
+    hang_ms: int = Field(60_000, ge=0, description="hang: how long processing a poison record takes")
+    max_poll_records: int = Field(10, ge=1)
+    run_ms: int = Field(120_000, gt=0, description="how long the run lasts")
+
+    @model_validator(mode="after")
+    def _explicit_for_failures(self) -> ShareLockTimeouts:
+        if self.acknowledgement == "implicit" and self.failure in ("release", "reject"):
+            raise FieldError(
+                ("failure",), f"{self.failure} is an explicit acknowledgement; use acknowledgement: explicit"
+            )
+        return self
+
+
+def share_lock_timeouts(params: ShareLockTimeouts, seed: int) -> Scenario:
+    failures = []
+    if params.failure != "none":
+        failures = [{"value_regex": "poison-.*", "action": params.failure, "hang_ms": params.hang_ms}]
+    consumer = {
+        "subscribed_topic_names": [TOPIC],
+        "acknowledgement": params.acknowledgement,
+        "max_poll_records": params.max_poll_records,
+        "failures": failures,
+    }
+    produce = {
+        "at_ms": 1_000,
+        "action": "produce_share_records",
+        "topic": TOPIC,
+        "count": params.records,
+        "batch_size": params.batch_size,
+        "poison_every": params.poison_every,
+    }
+    share = {
+        "record_lock_duration_ms": params.record_lock_duration_ms,
+        "delivery_count_limit": params.delivery_count_limit,
+    }
+    return Scenario.model_validate(
+        {
+            "name": "share_lock_timeouts",
+            "seed": seed,
+            "lab": {**params.lab(), "share": share},
+            "topics": [{"name": TOPIC, "partitions": params.partitions, "produce_rate_per_s": 0}],
+            "share_members": {name: dict(consumer) for name in member_names(params.members, "s")},
+            "events": [produce],
+            "run": {"until_ms": params.run_ms},
+        }
+    )
+
+
 @dataclass(frozen=True)
 class Template:
     """A named template: its parameter model and the function that builds the scenario."""
 
     name: str
-    params: type[TemplateParams]
+    params: type[NetworkParams]
     build: Callable[[Any, int], Scenario]
 
     def scenario(self, params: dict[str, Any], seed: int) -> Scenario:
@@ -194,5 +273,6 @@ TEMPLATES: dict[str, Template] = {
     for t in (
         Template(name="rolling_bounce", params=RollingBounce, build=rolling_bounce),
         Template(name="member_failures", params=MemberFailures, build=member_failures),
+        Template(name="share_lock_timeouts", params=ShareLockTimeouts, build=share_lock_timeouts),
     )
 }
