@@ -12,7 +12,7 @@ from kip_lab.protocol.share import (
     InitializeStatePartition,
 )
 from kip_lab.runtime.scheduler import Scheduler
-from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.partition import SharePartition
 from kip_lab.share.persister import CoordinatorPersister
@@ -50,9 +50,13 @@ class Rig:
 
     log: TopicLog
     scheduler: Scheduler
-    coordinator: ShareCoordinator
+    coordinators: list[ShareCoordinator]  # every share coordinator so far; the persister uses the last
     persister: CoordinatorPersister
     sp: SharePartition
+
+    @property
+    def coordinator(self) -> ShareCoordinator:
+        return self.coordinators[-1]
 
     def last_write(self) -> tuple[int, list[Span]]:
         """(StartOffset, [(first, last, DeliveryState, DeliveryCount)]) of the last WriteShareGroupState sent."""
@@ -66,21 +70,31 @@ class Rig:
         assert state is not None
         return state.start_offset, list(state.spans)
 
-    def rebuilt(self) -> ShareCoordinator:
-        return ShareCoordinator.from_log(self.coordinator.log, self.coordinator.config)
+    def rebuilt(self, start_offset: int = 0) -> ShareCoordinator:
+        return ShareCoordinator.from_log(self.coordinator.log, self.coordinator.config, start_offset=start_offset)
+
+    def fail_over_coordinator(self) -> None:
+        """A new share coordinator replays the state partition; the persister talks to it from now on."""
+        self.coordinators.append(self.rebuilt())
 
 
 def make_rig(
-    produced: int = 0, *, config: SharePartitionConfig | None = None, deferred: bool = False, start_offset: int = -1
+    produced: int = 0,
+    *,
+    config: SharePartitionConfig | None = None,
+    deferred: bool = False,
+    start_offset: int = -1,
+    coordinator_config: ShareCoordinatorConfig | None = None,
 ) -> Rig:
     log = TopicLog(TOPIC, 0)
     if produced:
         log.append(produced)
     scheduler = Scheduler()
-    coordinator = ShareCoordinator()
+    coordinator = ShareCoordinator(coordinator_config)
     initialize(coordinator, start_offset=start_offset)
-    persister = CoordinatorPersister(coordinator, deferred=deferred)
+    coordinators = [coordinator]
+    persister = CoordinatorPersister(lambda group, topic, partition: coordinators[-1], deferred=deferred)
     sp = SharePartition.load(
         GROUP, TOPIC, 0, log, config=config or SharePartitionConfig(), scheduler=scheduler, persister=persister
     )
-    return Rig(log, scheduler, coordinator, persister, sp)
+    return Rig(log, scheduler, coordinators, persister, sp)

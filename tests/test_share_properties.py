@@ -1,7 +1,8 @@
 """Hypothesis stateful properties of a share-partition and its share coordinator.
 
 Random members acquire, acknowledge (any type, right or wrong member), let locks expire, end
-sessions, move the log start, while the persister delivers writes late. After every step:
+sessions, move the log start, fail the share coordinator over, while the persister delivers
+writes late. After every step:
 an offset is acquired by at most one member at a time; delivery counts never decrease; the
 SPSO never moves back; the coordinator rebuilt from its log equals the live one; and what it
 stores agrees with the leader's durable state.
@@ -16,8 +17,7 @@ from share_support import GROUP, TOPIC, ack, make_rig
 
 from kip_lab.protocol.errors import ApiError
 from kip_lab.protocol.share import AcknowledgeType
-from kip_lab.share.config import SharePartitionConfig
-from kip_lab.share.coordinator import ShareCoordinator
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.partition import ACQUIRED, DURABLE_CODE
 
 MEMBERS = st.sampled_from(["C1", "C2", "C3"])
@@ -29,7 +29,12 @@ class SharePartitionMachine(RuleBasedStateMachine):
         config = SharePartitionConfig(
             delivery_count_limit=limit, partition_max_record_locks=locks, record_lock_duration_ms=1_000
         )
-        self.rig = make_rig(config=config, deferred=deferred, start_offset=0)
+        self.rig = make_rig(
+            config=config,
+            deferred=deferred,
+            start_offset=0,
+            coordinator_config=ShareCoordinatorConfig(snapshot_update_records_per_snapshot=3),
+        )
         self.max_dc: dict[int, int] = {}
         self.last_spso = 0
 
@@ -81,6 +86,10 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.rig.log.delete_records_before(target)
         self.sp.move_log_start()
 
+    @rule()
+    def share_coordinator_failover(self) -> None:
+        self.rig.fail_over_coordinator()
+
     @invariant()
     def acquired_by_one_member_with_a_lock(self) -> None:
         acquired = 0
@@ -103,7 +112,9 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @invariant()
     def stored_state_matches_replay_and_the_leader(self) -> None:
         coordinator = self.rig.coordinator
-        assert ShareCoordinator.from_log(coordinator.log).states == coordinator.states
+        for rebuilt in (self.rig.rebuilt(), self.rig.rebuilt(coordinator.prunable_offset())):
+            assert rebuilt.states == coordinator.states
+            assert rebuilt.updates_since_snapshot == coordinator.updates_since_snapshot  # the cadence survives
         stored = coordinator.state(GROUP, TOPIC, 0)
         assert stored is not None
         mirror = self.sp.durable
