@@ -7,13 +7,29 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks import bench_assignors, bench_client_assignors, bench_coordinator, bench_lab, bench_share, bench_widgets
+from benchmarks import (
+    bench_assignors,
+    bench_classic,
+    bench_client_assignors,
+    bench_coordinator,
+    bench_lab,
+    bench_share,
+    bench_widgets,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     status = 0
-    for bench in (bench_assignors, bench_client_assignors, bench_coordinator, bench_lab, bench_share, bench_widgets):
+    for bench in (
+        bench_assignors,
+        bench_client_assignors,
+        bench_classic,
+        bench_coordinator,
+        bench_lab,
+        bench_share,
+        bench_widgets,
+    ):
         print(f"\n## {bench.__name__}")
         status |= bench.main(args)
     return status

@@ -361,7 +361,7 @@ class ClassicGroupHandlers:
             and (not unchanged or (state is ClassicGroupState.STABLE and group.is_leader(member.member_id)))
         ):
             # A changed member (or the leader, which may see metadata the others do not) forces a rebalance.
-            self._update_member(out, member, r, parked)
+            self._update_member(out, group, member, r, parked)
             self._maybe_prepare_rebalance_or_complete_join(out, group)
             return None
         if state in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE):
@@ -377,10 +377,12 @@ class ClassicGroupHandlers:
             )
         raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is {state.value}.")
 
-    def _update_member(self, out: _Outbox, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked) -> None:
+    def _update_member(
+        self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked
+    ) -> None:
         if member.awaiting_join is not None and member.awaiting_join is not parked:
             self._complete_join(out, member, JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS))
-        member.supported_protocols = tuple(r.protocols)
+        group.set_protocols(member, tuple(r.protocols))
         member.rebalance_timeout_ms = r.rebalance_timeout_ms
         member.session_timeout_ms = r.session_timeout_ms
         member.awaiting_join = parked
@@ -422,7 +424,7 @@ class ClassicGroupHandlers:
         self._complete_sync(out, old_member, SyncGroupResponse(error_code=Errors.FENCED_INSTANCE_ID))
         member = group.replace_static_member(r.group_instance_id, old_id, new_id)
         self._schedule_classic_session(group, new_id, r.session_timeout_ms)
-        self._update_member(out, member, r, parked)
+        self._update_member(out, group, member, r, parked)
         if group.state is ClassicGroupState.STABLE:
             if group.protocol_name == group.select_protocol():
                 assignments = {m.member_id: m.assignment for m in group.members.values()}

@@ -121,6 +121,7 @@ class ClassicGroup:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     previous_state: ClassicGroupState = ClassicGroupState.EMPTY
     new_member_added: bool = False  # extends the initial rebalance delay
+    protocol_counts: Counter[str] = field(default_factory=Counter)  # protocol -> members supporting it
 
     # -- state ----------------------------------------------------------------------
     def transition_to(self, target: ClassicGroupState, trigger: str, now_ms: int) -> None:
@@ -137,6 +138,7 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self.protocol_counts.update(member.protocol_names())
         self.pending_members.discard(member.member_id)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
@@ -149,10 +151,22 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self._uncount(member)
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = min(self.members) if self.members else None
+
+    def set_protocols(self, member: ClassicGroupMember, protocols: tuple[JoinGroupRequestProtocol, ...]) -> None:
+        self._uncount(member)
+        member.supported_protocols = protocols
+        self.protocol_counts.update(member.protocol_names())
+
+    def _uncount(self, member: ClassicGroupMember) -> None:
+        self.protocol_counts.subtract(member.protocol_names())
+        for name in member.protocol_names():
+            if self.protocol_counts[name] <= 0:
+                del self.protocol_counts[name]
 
     def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str) -> ClassicGroupMember:
         """KIP-345: a static member rejoining with a new member id takes over the old entry."""
@@ -195,9 +209,8 @@ class ClassicGroup:
 
     # -- protocols ------------------------------------------------------------------
     def candidate_protocols(self) -> set[str]:
-        """The protocols every member supports."""
-        counts = Counter(name for m in self.members.values() for name in m.protocol_names())
-        return {name for name, n in counts.items() if n == len(self.members)}
+        """The protocols every member supports (counted as members come and go, as Kafka does)."""
+        return {name for name, n in self.protocol_counts.items() if n == len(self.members)}
 
     def supports_protocols(self, protocol_type: str, names: Sequence[str]) -> bool:
         """Whether a member with these protocols may join (Kafka's ``supportsProtocols``)."""
