@@ -55,6 +55,8 @@ def test_the_notebooks_are_there() -> None:
         "06_assignors",
         "07_eager_cooperative_848",
         "09_upgrade_path",
+        "10_share_groups_basics",
+        "12_poison_messages",
     ]
 
 

@@ -78,7 +78,7 @@ class LabPersister(CoordinatorPersister):
                 "partition": sp.partition,
                 "origin": write.origin,
                 "request": _summary(sent.request.topics[0].partitions[0]),
-                "transitions": [[t.first_offset, t.last_offset, t.trigger, t.target] for t in write.transitions],
+                "transitions": [[t.first_offset, t.last_offset, t.trigger, t.target] for t in write.changes],
                 "error": None if write.error in (None, 0) else write.error.name,
                 "records": [
                     {"type": type(e.record.key).__name__, "value": _summary(e.record.value)}
