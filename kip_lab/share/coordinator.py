@@ -97,6 +97,7 @@ class ShareCoordinator:
         self.updates_since_snapshot: dict[SharePartitionKey, int] = {}
         self.loaded = True
         self._load_batches = 0  # batches replayed while loading
+        self._load_start = 0  # first log offset to replay (a pruned log starts later)
 
     # ------------------------------------------------------------------ failover
     @classmethod
@@ -134,8 +135,6 @@ class ShareCoordinator:
         self._load_batches = min(self._load_batches + batches, len(all_batches))
         self.loaded = self._load_batches == len(all_batches)
         return self.loaded
-
-    _load_start = 0
 
     # ------------------------------------------------------------------ engine path
     def _apply(self, result: CoordinatorResult) -> CoordinatorResult:
