@@ -54,6 +54,7 @@ def test_the_notebooks_are_there() -> None:
         "05_consumer_state_machine",
         "06_assignors",
         "07_eager_cooperative_848",
+        "08_online_migration",
         "09_upgrade_path",
         "10_share_groups_basics",
         "12_poison_messages",
