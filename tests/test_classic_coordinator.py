@@ -524,3 +524,22 @@ def test_static_member_errors():
     assert c.join(static_id, ref="x", instance="i-2").response.error_code.name == "UNKNOWN_MEMBER_ID"
     # the member itself is accepted; as the leader its JoinGroup forces a rebalance (its own: generation 2)
     assert c.join(static_id, ref="x", instance="i-1").response.generation_id == 2
+
+
+def test_static_replacement_during_a_rebalance_fences_the_old_requests_and_rebalances():
+    c = Classic()
+    d = c.new_member("d")  # joins first: the leader
+    c.join(ref="s", instance="i-1")
+    c.advance(0)
+    old_id = c.group.static_members["i-1"]
+    assert c.group.state is ClassicGroupState.COMPLETING_REBALANCE and c.group.leader_id == d
+    assert c.sync(old_id, 1).response is None  # the old process waits for its assignment
+    replaced = c.join(ref="s2", instance="i-1")  # a new process with the same instance id
+    new_id = c.group.static_members["i-1"]
+    assert new_id != old_id and old_id not in c.group.members
+    # the leader may already have computed an assignment naming the old id: rebalance
+    assert c.group.state is ClassicGroupState.PREPARING_REBALANCE
+    assert deferred_by_ref(replaced)[f"sync-{old_id}"].error_code.name == "FENCED_INSTANCE_ID"
+    done = c.join(d, ref="d2")  # the leader rejoins: everyone has, generation 2
+    assert done.response.generation_id == 2
+    assert deferred_by_ref(done)["s2"].generation_id == 2
