@@ -60,19 +60,24 @@ class ClassicGroupHandlers:
     classic_groups: dict[str, ClassicGroup]
 
     # ------------------------------------------------------------------ result plumbing
-    def _classic_result(self, out: _Outbox, origin: str, parked: Parked | None = None, response: Any = None):
-        """Assemble the result: the caller's own response (immediate or completed now), the rest deferred."""
+    @staticmethod
+    def _split_responses(
+        out: _Outbox, parked: Parked | None, response: Any
+    ) -> tuple[Any, tuple[DeferredResponse, ...]]:
+        """The caller's own response (immediate, or completed in this call) and the deferred rest."""
         deferred = []
         for waiter, api, answer in out.responses:
             if parked is not None and waiter is parked:
                 response = answer
             else:
                 deferred.append(DeferredResponse(waiter.ref, api, answer))
-        result = CoordinatorResult(
-            response, tuple(out.batches), origin=origin, deferred=tuple(deferred), replay_records=False
-        )
-        self._apply(result)
-        return CoordinatorResult(response, out.replayed + result.batches, origin, result.deferred, False)
+        return response, tuple(deferred)
+
+    def _classic_result(self, out: _Outbox, origin: str, parked: Parked | None = None, response: Any = None):
+        """Append the classic records (no live replay) and assemble the result."""
+        response, deferred = self._split_responses(out, parked, response)
+        self._apply(CoordinatorResult(response, tuple(out.batches), origin, deferred, replay_records=False))
+        return CoordinatorResult(response, out.replayed + tuple(out.batches), origin, deferred, replay_records=False)
 
     @staticmethod
     def _complete_join(out: _Outbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None:

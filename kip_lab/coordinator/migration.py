@@ -29,7 +29,7 @@ from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
-from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
+from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
@@ -138,7 +138,7 @@ class OnlineMigration:
         converted = replace(
             result,
             batches=(conversion, *result.batches),
-            deferred=tuple(DeferredResponse(waiter.ref, api, response) for waiter, api, response in out.responses),
+            deferred=self._split_responses(out, None, None)[1],
         )
         applied = self._apply(converted)
         group = self.groups[r.group_id]
