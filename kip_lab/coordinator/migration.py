@@ -199,10 +199,8 @@ class OnlineMigration:
         return records
 
     # ------------------------------------------------------------------ downgrade
-    def _downgrade_allowed(
-        self, group: ConsumerGroup, leaving: ConsumerGroupMember, remaining: dict[str, ConsumerGroupMember]
-    ) -> bool:
-        """Kafka's ``validateOnlineDowngradeWithFencedMember``."""
+    def _downgrade_allowed(self, remaining: dict[str, ConsumerGroupMember]) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMember``: ``remaining`` are the members after a removal."""
         return (
             bool(remaining)
             and all(m.uses_classic_protocol for m in remaining.values())
