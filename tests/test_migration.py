@@ -311,3 +311,10 @@ def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
     assert case.classic_sync("c", 24) == [2, 5]
     assert case.gc.classic_member_state(GROUP, "c") == "Stable"
     case.assert_rebuild_equals_live()
+
+
+def test_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rejected():
+    case = upgraded()
+    result = case.classic_join("d", [], -1, instance="D", version=2)
+    assert result.response.error_code.name == "INVALID_REQUEST"
+    assert result.records == [] and "d" not in case.gc.groups[GROUP].members
