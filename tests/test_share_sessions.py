@@ -11,6 +11,9 @@ from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
     AcknowledgeType,
     ForgottenTopic,
+    InitializeShareGroupStateRequest,
+    InitializeStateData,
+    InitializeStatePartition,
     ReadShareGroupStateRequest,
     ReadStateData,
     ReadStatePartition,
@@ -288,3 +291,28 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
     r = leader.share_acknowledge(acknowledge(1, {0: [ack(0, 1, ACCEPT)]}))
     assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
     assert leader.partitions[(GROUP, TOPIC, 0)].state_at(0) == (ACQUIRED, 1)
+
+
+def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:
+    """R-SG-05: two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
+    coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
+    coordinator.initialize_share_group_state(
+        InitializeShareGroupStateRequest(
+            group_id="G2",
+            topics=[
+                InitializeStateData(
+                    topic_id=TOPIC, partitions=[InitializeStatePartition(partition=0, state_epoch=0, start_offset=0)]
+                )
+            ],
+        )
+    )
+    first = leader.share_fetch(fetch(0, max_records=10))
+    other = ShareFetchRequest(
+        group_id="G2",
+        member_id="C1",
+        share_session_epoch=0,
+        topics=[ShareFetchRequestTopic(topic_id=TOPIC, partitions=[ShareFetchRequestPartition(partition_index=0)])],
+    )
+    second = leader.share_fetch(other)
+    assert acquired(first) == acquired(second) == {0: [(0, 9, 1)]}
+    assert sorted(leader.sessions) == [(GROUP, "C1"), ("G2", "C1")]
