@@ -29,9 +29,22 @@ MAX_ERROR_CHARS = 4_000
 SHARE_METRICS = ("share_records_acquired", "share_redeliveries", "share_records_acknowledged", "share_records_archived")
 
 
+def parameter_columns(spec: SweepSpec) -> list[tuple[str, str, pa.DataType]]:
+    """(parameter, column, type) of each of the sweep's parameters, typed from the values it takes.
+
+    A parameter that is already a column of every runs table (``protocol``) is not repeated.
+    """
+    fixed = {name for name, _, _ in s.RUN_COLUMNS}
+    return [
+        (name, column_name(name), s.param_type([point.get(name) for point in spec.points]))
+        for name in spec.dimensions
+        if column_name(name) not in fixed
+    ]
+
+
 def param_columns(spec: SweepSpec) -> list[tuple[str, pa.DataType]]:
-    """The runs table's parameter columns of this sweep, typed from the values each takes."""
-    return [(column_name(name), s.param_type([point.get(name) for point in spec.points])) for name in spec.dimensions]
+    """The runs table's parameter columns: (column, type)."""
+    return [(column, kind) for _, column, kind in parameter_columns(spec)]
 
 
 def failed_scenario_path(out: str | Path, run_id: str) -> Path:
@@ -42,8 +55,13 @@ def repro_command(out: str | Path, run: PlannedRun) -> str:
     return f"kip-lab run {failed_scenario_path(out, run.run_id)} --seed {run.seed}"
 
 
-def execute_run(spec: SweepSpec, run: PlannedRun, out: str | Path) -> dict[str, Any]:
-    """Run one planned run; returns its row (columns of ``schema.wide_schema``)."""
+def execute_run(
+    spec: SweepSpec, run: PlannedRun, out: str | Path, columns: list[tuple[str, str, pa.DataType]] | None = None
+) -> dict[str, Any]:
+    """Run one planned run; returns its row (columns of ``schema.wide_schema``).
+
+    ``columns``: ``parameter_columns(spec)``, when the caller runs many runs of the spec.
+    """
     started = time.perf_counter()
     row: dict[str, Any] = {
         "schema_version": s.SCHEMA_VERSION,
@@ -61,10 +79,9 @@ def execute_run(spec: SweepSpec, run: PlannedRun, out: str | Path) -> dict[str, 
         **{name: None for name in s.METRIC_NAMES},
         "events": None,
     }
-    for (name, kind), value in zip(
-        param_columns(spec), [spec.points[run.point].get(d) for d in spec.dimensions], strict=True
-    ):
-        row[name] = s.param_value(value, kind)
+    point = spec.points[run.point]
+    for name, column, kind in parameter_columns(spec) if columns is None else columns:
+        row[column] = s.param_value(point.get(name), kind)
     try:
         result = run_scenario(spec.scenario_for(run.point, run.seed))
         row.update(metric_values(result))

@@ -37,6 +37,7 @@ from kip_lab.pipeline.execute import (
     execute_run,
     failed_scenario_path,
     param_columns,
+    parameter_columns,
     rows_to_arrow,
     split_tables,
 )
@@ -207,11 +208,12 @@ def _batch_name(batch: list[PlannedRun]) -> str:
 # ---------------------------------------------------------------------------- in-process
 def _local_batch(spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -> list[PlannedRun]:
     rows = []
+    columns = parameter_columns(spec)
     for index, run in enumerate(batch):
-        rows.append(execute_run(spec, run, out))
+        rows.append(execute_run(spec, run, out, columns))
         advance(index + 1)
-    columns = param_columns(spec)
-    tables = split_tables(rows_to_arrow(rows, s.wide_schema(columns)), [n for n, _ in columns])
+    wide = s.wide_schema([(column, kind) for _, column, kind in columns])
+    tables = split_tables(rows_to_arrow(rows, wide), [column for _, column, _ in columns])
     name = _batch_name(batch)
     for table_name in TABLE_ORDER:
         if table_name in tables:
@@ -233,9 +235,10 @@ class _ExecuteRuns:
         self.spec, self.out, self.wide = spec, out, wide
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        columns = parameter_columns(self.spec)
         for batch in batches:
             for planned in batch.to_pylist():
-                row = execute_run(self.spec, PlannedRun(**planned), self.out)
+                row = execute_run(self.spec, PlannedRun(**planned), self.out, columns)
                 yield pa.RecordBatch.from_pylist([row], schema=self.wide)
 
 
