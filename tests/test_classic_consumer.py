@@ -574,3 +574,114 @@ def test_rebalance_metrics_follow_kip429():
     assert metrics["partitions-assigned-latency-max"] == 200
     assert metrics["rebalance-latency-max"] >= 200  # M-2: callback time included
     assert metrics["partitions-revoked-latency-avg"] is None  # M-3
+
+
+# ---------------------------------------------------------------------------- rarer transitions
+def _joining_member(max_poll_interval_ms: int) -> Lab:
+    """C1 stable alone; C2 (6 s session, 3 s request timeout) starting to join."""
+    lab = strict_lab()
+    lab.create_topic("a", 2)
+    add(lab, "C1", COOPERATIVE, ["a"], session_timeout_ms=6_000)
+    stable(lab)
+    add(
+        lab,
+        "C2",
+        COOPERATIVE,
+        ["a"],
+        session_timeout_ms=6_000,
+        max_poll_interval_ms=max_poll_interval_ms,
+        request_timeout_ms=3_000,
+    )
+    return lab
+
+
+def _c2_transitions(lab: Lab) -> set[tuple[str, str, str]]:
+    return {
+        (e.payload["from"], e.payload["trigger"], e.payload["to"])
+        for e in lab.trace
+        if e.actor == "C2" and e.kind.value == "state_transition"
+    }
+
+
+def _delayed_while_c3_joins(lab: Lab) -> None:
+    lab.delay_messages("C2", 1, 12_000)
+    add(lab, "C3", COOPERATIVE, ["a"])
+
+
+def _leader_slow_and_c2_paused(lab: Lab) -> None:
+    lab.delay_messages("C1", 2, 20_000)
+    lab.pause("C2")
+
+
+@pytest.mark.parametrize(
+    ("row", "max_poll_interval_ms", "steps", "fault"),
+    [
+        # C2's SyncGroup is held up while C3 joins: REBALANCE_IN_PROGRESS, it joins again.
+        (
+            ("COMPLETING_REBALANCE", "REBALANCE_IN_PROGRESS, JoinGroup sent", "PREPARING_REBALANCE"),
+            8_000,
+            14,
+            _delayed_while_c3_joins,
+        ),
+        # Its first JoinGroup is held up past its session: the coordinator forgot its member id.
+        (("PREPARING_REBALANCE", "fell out of the group", "UNJOINED"), 8_000, 1, _delayed_while_c3_joins),
+        # It stops polling while its JoinGroup, then its SyncGroup, waits for a slow leader.
+        (
+            ("PREPARING_REBALANCE", "poll timer expired, left the group", "UNJOINED"),
+            2_000,
+            1,
+            _leader_slow_and_c2_paused,
+        ),
+        (
+            ("COMPLETING_REBALANCE", "poll timer expired, left the group", "UNJOINED"),
+            2_000,
+            14,
+            _leader_slow_and_c2_paused,
+        ),
+    ],
+)
+def test_rarer_classic_transitions(row, max_poll_interval_ms, steps, fault):
+    lab = _joining_member(max_poll_interval_ms)
+    lab.run(steps=steps)
+    fault(lab)
+    lab.run(until=lab.now + 40_000)
+    assert row in _c2_transitions(lab)
+
+
+@pytest.mark.parametrize("steps", range(0, 8))
+def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    add(lab, "C1", COOPERATIVE, ["a"])
+    lab.run(steps=steps)
+    before = lab.clients["C1"].state.value
+    lab.close("C1")
+    lab.run(until=lab.now + 10_000)
+    assert lab.clients["C1"].state.value == "UNSUBSCRIBED"
+    last = [e.payload for e in lab.trace if e.actor == "C1" and e.kind.value == "state_transition"][-1]
+    assert (last["from"], last["trigger"]) == (before, "close")
+
+
+def test_a_replaced_static_member_fails_with_fenced_instance_id():
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    add(lab, "S1", COOPERATIVE, ["a"], instance_id="s")
+    stable(lab)
+    add(lab, "S2", COOPERATIVE, ["a"], instance_id="s")
+    lab.run(until=lab.now + 30_000)
+    assert lab.clients["S1"].state.value == "FATAL"
+    assert any(e.payload.get("fatal") == "FENCED_INSTANCE_ID" for e in lab.trace if e.actor == "S1")
+    assert owned(lab, "S2") == ["a-0"]
+
+
+def test_sc13_an_old_member_joining_a_cooperative_group_is_refused():
+    lab = strict_lab()
+    lab.create_topic("t", 4)
+    for name in ("C1", "C2"):
+        add(lab, name, COOPERATIVE, ["t"])
+    stable(lab)
+    before = {m: owned(lab, m) for m in ("C1", "C2")}
+    add(lab, "OLD", ["range"], ["t"])
+    lab.run(until=lab.now + 30_000)
+    assert lab.clients["OLD"].state.value == "FATAL" and not lab.clients["OLD"].owned
+    assert {m: owned(lab, m) for m in ("C1", "C2")} == before
