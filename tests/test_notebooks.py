@@ -57,7 +57,9 @@ def test_the_notebooks_are_there() -> None:
         "08_online_migration",
         "09_upgrade_path",
         "10_share_groups_basics",
+        "11_share_state_writes",
         "12_poison_messages",
+        "13_share_coordinator_failover",
     ]
 
 
