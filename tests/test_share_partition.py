@@ -208,17 +208,34 @@ def test_change_takes_effect_when_the_write_completes() -> None:
     assert rig.sp.spso == 3 and rig.sp.acquired_count == 0
 
 
-def test_failed_write_leaves_records_acquired_then_expired_locks_time_out() -> None:
+def test_failed_write_leaves_records_acquired_and_retries_an_expired_lock() -> None:
     rig = make_rig(deferred=True, start_offset=0)
     rig.persister.deliver()
     rig.log.append(2)
     rig.sp.acquire("C1", 2)
     write = rig.sp.acknowledge("C1", [ack(0, 1, ACCEPT)])
+    rig.scheduler.advance(30_000)  # the lock runs out while the write is pending
+    rig.persister.queue.clear()
+    rig.sp.complete_write(write.write_id, Errors.COORDINATOR_LOAD_IN_PROGRESS)
+    assert rig.sp.state_at(0) == (ACQUIRED, 1) and not rig.sp.pending_writes
+    assert rig.sp.lock_deadlines() == {0: 60_000}  # the expiry is retried one lock duration later
     rig.scheduler.advance(30_000)
+    assert [w.origin for w in rig.sp.pending_writes] == ["lock 0 timeout"]
+
+
+def test_a_fenced_share_partition_stops() -> None:
+    rig = make_rig(deferred=True, start_offset=0)
+    rig.persister.deliver()
+    rig.log.append(3)
+    rig.sp.acquire("C1", 2)
+    write = rig.sp.acknowledge("C1", [ack(0, 0, ACCEPT)])
     rig.persister.queue.clear()
     rig.sp.complete_write(write.write_id, Errors.FENCED_STATE_EPOCH)
-    # the lock ran out while the write was pending: the records time out now, through a new write
-    assert [w.origin for w in rig.sp.pending_writes] == ["lock 0 timeout"]
+    assert rig.sp.fenced is Errors.FENCED_STATE_EPOCH
+    assert rig.sp.lock_deadlines() == {}
+    assert rig.sp.acquire("C2", 1) == [] and rig.sp.release_member("C1") is None
+    with pytest.raises(ApiError, match="FENCED_STATE_EPOCH"):
+        rig.sp.acknowledge("C1", [ack(1, 1, ACCEPT)])
 
 
 def test_state_after_leader_failover_falls_back_to_durable_state() -> None:

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 from share_support import GROUP, TOPIC, ack, make_rig
 
-from kip_lab.protocol.errors import ApiError
+from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.share import AcknowledgeType
 from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
-from kip_lab.share.partition import ACQUIRED, DURABLE_CODE
+from kip_lab.share.partition import ACQUIRED, DURABLE_CODE, SharePartition
 
 MEMBERS = st.sampled_from(["C1", "C2", "C3"])
 
@@ -89,6 +89,36 @@ class SharePartitionMachine(RuleBasedStateMachine):
     @rule()
     def share_coordinator_failover(self) -> None:
         self.rig.fail_over_coordinator()
+
+    @rule()
+    def leader_failover(self) -> None:
+        """A new leader (epoch + 1) loads the durable state; the old one is a zombie the coordinator fences.
+
+        Acquired records fall back to their durable state, so delivery counts may go down (A-28) and
+        the SPSO may step back over never-delivered records: the history restarts with the new leader.
+        """
+        self.rig.persister.deliver()  # the old leader's writes in flight land first (or are fenced later)
+        zombie = self.sp
+        self.rig.sp = SharePartition.load(
+            GROUP,
+            TOPIC,
+            0,
+            self.rig.log,
+            config=zombie.config,
+            scheduler=self.rig.scheduler,
+            persister=self.rig.persister,
+            leader_epoch=zombie.leader_epoch + 1,
+        )
+        self.max_dc = {}
+        self.last_spso = self.sp.spso
+        stale = [v for v in zombie.records() if v.state == ACQUIRED and not v.pending]
+        if stale:  # the zombie still thinks it holds records: its next write is fenced
+            view = stale[0]
+            write = zombie.acknowledge(
+                view.member_id, [ack(view.first_offset, view.first_offset, AcknowledgeType.ACCEPT)]
+            )
+            self.rig.persister.deliver()
+            assert write.error is Errors.FENCED_LEADER_EPOCH and zombie.fenced is Errors.FENCED_LEADER_EPOCH
 
     @invariant()
     def acquired_by_one_member_with_a_lock(self) -> None:

@@ -290,7 +290,13 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
     )
     r = leader.share_acknowledge(acknowledge(1, {0: [ack(0, 1, ACCEPT)]}))
     assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
-    assert leader.partitions[(GROUP, TOPIC, 0)].state_at(0) == (ACQUIRED, 1)
+    zombie = leader.partitions[(GROUP, TOPIC, 0)]
+    assert zombie.fenced is Errors.FENCED_LEADER_EPOCH and zombie.state_at(0) == (ACQUIRED, 1)
+    r = leader.share_fetch(fetch(2))  # the leader reads the state again and is refused: it is not the leader
+    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    leader.add_log(leader.logs[(TOPIC, 0)], leader_epoch=1)  # this broker leads again, at epoch 1
+    r = leader.share_fetch(fetch(3))
+    assert acquired(r) == {0: [(0, 9, 1)]}  # the durable state had no delivery of 0-1: dc restarts at 1
 
 
 def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:

@@ -119,7 +119,7 @@ class SharePartitionLeader:
         """The group's share-partition, loaded from the share coordinator on first use (ApiError if it cannot be)."""
         key = (group_id, topic_id, partition)
         sp = self.partitions.get(key)
-        if sp is None:
+        if sp is None or sp.fenced is not None:  # a fenced share-partition is read again (a reset, a new leader)
             log = self.logs.get((topic_id, partition))
             if log is None:
                 raise ApiError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"this broker does not lead {topic_id}:{partition}")

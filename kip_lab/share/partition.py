@@ -80,6 +80,7 @@ DURABLE_CODE = {
     ARCHIVED: DeliveryState.ARCHIVED,
 }
 STATE_OF_CODE = {int(code): state for state, code in DURABLE_CODE.items()}
+FENCING_ERRORS = (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH)
 ACKNOWLEDGE_TRIGGER = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.REJECT: "reject", AcknowledgeType.GAP: "gap"}
 
 
@@ -182,6 +183,7 @@ class SharePartition:
     persister: Persister
     leader_epoch: int = 0
     state_epoch: int = 0
+    fenced: Errors | None = field(default=None, init=False)  # set when the share coordinator fenced a write
     spso: int = field(default=0, init=False)
     speo: int = field(default=0, init=False)
     durable: DurableState = field(init=False)  # what the share coordinator holds once its writes completed
@@ -365,6 +367,8 @@ class SharePartition:
         """
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
+        if self.fenced is not None:
+            return []
         self.move_log_start()
         floor = self._start_floor()
         budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
@@ -429,6 +433,8 @@ class SharePartition:
         nothing changes) if any acknowledged in-flight offset is not Acquired by ``member_id``.
         Offsets below the SPSO (passed by retention while acquired) are accepted and ignored.
         """
+        if self.fenced is not None:
+            raise ApiError(self.fenced, "the share coordinator fenced this share-partition's leader")
         previous_last = -1
         for ack in batches:
             if ack.first_offset <= previous_last:
@@ -476,6 +482,8 @@ class SharePartition:
 
     def release_member(self, member_id: str, origin: str = "session end") -> PendingWrite | None:
         """Release every record ``member_id`` holds here (its share session ended): T9, as RELEASE."""
+        if self.fenced is not None:
+            return None
         changes = []
         for batch in self._batches:
             if batch.state == ACQUIRED and batch.member_id == member_id and batch.pending_write is None:
@@ -500,6 +508,8 @@ class SharePartition:
 
     def move_log_start(self) -> PendingWrite | None:
         """Retention moved the log start offset past the SPSO: everything below it is Archived (T10/T11)."""
+        if self.fenced is not None:
+            return None
         new_start = self.log.log_start_offset
         if new_start <= self._start_floor():
             return None
@@ -585,14 +595,18 @@ class SharePartition:
         write = self._pending.pop(write_id)
         write.error = error
         if error is not Errors.NONE:
-            expired = []
+            expired = set()
             for batch in self._batches:
                 if batch.pending_write == write_id:
                     batch.pending_write = batch.pending_state = None
                     if batch.state == ACQUIRED and batch.lock_id in self._expired_locks:
-                        expired.append(batch.lock_id)
-            for lock_id in sorted(set(expired)):
-                self.fire_timer(("lock", lock_id))
+                        expired.add(batch.lock_id)
+            if error in FENCING_ERRORS:
+                self.fenced = error  # another leader (or a reset) owns the state now: this one stops
+                self.scheduler.cancel_all(self)
+                return write
+            for lock_id in sorted(expired):  # retry their expiry one lock duration later
+                self.scheduler.schedule(self, ("lock", lock_id), self.config.record_lock_duration_ms)
             return write
         for change in write.changes:
             first = max(change.first_offset, self.spso)  # the log start may have passed it meanwhile
