@@ -685,3 +685,38 @@ def test_sc13_an_old_member_joining_a_cooperative_group_is_refused():
     lab.run(until=lab.now + 30_000)
     assert lab.clients["OLD"].state.value == "FATAL" and not lab.clients["OLD"].owned
     assert {m: owned(lab, m) for m in ("C1", "C2")} == before
+
+
+class RevokeOnlyListener:
+    """Implements only on_partitions_revoked and on_partitions_assigned (a pre-KIP-429 listener)."""
+
+    def __init__(self) -> None:
+        self.revoked: list[list[str]] = []
+
+    def on_partitions_revoked(self, partitions: list[str]) -> int:
+        self.revoked.append(partitions)
+        return 0
+
+    def on_partitions_assigned(self, partitions: list[str]) -> int:
+        return 0
+
+
+def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
+    """KIP-429 §4.1 (CB-9): onPartitionsLost defaults to onPartitionsRevoked."""
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    lab.create_topic("x", 1)
+    listener = RevokeOnlyListener()
+    lab.add_consumer(
+        "C1",
+        group_protocol="classic",
+        subscribed_topic_names=["a", "x"],
+        partition_assignment_strategy=COOPERATIVE,
+        listener=listener,
+    )
+    stable(lab)
+    lab.delete_topic("x")
+    stable(lab)
+    lost = [e.payload for e in lab.trace if e.actor == "C1" and e.payload.get("callback") == "on_partitions_lost"]
+    assert lost == [{"callback": "on_partitions_lost", "partitions": ["x-0"], "duration_ms": 0, "error": None}]
+    assert listener.revoked == [["x-0"]]

@@ -151,8 +151,11 @@ class ApplicationLoop:
         names = self._names(partitions)
         self._callback_seq += 1
         error = None
+        # A listener without on_partitions_lost has on_partitions_revoked called instead (KIP-429 §4.1:
+        # Kafka's default method).
+        method = getattr(self.listener, kind, None) or self.listener.on_partitions_revoked
         try:
-            duration = int(getattr(self.listener, kind)(names) or 0)
+            duration = int(method(names) or 0)
         except Exception as exc:  # a user callback may raise anything; Kafka logs and carries on
             duration, error = 0, f"{type(exc).__name__}: {exc}"
         self.world.emit(
