@@ -318,3 +318,25 @@ def test_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rej
     result = case.classic_join("d", [], -1, instance="D", version=2)
     assert result.response.error_code.name == "INVALID_REQUEST"
     assert result.records == [] and "d" not in case.gc.groups[GROUP].members
+
+
+def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_protocol_member():
+    case = upgraded()  # A (consumer protocol, instance A) took over a
+    result = case.classic_join("", [], -1, instance="A")  # A rolls back to the classic protocol
+    new_id = result.response.member_id
+    assert (result.response.error_code.name, result.response.generation_id) == ("NONE", 22)
+    assert record_names(result)[-1] == "GroupMetadata" and GROUP not in case.gc.groups
+    classic = case.gc.classic_groups[GROUP]
+    # no member left: no rebalance, the generation goes on (Kafka)
+    assert (classic.state, classic.generation_id) == (ClassicGroupState.STABLE, 22)
+    assert sorted(classic.members) == sorted([new_id, "b", "c"]) and classic.static_members["A"] == new_id
+    assert case.classic_sync(new_id, 22, instance="A") == [0, 1]
+    assert case.classic_heartbeat("b", 22, instance="B").response.error_code.name == "NONE"
+    case.assert_rebuild_equals_live()
+
+
+def test_no_downgrade_by_replacement_when_the_policy_forbids_it():
+    case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+    result = case.classic_join("", [], -1, instance="A")
+    assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
+    assert result.response.generation_id == 22

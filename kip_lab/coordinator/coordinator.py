@@ -136,6 +136,7 @@ class GroupCoordinator(
         self.groups: dict[str, ConsumerGroup] = {}
         self.classic_groups: dict[str, ClassicGroup] = {}
         self._initial_delays: dict[str, tuple[int, int]] = {}  # classic group -> (delay, remaining) ms
+        self._quiet_downgrades: set[str] = set()  # downgrades by a static replacement: no rebalance
         self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
         self._rng = random.Random(seed)
         self._rounds: dict[str, AssignmentRound] = {}

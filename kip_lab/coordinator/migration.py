@@ -209,9 +209,9 @@ class OnlineMigration:
         )
 
     def _downgrade(
-        self, group: ConsumerGroup, leaving: ConsumerGroupMember, response, origin: str
+        self, group: ConsumerGroup, leaving: ConsumerGroupMember | None, response, origin: str
     ) -> CoordinatorResult:
-        """The consumer group's tombstones and the classic group it becomes, in one batch."""
+        """The consumer group's tombstones and the classic group it becomes (without ``leaving``), in one batch."""
         gid = group.group_id
         classic = ClassicGroup(
             gid,
@@ -220,7 +220,8 @@ class OnlineMigration:
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             current_state_timestamp=self.now_ms,
         )
-        remaining = {m: v for m, v in sorted(group.members.items()) if m != leaving.member_id}
+        gone = leaving.member_id if leaving is not None else None
+        remaining = {m: v for m, v in sorted(group.members.items()) if m != gone}
         for member_id, m in remaining.items():
             meta = m.classic_member_metadata
             assert meta is not None
@@ -253,9 +254,13 @@ class OnlineMigration:
         return CoordinatorResult(response, (tuple(records),), origin=origin)
 
     def _start_downgraded_group(self, classic: ClassicGroup) -> None:
-        """After a downgrade batch is replayed: arm the members' sessions and rebalance (soft state)."""
+        """After a downgrade batch is replayed: arm the members' sessions and, when a member left,
+        rebalance (soft state). A downgrade by a static replacement keeps the generation (Kafka)."""
         for member_id, member in sorted(classic.members.items()):
             self._schedule_classic_session(classic, member_id, member.session_timeout_ms)
+        if classic.group_id in self._quiet_downgrades:
+            self._quiet_downgrades.discard(classic.group_id)
+            return
         out = _Outbox()
         self._prepare_rebalance(out, classic)
         assert not out.responses and not out.batches  # nobody was parked in a group that did not exist
@@ -383,6 +388,7 @@ class OnlineMigration:
                     f"member {static.member_id}.",
                 )
         joining = known is None
+        replacing = joining and r.group_instance_id is not None and group.static_member(r.group_instance_id) is not None
         owned = self._partitions_by_id(subscription.owned_partitions)
         heartbeat = ConsumerGroupHeartbeatRequest(
             group_id=gid,
@@ -405,7 +411,19 @@ class OnlineMigration:
             response = JoinGroupResponse(error_code=answer.error_code, member_id=r.member_id)
             return CoordinatorResult(response, applied.batches, origin="JoinGroup")
         member_id = answer.member_id or r.member_id
-        member = self.groups[gid].members[member_id]
+        current = self.groups[gid]
+        member = current.members[member_id]
+        if replacing and self._downgrade_allowed(current.members):
+            # The classic member replaced the last consumer-protocol one: back to a classic group (M8).
+            self._quiet_downgrades.add(gid)
+            converted = self._apply(self._downgrade(current, None, None, origin="JoinGroup"))
+            response = JoinGroupResponse(
+                generation_id=self.classic_groups[gid].generation_id,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocol_name=self.classic_groups[gid].protocol_name,
+                member_id=member_id,
+            )
+            return CoordinatorResult(response, applied.batches + converted.batches, origin="JoinGroup")
         self.scheduler.cancel(self, ("join", gid, member_id))
         self.scheduler.schedule(self, ("sync", gid, member_id), member.rebalance_timeout_ms)
         response = JoinGroupResponse(
