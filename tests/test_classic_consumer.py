@@ -717,6 +717,10 @@ def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
     stable(lab)
     lab.delete_topic("x")
     stable(lab)
-    lost = [e.payload for e in lab.trace if e.actor == "C1" and e.payload.get("callback") == "on_partitions_lost"]
+    lost = [
+        e.payload
+        for e in lab.trace
+        if e.actor == "C1" and e.kind.value == "callback_invoked" and e.payload["callback"] == "on_partitions_lost"
+    ]
     assert lost == [{"callback": "on_partitions_lost", "partitions": ["x-0"], "duration_ms": 0, "error": None}]
     assert listener.revoked == [["x-0"]]
