@@ -11,6 +11,7 @@ from kip_lab.clients.share_acknowledgements import (
     IllegalAcknowledgement,
     to_batches,
 )
+from kip_lab.clients.share_consumer import FailureRule
 from kip_lab.protocol.share import AcknowledgementBatch, AcknowledgeType
 
 A, R, J = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
@@ -133,4 +134,125 @@ def test_close_sends_explicit_pending_and_releases_the_rest():
     acks.acknowledge(records[0], J)
     assert acks.take_for_close() == {
         ("T", 0): [AcknowledgementBatch(first_offset=0, last_offset=2, acknowledge_types=[J, R, R])]
+    }
+
+
+# -- the share consumer in the Lab ------------------------------------------------------------------
+def _lab(**consumer):
+    from kip_lab.lab.lab import Lab, LabConfig
+    from kip_lab.share.config import SharePartitionConfig
+
+    lab = Lab(seed=4, config=LabConfig(share=SharePartitionConfig(record_lock_duration_ms=3_000)))
+    lab.create_topic("T", 1, produce_rate_per_s=0)
+    lab.add_share_consumer("A", group_id="q", subscribed_topic_names=["T"], **consumer)
+    lab.run(until=6_000)
+    lab.produce_share_records("T", 10, batch_size=5)
+    return lab
+
+
+def _requests(lab, api: str) -> list:
+    return [e for e in lab.trace if e.kind.value == "message_sent" and e.payload.get("api") == api]
+
+
+@pytest.mark.parametrize("commit", ["poll", "sync", "async"])
+def test_every_commit_mode_acknowledges_everything_and_reports_to_the_callback(commit):
+    lab = _lab(commit=commit, max_poll_records=5)
+    lab.run(until=20_000)
+    consumer = lab.clients["A"]
+    assert consumer.outcomes == {"accept": 10}
+    reported = sorted(o for r in consumer.commit_results if r["error"] is None for o in r["offsets"])
+    assert reported == list(range(10))
+    acknowledges = [e for e in _requests(lab, "ShareAcknowledge") if e.payload.get("from") == "A"]
+    if commit == "poll":
+        assert not acknowledges  # piggy-backed on the next ShareFetch
+    else:
+        assert len(acknowledges) == 2  # one per batch of 5
+    sp = lab.world.share.share_partition("q", (lab.topic_id("T"), 0))
+    assert sp.spso == 10
+
+
+def test_commit_sync_waits_for_the_answer_before_polling_again():
+    lab = _lab(commit="sync", max_poll_records=5, processing_ms_per_record=1.0)
+    lab.run(until=20_000)
+    sent = [e for e in lab.trace if e.kind.value == "message_sent" and e.payload.get("from") == "A"]
+    apis = [e.payload["api"] for e in sent if e.payload["api"] in ("ShareFetch", "ShareAcknowledge")]
+    first_ack = apis.index("ShareAcknowledge")
+    assert apis[first_ack + 1] == "ShareFetch"
+    acked_at = next(e for e in lab.trace if e.kind.value == "share_ack_result" and e.actor == "A").time_ms
+    next_fetch = [e.time_ms for e in sent if e.payload["api"] == "ShareFetch" and e.time_ms >= acked_at - 1]
+    assert next_fetch and next_fetch[0] >= acked_at  # no fetch while the commit was out
+
+
+def test_close_releases_what_an_implicit_consumer_holds():
+    lab = _lab(processing_ms_per_record=1_000.0, max_poll_records=5)
+    lab.run(until=6_500)
+    sp = lab.world.share.share_partition("q", (lab.topic_id("T"), 0))
+    assert sp.owner_at(0) is not None
+    lab.close("A")
+    lab.run(until=7_000)
+    assert sp.owner_at(0) is None and sp.state_at(0) == ("Available", 1)
+    assert lab.clients["A"].state.value == "UNSUBSCRIBED"
+    assert "A" not in {n for n, c in lab.clients.items() if c.member_id in lab.coordinator.share_groups["q"].members}
+
+
+def test_late_acknowledgements_are_reported_failed_to_the_callback():
+    lab = _lab(
+        acknowledgement="explicit",
+        failures=[FailureRule(offsets=[0], action="hang", hang_ms=5_000)],
+        max_poll_records=5,
+    )
+    lab.run(until=30_000)
+    failed = [r for r in lab.clients["A"].commit_results if r["error"] == "INVALID_RECORD_STATE"]
+    assert failed and 0 in failed[0]["offsets"]
+
+
+def test_a_fenced_member_rejoins_with_epoch_zero_and_its_member_id():
+    lab = _lab()
+    lab.run(until=8_000)
+    consumer = lab.clients["A"]
+    member_id = consumer.member_id
+    lab.pause("A")
+    lab.run(until=60_000)  # the session timeout removes it
+    assert member_id not in lab.coordinator.share_groups["q"].members
+    lab.resume("A")
+    lab.run(until=70_000)
+    assert consumer.member_id == member_id and member_id in lab.coordinator.share_groups["q"].members
+    transitions = [e.payload["trigger"] for e in lab.trace if e.kind.value == "state_transition" and e.actor == "A"]
+    assert "fenced" in transitions and "partitions lost, rejoin" in transitions
+
+
+def test_a_classic_groups_id_is_not_a_share_groups():
+    from kip_lab.coordinator import GroupCoordinator
+    from kip_lab.protocol.classic_group import JoinGroupRequest, JoinGroupRequestProtocol
+    from kip_lab.protocol.share_group import ShareGroupHeartbeatRequest
+
+    coordinator = GroupCoordinator()
+    coordinator.cluster.create_topic("T", 1)
+    coordinator.join_group(
+        JoinGroupRequest(group_id="c", session_timeout_ms=45_000, protocols=[JoinGroupRequestProtocol(name="range")])
+    )
+    response = coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="c", member_epoch=0, subscribed_topic_names=["T"])
+    ).response
+    assert response.error_code.name == "GROUP_ID_NOT_FOUND"
+
+
+def test_failure_rules_need_explicit_acknowledgement_and_a_valid_pattern():
+    from pydantic import ValidationError
+
+    from kip_lab.clients.share_consumer import ShareConsumerConfig
+
+    with pytest.raises(ValidationError, match="need acknowledgement='explicit'"):
+        ShareConsumerConfig(subscribed_topic_names=["T"], failures=[FailureRule(offsets=[1], action="reject")])
+    with pytest.raises(ValidationError, match="not a regular expression"):
+        FailureRule(value_regex="(", action="reject")
+    with pytest.raises(ValidationError, match="needs value_regex or offsets"):
+        FailureRule(action="reject")
+
+
+def test_close_also_releases_records_fetched_but_not_yet_polled():
+    acks = Acknowledgements()
+    acks.on_poll(_records(0, 1))
+    assert acks.take_for_close(_records(2, 3)) == {
+        ("T", 0): [AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[R])]
     }

@@ -18,6 +18,7 @@ Pure data, no clock and no network: the Lab's ``ShareConsumer`` drives it, tests
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -138,8 +139,13 @@ class Acknowledgements:
         self._accept_all_implicitly()
         return self._drain()
 
-    def take_for_close(self) -> dict[TP, list[AcknowledgementBatch]]:
-        """Close: explicit sends what is pending and releases the rest; implicit releases everything."""
+    def take_for_close(self, unreturned: Iterable[DeliveredRecord] = ()) -> dict[TP, list[AcknowledgementBatch]]:
+        """Close: explicit sends what is pending and releases the rest; implicit releases everything.
+
+        ``unreturned``: records fetched (so acquired) that no poll has returned yet: released too.
+        """
+        for record in unreturned:
+            self.delivered.setdefault(record.tp, {})[record.offset] = record
         self._all_delivered_as(AcknowledgeType.RELEASE)
         return self._drain()
 

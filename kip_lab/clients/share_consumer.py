@@ -211,9 +211,8 @@ class ShareConsumer:
         self._cancel("poll")
         self._cancel("processed")
         self.processing = False
-        self.acks.on_poll(self.fetched)  # buffered records were delivered too: they are released
+        acks = self.acks.take_for_close(self.fetched)  # fetched but not yet polled: acquired, so released
         self.fetched = []
-        acks = self.acks.take_for_close()
         for broker in sorted(self.sessions):
             session = self.sessions[broker]
             if session.epoch == 0 and not session.partitions:
