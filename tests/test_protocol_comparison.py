@@ -155,3 +155,44 @@ def test_a_leader_that_assigns_a_partition_twice_is_caught(monkeypatch):
         )
     with pytest.raises(InvariantViolation, match="classic-assignment-disjoint"):
         lab.run_until_stable()
+
+
+def test_a_coordinator_that_hands_every_member_everything_is_caught(monkeypatch):
+    """A broken classic coordinator: every SyncGroup answer carries the whole group's assignment."""
+    from dataclasses import replace
+
+    from kip_lab.coordinator import GroupCoordinator
+    from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+
+    original = GroupCoordinator.sync_group
+
+    def everything(self, request, ref=None):
+        result = original(self, request, ref=ref)
+        group = self.classic_groups.get(request.group_id)
+        if group is None:
+            return result
+        union = sorted(
+            {
+                tp
+                for m in group.members.values()
+                if m.assignment
+                for tp in ConsumerProtocolAssignment.decode(m.assignment).assigned_partitions
+            }
+        )
+        blob = ConsumerProtocolAssignment(version=3, assigned_partitions=union).encode()
+
+        def widen(response):
+            return response if response is None or not union else response.model_copy(update={"assignment": blob})
+
+        deferred = tuple(replace(d, response=widen(d.response)) if d.api == "SyncGroup" else d for d in result.deferred)
+        return replace(result, response=widen(result.response), deferred=deferred)
+
+    monkeypatch.setattr(GroupCoordinator, "sync_group", everything)
+    lab = Lab(seed=0, config=LabConfig(raise_on_violation=True))
+    lab.create_topic("t", 4)
+    for name in ("C1", "C2"):
+        lab.add_consumer(
+            name, group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["range"]
+        )
+    with pytest.raises(InvariantViolation, match="single-owner"):
+        lab.run_until_stable()
