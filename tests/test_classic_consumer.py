@@ -571,6 +571,8 @@ def test_rebalance_metrics_follow_kip429():
     stable(lab)
     metrics = lab.clients["C1"].rebalance_metrics.summary(lab.now)
     assert metrics["rebalance-total"] == 1
+    assert metrics["rebalance-rate-per-hour"] == pytest.approx(3_600_000 / lab.now)
+    assert metrics["failed-rebalance-total"] == 0 and metrics["failed-rebalance-rate-per-hour"] == 0
     assert metrics["partitions-assigned-latency-max"] == 200
     assert metrics["rebalance-latency-max"] >= 200  # M-2: callback time included
     assert metrics["partitions-revoked-latency-avg"] is None  # M-3

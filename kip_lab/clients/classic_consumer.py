@@ -128,12 +128,19 @@ class RebalanceMetrics:
     rebalance_latencies_ms: list[int] = field(default_factory=list)
     last_rebalance_ms: int | None = None
     callback_latencies_ms: dict[str, list[int]] = field(default_factory=dict)
+    started_ms: int = 0  # when the consumer subscribed: the rates' window
 
     def summary(self, now_ms: int) -> dict[str, Any]:
-        """The KIP's metric names, as a consumer's metrics() would show them at ``now_ms``."""
+        """The KIP's metric names, as a consumer's metrics() would show them at ``now_ms``.
+
+        The rates are over the consumer's whole life (Kafka's are windowed).
+        """
+        hours = max(now_ms - self.started_ms, 1) / 3_600_000
         out: dict[str, Any] = {
             "rebalance-total": self.rebalance_total,
+            "rebalance-rate-per-hour": self.rebalance_total / hours,
             "failed-rebalance-total": self.failed_rebalance_total,
+            "failed-rebalance-rate-per-hour": self.failed_rebalance_total / hours,
             "rebalance-latency-avg": _avg(self.rebalance_latencies_ms),
             "rebalance-latency-max": max(self.rebalance_latencies_ms, default=None),
             "rebalance-latency-total": sum(self.rebalance_latencies_ms),
@@ -301,6 +308,7 @@ class ClassicConsumer(ApplicationLoop):
     def subscribe(self) -> None:
         """Start: UNSUBSCRIBED -> UNJOINED, then join at once."""
         self._transition(State.UNJOINED, "subscribe")
+        self.rebalance_metrics.started_ms = self.now
         self.last_poll_ms = self.now
         self._arm_poll_timer()
         if self.config.enable_auto_commit:
