@@ -208,10 +208,9 @@ def test_start_offset_may_move_back_by_an_admin_reset():
     lab = _poison_run("reject", consumers=1)
     lab.close("C0")
     lab.run(until=lab.now + 10_000)
-    admin = lab.world.share.admin()
-    assert admin.alter_share_group_offsets("queue", {("orders", 0): 0}) == {("orders", 0): None}
-    for result in admin.results:
-        lab.world.emit_result(lab.world.coordinator_host, result, "admin")
+    lab.reset_share_group_offsets("queue", "orders", "earliest")
+    note = [e for e in lab.trace if e.kind.value == "note" and "errors" in e.payload][-1]
+    assert note.payload["errors"] == {"orders-0": "NONE"}
     lab.add_share_consumer("again", group_id="queue", subscribed_topic_names=["orders"])
     lab.run(until=lab.now + 30_000)
     assert _acquisitions_of(lab, 0) == [1, 1]  # delivered again after the reset, its count restarted
@@ -246,3 +245,15 @@ def test_metrics_count_redeliveries_and_archived_records():
     assert metrics["share_redeliveries"] == 3 * 4
     assert metrics["share_records_acknowledged"] == 27
     assert metrics["share_records_archived"] == 3
+
+
+def test_time_travel_replays_a_share_run_identically():
+    lab = _poison_run("release", consumers=2)
+    first = [e.to_json() for e in lab.trace]
+    lab.seek(40)
+    lab.seek(lab.horizon)
+    assert [e.to_json() for e in lab.trace] == first
+    twin = lab.fork()
+    twin.seek(60)
+    twin.close("C0")  # forks in place: the original run is untouched
+    assert [e.to_json() for e in lab.trace] == first

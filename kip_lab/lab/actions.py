@@ -212,7 +212,24 @@ class MoveShareLeader(_Action):
     to_broker: str | None = None
 
 
-SHARE_ACTIONS = (AddShareConsumer, ProduceShareRecords, FailOverShareCoordinator, MoveShareLeader)
+class ResetShareGroupOffsets(_Action):
+    """``kafka-share-groups.sh --reset-offsets``: move an empty share group's start offsets on ``topic``."""
+
+    action: Literal["reset_share_group_offsets"] = "reset_share_group_offsets"
+    group_id: str = Field(..., min_length=1)
+    topic: str = Field(..., min_length=1)
+    to: Literal["earliest", "latest", "datetime"] = "earliest"
+    timestamp_ms: int | None = Field(None, ge=0, description="for 'datetime': the first offset at or after it")
+    partitions: list[int] | None = None
+
+
+SHARE_ACTIONS = (
+    AddShareConsumer,
+    ProduceShareRecords,
+    FailOverShareCoordinator,
+    MoveShareLeader,
+    ResetShareGroupOffsets,
+)
 
 Action = Annotated[
     AddConsumer
@@ -237,7 +254,8 @@ Action = Annotated[
     | AddShareConsumer
     | ProduceShareRecords
     | FailOverShareCoordinator
-    | MoveShareLeader,
+    | MoveShareLeader
+    | ResetShareGroupOffsets,
     Field(discriminator="action"),
 ]
 

@@ -210,6 +210,10 @@ class Lab:
     def move_share_leader(self, topic: str, partition: int = 0, to_broker: str | None = None) -> None:
         self.apply(a.MoveShareLeader(topic=topic, partition=partition, to_broker=to_broker))
 
+    def reset_share_group_offsets(self, group_id: str, topic: str, to: str = "earliest", **settings: Any) -> None:
+        """Admin: reset an empty share group's start offsets (ResetShareGroupOffsets fields)."""
+        self.apply(a.ResetShareGroupOffsets(group_id=group_id, topic=topic, to=to, **settings))
+
     def send_request(self, member: str, api: str, **body: Any) -> None:
         self.apply(a.SendRequest(member=member, api=api, body=body))
 

@@ -23,7 +23,7 @@ from kip_lab.coordinator.share_group import call_share_coordinator
 from kip_lab.protocol.common import Message
 from kip_lab.protocol.errors import Errors
 from kip_lab.runtime.log import PartitionLog
-from kip_lab.share.admin import ShareAdmin, TimestampedLogs
+from kip_lab.share.admin import ResetSpec, ShareAdmin, TimestampedLogs
 from kip_lab.share.config import SharePartitionConfig
 from kip_lab.share.coordinator import STATE_TOPIC, ShareCoordinator
 from kip_lab.share.leader import SharePartitionLeader
@@ -221,6 +221,14 @@ class ShareWorld:
                     "share_leader_moved": list(tp),
                 },
             )
+        elif isinstance(action, a.ResetShareGroupOffsets):
+            admin = self.admin()
+            spec = ResetSpec(to=action.to, timestamp_ms=action.timestamp_ms)
+            outcome = admin.reset_share_group_offsets(action.group_id, action.topic, spec, action.partitions)
+            for result in admin.results:
+                world.emit_result(world.coordinator_host, result, "admin")
+            errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
+            world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
         else:
             raise TypeError(f"not a share action: {action!r}")
 

@@ -152,7 +152,12 @@ class EventTiming(_Spec):
         return self
 
 
-EVENT_ACTIONS: tuple[type[BaseModel], ...] = (*a.FAULTS, a.SendRequest, a.ProduceShareRecords)
+EVENT_ACTIONS: tuple[type[BaseModel], ...] = (
+    *a.FAULTS,
+    a.SendRequest,
+    a.ProduceShareRecords,
+    a.ResetShareGroupOffsets,
+)
 
 # One event model per action: the action's own fields plus at_ms/at_step.
 EVENT_MODELS: dict[str, type[BaseModel]] = {
