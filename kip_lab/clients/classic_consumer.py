@@ -185,7 +185,7 @@ class ClassicConsumer(ApplicationLoop):
     alive: bool = True
     last_poll_ms: int = 0
     leader_partitions: dict[str, int] = field(default_factory=dict)  # the leader's metadata at its assignment
-    _preparing: bool = False  # onJoinPrepare's callbacks are running
+    _in_rebalance_callbacks: bool = False  # onJoinPrepare, onJoinComplete or a lost topic: callbacks under way
     _closing: bool = False
     _round: int = 0  # bumped when the member falls out or closes: stale continuations stop
     _rebalance_started_ms: int | None = None
@@ -244,9 +244,8 @@ class ClassicConsumer(ApplicationLoop):
     def _assignment_payload(self) -> dict[str, Any]:
         payload = super()._assignment_payload()
         payload["assigned"] = None if self.assigned is None else [list(tp) for tp in sorted(self.assigned)]
-        topics = {tp[0] for tp in (*self.owned, *self.fetching, *(self.assigned or ()))}
-        names = {t: self.world.cluster.topic_by_id(t) for t in sorted(topics)}
-        payload["topic_names"] = {t: topic.name for t, topic in names.items() if topic is not None}
+        topics = sorted({tp[0] for tp in (*self.owned, *self.fetching, *(self.assigned or ()))})
+        payload["topic_names"] = {t: self._topic_name_of[t] for t in topics if t in self._topic_name_of}
         return payload
 
     def settled(self) -> bool:
@@ -254,7 +253,7 @@ class ClassicConsumer(ApplicationLoop):
         return (
             self.state is State.STABLE
             and self.rejoin_reason is None
-            and not self._preparing
+            and not self._in_rebalance_callbacks
             and not self._callback_running
             and not self._queued
             and self.assigned == frozenset(self.owned)
@@ -330,7 +329,7 @@ class ClassicConsumer(ApplicationLoop):
             return
         self._closing = True
         self._round += 1
-        self._preparing = False
+        self._in_rebalance_callbacks = False
         owned = sorted(self.owned)
         stopped = self._stop_fetching(set(self.fetching))
         in_group = self.generation_id != NO_GENERATION and bool(self.member_id)
@@ -444,7 +443,7 @@ class ClassicConsumer(ApplicationLoop):
     def _maybe_join(self) -> None:
         if (
             self.rejoin_reason is None
-            or self._preparing
+            or self._in_rebalance_callbacks
             or self._closing
             or self.paused
             or self._callback_running
@@ -456,7 +455,7 @@ class ClassicConsumer(ApplicationLoop):
 
     def _prepare_join(self) -> None:
         """Kafka's ``onJoinPrepare``: commit, then lost / revoked callbacks by protocol, then JoinGroup."""
-        self._preparing = True
+        self._in_rebalance_callbacks = True
         round_ = self._round
         fell_out = self.generation_id == NO_GENERATION or not self.member_id
         if fell_out:
@@ -490,7 +489,7 @@ class ClassicConsumer(ApplicationLoop):
     def _prepared(self, round_: int, released: list[TP], _ok: bool) -> None:
         if round_ != self._round:
             return
-        self._preparing = False
+        self._in_rebalance_callbacks = False
         if released:
             self.owned -= set(released)
             self._emit_assignment()
@@ -631,7 +630,7 @@ class ClassicConsumer(ApplicationLoop):
             revoked = sorted(self.owned - assigned)
             added = sorted(assigned - self.owned)
         round_ = self._round
-        self._preparing = True  # callbacks of this sync run before any rejoin
+        self._in_rebalance_callbacks = True  # callbacks of this sync run before any rejoin
         stopped = self._stop_fetching(set(revoked))
         then = partial(self._complete_after_commit, round_, assignment, revoked, added)
         if revoked and self.config.enable_auto_commit and stopped:
@@ -677,7 +676,7 @@ class ClassicConsumer(ApplicationLoop):
     def _complete_after_assign(self, round_: int, revoked: list[TP], added: list[TP], _ok: bool) -> None:
         if round_ != self._round:
             return
-        self._preparing = False
+        self._in_rebalance_callbacks = False
         if added:
             self.owned |= set(added)
             self._emit_assignment()
@@ -725,7 +724,7 @@ class ClassicConsumer(ApplicationLoop):
         if reset_member_id:
             self.member_id = UNKNOWN_MEMBER_ID
         self._round += 1
-        self._preparing = False
+        self._in_rebalance_callbacks = False
 
     def _fell_out(self, error: Errors) -> None:
         """UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION: partitions are lost at the next join (KIP-429 C-4)."""
@@ -770,7 +769,7 @@ class ClassicConsumer(ApplicationLoop):
             return
         error = response.error_code
         if error is Errors.REBALANCE_IN_PROGRESS:
-            if self.state is State.STABLE and not self._preparing:
+            if self.state is State.STABLE and not self._in_rebalance_callbacks:
                 self._request_rejoin("REBALANCE_IN_PROGRESS in a heartbeat")
         elif error in FELL_OUT or error is Errors.FENCED_INSTANCE_ID:
             if error is Errors.FENCED_INSTANCE_ID:
@@ -781,12 +780,12 @@ class ClassicConsumer(ApplicationLoop):
     def _check_metadata(self) -> None:
         """The periodic metadata refresh: partitions of a deleted topic are lost (KIP-429 C-3); the
         leader rejoins when a topic of the group changed its partition count since it assigned."""
-        if self._preparing or self.rejoin_reason is not None:
+        if self._in_rebalance_callbacks or self.rejoin_reason is not None:
             return
         cluster = self.world.cluster
         gone = sorted(tp for tp in self.owned if cluster.topic_by_id(tp[0]) is None)
         if gone:
-            self._preparing = True
+            self._in_rebalance_callbacks = True
             self._stop_fetching(set(gone))
             round_ = self._round
             self._call_back("on_partitions_lost", gone, partial(self._lost_gone_topics, round_, gone))
@@ -797,7 +796,7 @@ class ClassicConsumer(ApplicationLoop):
     def _lost_gone_topics(self, round_: int, gone: list[TP], _ok: bool) -> None:
         if round_ != self._round:
             return
-        self._preparing = False
+        self._in_rebalance_callbacks = False
         self.owned -= set(gone)
         self._emit_assignment()
         self._request_rejoin("owned partitions no longer exist")
