@@ -86,8 +86,12 @@ def on_next_heartbeat(lab: Lab, member: str, change: Callable[[Lab, Any], Any]) 
     coordinator.consumer_group_heartbeat = handler
 
 
-def test_the_six_invariants_are_named() -> None:
+def test_the_invariants_are_named() -> None:
     assert set(INVARIANTS) == {
+        "share-single-acquirer",
+        "share-delivery-counts-never-decrease",
+        "share-start-offset-never-back",
+        "share-at-least-once",
         "classic-assignment-disjoint",
         "single-owner",
         "epochs-never-go-back",
