@@ -287,3 +287,12 @@ def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> N
     assert (new.spso, new.speo) == (2, 4)
     assert [new.state_at(o) for o in range(2, 5)] == [(AVAILABLE, 0), (ACKNOWLEDGED, 1), (AVAILABLE, 0)]
     assert rig.stored() == (2, [(3, 3, 2, 1)])
+
+
+def test_config_names_and_bounds() -> None:
+    """A-01: the diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
+    assert SharePartitionConfig(delivery_attempt_limit=3).delivery_count_limit == 3
+    with pytest.raises(ValueError, match="delivery_count_limit"):
+        SharePartitionConfig(delivery_count_limit=11)
+    with pytest.raises(ValueError, match="isolation_level"):
+        SharePartitionConfig(isolation_level="serializable")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 
 class SharePartitionConfig(BaseModel):
@@ -20,7 +20,13 @@ class SharePartitionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     record_lock_duration_ms: int = Field(30_000, ge=1, description="group.share.record.lock.duration.ms")
-    delivery_count_limit: int = Field(5, ge=2, le=10, description="group.share.delivery.count.limit")
+    delivery_count_limit: int = Field(
+        5,
+        ge=2,
+        le=10,
+        validation_alias=AliasChoices("delivery_count_limit", "delivery_attempt_limit"),
+        description="group.share.delivery.count.limit (alias: the diagram's group.share.delivery.attempt.limit)",
+    )
     partition_max_record_locks: int = Field(
         200, ge=1, description="group.share.partition.max.record.locks (KIP range 100..10000; smaller for teaching)"
     )
