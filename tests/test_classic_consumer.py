@@ -726,3 +726,29 @@ def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
     ]
     assert lost == [{"callback": "on_partitions_lost", "partitions": ["x-0"], "duration_ms": 0, "error": None}]
     assert listener.revoked == [["x-0"]]
+
+
+def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
+    """The superset check (Kafka's checkAssignmentMatchedSubscription): not applied, rejoin."""
+    original = cc.leader_adjustment
+
+    def with_foreign_topic(intended, subscriptions, partitions):
+        final, withheld, returned = original(intended, subscriptions, partitions)
+        final = {m: sorted({*parts, ("other", 0)}) if m.startswith("C2") else parts for m, parts in final.items()}
+        return final, withheld, returned
+
+    monkeypatch.setattr(cc, "leader_adjustment", with_foreign_topic)
+    lab = strict_lab()
+    lab.create_topic("a", 2)
+    lab.create_topic("other", 1)
+    add(lab, "C1", COOPERATIVE, ["a"])
+    stable(lab)
+    mark = lab.step_count
+    add(lab, "C2", COOPERATIVE, ["a"])
+    lab.run(until=lab.now + 20_000)
+    refused = [e for e in lab.trace if e.step > mark and e.actor == "C2" and "assignment_refused" in e.payload]
+    assert refused and refused[0].payload["assignment_refused"] == ["other"]
+    assert "other-0" not in owned(lab, "C2")
+    rejoins = [e.payload["rejoin"] for e in lab.trace if e.actor == "C2" and "rejoin" in e.payload]
+    assert "assignment does not match the subscription" in rejoins
+    assert not lab.is_stable()
