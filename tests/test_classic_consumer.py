@@ -752,3 +752,40 @@ def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
     rejoins = [e.payload["rejoin"] for e in lab.trace if e.actor == "C2" and "rejoin" in e.payload]
     assert "assignment does not match the subscription" in rejoins
     assert not lab.is_stable()
+
+
+# ---------------------------------------------------------------------------- the leader's rule as a function
+def _subscription(topics, owned=(), generation=1):
+    return cc.ConsumerProtocolSubscription(
+        version=3, topics=list(topics), owned_partitions=list(owned), generation_id=generation
+    )
+
+
+def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
+    """L-3 / L-d on an assignor that does not withhold (SC-02 step 3 with range's intent)."""
+    subscriptions = {"C1": _subscription(["a", "b"], [("a", 0), ("b", 0)]), "C2": _subscription(["a", "b"])}
+    final, withheld, returned = cc.leader_adjustment(
+        {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
+    )
+    assert final == {"C1": [("a", 0)], "C2": []} and withheld == [("b", 0)] and returned == []
+
+
+def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer():
+    """SC-07b / L-f: the leader's metadata does not know topic x (stale); C2 keeps x-0."""
+    subscriptions = {"C1": _subscription(["a"], [("a", 0)]), "C2": _subscription(["a", "x"], [("a", 1), ("x", 0)])}
+    final, withheld, returned = cc.leader_adjustment({"C1": [("a", 0)], "C2": [("a", 1)]}, subscriptions, {"a": 2})
+    assert final == {"C1": [("a", 0)], "C2": [("a", 1), ("x", 0)]}
+    assert returned == [("x", 0)] and withheld == []
+
+
+def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest_claim():
+    """L-e: nobody claims b-0, so it goes straight to its new owner; two claims on x-0 (a zombie
+    and the current owner): the higher generation gets it back."""
+    subscriptions = {
+        "C1": _subscription(["a", "b", "x"], [("a", 0), ("x", 0)], generation=3),
+        "C2": _subscription(["a", "b", "x"], [("x", 0)], generation=5),
+    }
+    final, withheld, returned = cc.leader_adjustment(
+        {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
+    )
+    assert final == {"C1": [("a", 0)], "C2": [("b", 0), ("x", 0)]} and returned == [("x", 0)] and withheld == []
