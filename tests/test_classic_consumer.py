@@ -789,3 +789,17 @@ def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest
         {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
     )
     assert final == {"C1": [("a", 0)], "C2": [("b", 0), ("x", 0)]} and returned == [("x", 0)] and withheld == []
+
+
+def test_time_travel_replays_a_classic_run_exactly():
+    lab, _ = two_member_group(COOPERATIVE)
+    lab.run(until=lab.now + 20_000)
+    full = [e.to_json() for e in lab.trace]
+    end = lab.step_count
+    lab.seek(end // 3)
+    lab.seek(end)
+    assert [e.to_json() for e in lab.trace] == full
+    twin = lab.fork()
+    twin.crash("C1")
+    assert twin.run_until_stable() and owned(twin, "C2") == ["a-0", "b-0"]
+    assert owned(lab, "C1") == ["a-0"]  # the original is untouched
