@@ -426,3 +426,44 @@ def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partit
         step()
         settle()
         assert assignments() == expected, event
+
+
+def test_a_deletion_interrupted_by_a_coordinator_failover_is_finished_by_the_next_coordinator():
+    # S-12 step 3: the new coordinator sees DeletingTopics and finishes the deletion (retry is safe).
+    from kip_lab.coordinator.share_group import share_coordinator_rpc
+    from kip_lab.protocol.share_group import DeleteShareGroupOffsetsRequest
+    from kip_lab.share.coordinator import ShareCoordinator
+
+    coordinator, share = _with_share_coordinator()
+    topic_id = coordinator.cluster.topic("T1").topic_id
+    joined = _join(coordinator)
+    coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=joined.member_id, member_epoch=-1)
+    )
+    coordinator.share_state_rpc = share_coordinator_rpc(ShareCoordinator.loading(share.log))  # unavailable
+    response = coordinator.delete_share_group_offsets(
+        DeleteShareGroupOffsetsRequest(group_id="sg", topic_names=["T1"])
+    ).response
+    assert response.responses[0].error_code == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert set(coordinator.share_groups["sg"].deleting) == {topic_id}
+    rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster)
+    assert set(rebuilt.share_groups["sg"].deleting) == {topic_id}
+    rebuilt.share_state_rpc = share_coordinator_rpc(share)
+    assert rebuilt.sync_share_state()
+    assert rebuilt.share_groups["sg"].deleting == {} and rebuilt.share_groups["sg"].initialized == {}
+    assert share.state("sg", topic_id, 0) is None
+
+
+def test_failover_with_the_dance_rebuilds_the_same_share_groups_at_every_step():
+    coordinator, _ = _with_share_coordinator()
+    steps = [
+        lambda: _join(coordinator),
+        lambda: coordinator.cluster.add_partitions("T1", 2),
+        lambda: _beat(coordinator, sorted(coordinator.share_groups["sg"].members)[0]),
+        lambda: coordinator.cluster.create_topic("T2", 1),
+        lambda: _join(coordinator, topics=("T1", "T2")),
+    ]
+    for step in steps:
+        step()
+        rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster, load=False)
+        assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()

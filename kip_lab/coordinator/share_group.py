@@ -173,6 +173,20 @@ class ShareGroupHandlers:
             results.append(self._with_state_sync(result, group_id))
         return results
 
+    def sync_share_state(self) -> list[CoordinatorResult]:
+        """Run the initialize / delete dance for every share group (after ``share_state_rpc`` is set).
+
+        A failover's load runs before the new coordinator can reach the share coordinator; this
+        finishes what its predecessor left half done (a deletion in DeletingTopics, a topic not
+        yet initialized), which an empty group would otherwise wait for forever (no heartbeats).
+        """
+        results = []
+        for group_id in sorted(self.share_groups):
+            result = self._with_state_sync(CoordinatorResult(None, origin=f"share state of {group_id}"), group_id)
+            if result.batches:
+                results.append(result)
+        return results
+
     def _schedule_share_session(self, group_id: str, member_id: str) -> None:
         self.scheduler.schedule(self, (SHARE_SESSION_TIMER, group_id, member_id), self.share_config.session_timeout_ms)
 
@@ -466,8 +480,9 @@ class ShareGroupHandlers:
         return response
 
     @staticmethod
-    def _all_ok(response: Any) -> bool:
-        return all(p.error_code == Errors.NONE for t in response.results for p in t.partitions)
+    def _first_error(response: Any) -> Errors:
+        """The first partition's error in a persister response, or NONE."""
+        return next((p.error_code for t in response.results for p in t.partitions if p.error_code), Errors.NONE)
 
     def _with_state_sync(self, result: CoordinatorResult, group_id: str) -> CoordinatorResult:
         """``result`` followed by whatever the initialize / delete dance wrote for the group."""
@@ -485,7 +500,7 @@ class ShareGroupHandlers:
         # Delete: unfinished deletions, and topics that no longer exist (their absence is the marker).
         gone = {tid: v for tid, v in group.initialized.items() if self.cluster.topic_by_id(tid) is None}
         pending = {**gone, **group.deleting}
-        if pending and self._delete_state(group_id, pending):
+        if pending and self._delete_state(group_id, pending) is Errors.NONE:
             initialized = {t: v for t, v in group.initialized.items() if t not in pending}
             batch = [self._share_state_metadata_record(group_id, initialized, {})]
             if gone:
@@ -513,7 +528,7 @@ class ShareGroupHandlers:
                 group_id=group_id,
                 topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
             )
-            if self._all_ok(self._call_share_state(request)):
+            if self._first_error(self._call_share_state(request)) is Errors.NONE:
                 batch = (
                     self._share_state_metadata_record(group_id, grown, group.deleting),
                     self._share_epoch_record(group_id, group.group_epoch + 1),
@@ -521,7 +536,10 @@ class ShareGroupHandlers:
                 written.append(self._apply_share(CoordinatorResult(None, (batch,))).batches[0])
         return tuple(written)
 
-    def _delete_state(self, group_id: str, topics: TopicState) -> bool:
+    def _delete_state(self, group_id: str, topics: TopicState) -> Errors:
+        """DeleteShareGroupState for these topics' partitions; the first error, or NONE."""
+        if self.share_state_rpc is None:
+            return Errors.COORDINATOR_NOT_AVAILABLE
         request = DeleteShareGroupStateRequest(
             group_id=group_id,
             topics=[
@@ -529,7 +547,7 @@ class ShareGroupHandlers:
                 for tid, (_, parts) in sorted(topics.items())
             ],
         )
-        return self._all_ok(self._call_share_state(request))
+        return self._first_error(self._call_share_state(request))
 
     # ------------------------------------------------------------------ describe / list / delete
     def share_group_describe(self, request: ShareGroupDescribeRequest) -> CoordinatorResult[ShareGroupDescribeResponse]:
@@ -594,8 +612,9 @@ class ShareGroupHandlers:
                 if group.initialized:
                     marked = (self._share_state_metadata_record(group_id, {}, {**group.deleting, **group.initialized}),)
                     batches.append(self._apply_share(CoordinatorResult(None, (marked,))).batches[0])
-                if group.deleting and not self._delete_state(group_id, group.deleting):
-                    raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE, "The share coordinator did not delete the state.")
+                error = self._delete_state(group_id, group.deleting) if group.deleting else Errors.NONE
+                if error is not Errors.NONE:
+                    raise ApiError(error, "The share coordinator did not delete the share state.")
                 tombstones = [
                     Record(ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None)
                     for m in sorted(group.target)
@@ -738,11 +757,10 @@ class ShareGroupHandlers:
             remaining = {t: v for t, v in group.initialized.items() if t not in chosen}
             marked = self._share_state_metadata_record(group.group_id, remaining, {**group.deleting, **chosen})
             batches.append(self._apply_share(CoordinatorResult(None, ((marked,),))))
-            ok = self.share_state_rpc is not None and self._delete_state(group.group_id, chosen)
-            if ok:
+            code = self._delete_state(group.group_id, chosen)
+            if code is Errors.NONE:
                 done = self._share_state_metadata_record(group.group_id, remaining, {})
                 batches.append(self._apply_share(CoordinatorResult(None, ((done,),))))
-            code = Errors.NONE if ok else Errors.COORDINATOR_NOT_AVAILABLE
             for tid, (name, _) in sorted(chosen.items(), key=lambda kv: request.topic_names.index(kv[1][0])):
                 out.append(DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, error_code=code))
         return CoordinatorResult(

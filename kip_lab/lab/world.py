@@ -335,7 +335,7 @@ class World:
             self.log, self.coordinator_config, self.cluster, scheduler=self.scheduler, seed=self.rng.getrandbits(32)
         )
         self.coordinator.share_state_rpc = self.share.call_share_coordinator
-        for result in self.coordinator.load_results:
+        for result in self.coordinator.load_results + self.coordinator.sync_share_state():
             self.emit_result(target, result, "load")
 
 
