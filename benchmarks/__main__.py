@@ -14,6 +14,7 @@ from benchmarks import (
     bench_coordinator,
     bench_lab,
     bench_share,
+    bench_share_lab,
     bench_widgets,
 )
 
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_coordinator,
         bench_lab,
         bench_share,
+        bench_share_lab,
         bench_widgets,
     ):
         print(f"\n## {bench.__name__}")
