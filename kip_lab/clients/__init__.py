@@ -4,6 +4,7 @@ from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerCon
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE, ClassicMemberState
 from kip_lab.clients.consumer import CallbackConfig, Consumer, ConsumerConfig, TimedListener
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
+from kip_lab.clients.share_consumer import FailureRule, ShareConsumer, ShareConsumerConfig
 
 __all__ = [
     "CLASSIC_MEMBER_MACHINE",
@@ -14,6 +15,9 @@ __all__ = [
     "ClassicMemberState",
     "Consumer",
     "ConsumerConfig",
+    "FailureRule",
     "MemberState",
+    "ShareConsumer",
+    "ShareConsumerConfig",
     "TimedListener",
 ]

@@ -56,7 +56,6 @@ from kip_lab.protocol.share_group import (
 )
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
-SESSION_ERRORS = {Errors.INVALID_SHARE_SESSION_EPOCH, Errors.SHARE_SESSION_NOT_FOUND}
 
 
 class FailureRule(BaseModel):
@@ -453,7 +452,7 @@ class ShareConsumer:
         if session is None:
             return  # closed meanwhile
         session.in_flight = None
-        if response.error_code in SESSION_ERRORS or response.error_code is not Errors.NONE:
+        if response.error_code is not Errors.NONE:  # e.g. INVALID_SHARE_SESSION_EPOCH: reopen with epoch 0
             session.epoch, session.partitions = 0, set()
             self._report(acks, response.error_code, response.error_message)
         else:
