@@ -379,8 +379,8 @@ class _Replay:
                 return False  # a member whose process is gone, or one that left
         # Partitions added that the leader has not noticed yet: a subscribed topic not fully owned.
         owned: dict[tuple[str, str], int] = {}
-        for (group_id, _), client in live.items():
-            for tp in client.owned if client.classic else ():
+        for (group_id, _), client in live.items():  # every member: a migrating group mixes protocols
+            for tp in client.owned:
                 name = self.names.get(tp[0], tp[0])
                 owned[(group_id, name)] = owned.get((group_id, name), 0) + 1
         for (group_id, _), client in live.items():
