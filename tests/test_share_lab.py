@@ -272,3 +272,17 @@ def test_group_coordinator_failover_keeps_the_share_group_and_bumps_its_epoch():
     lab.run(until=40_000)
     assert all(c.settled() for c in lab.clients.values())
     assert _sp(lab).spso == 30 and at_least_once(lab.world) == [] and lab.invariants.violations == []
+
+
+def test_auto_offset_reset_earliest_reads_what_was_produced_before_the_group_existed():
+    from kip_lab.lab import actions as a
+
+    lab = _lab()
+    lab.produce_share_records("orders", 8, batch_size=4)
+    lab.apply(a.SetShareAutoOffsetReset(group_id="queue", value="earliest"))
+    lab.add_share_consumer("A", group_id="queue", subscribed_topic_names=["orders"])
+    lab.run(until=20_000)
+    assert lab.clients["A"].outcomes == {"accept": 8}
+    lab.seek(1)
+    lab.seek(lab.horizon)  # the config change is a step: time travel replays it
+    assert lab.clients["A"].outcomes == {"accept": 8}

@@ -223,12 +223,22 @@ class ResetShareGroupOffsets(_Action):
     partitions: list[int] | None = None
 
 
+class SetShareAutoOffsetReset(_Action):
+    """The dynamic group config ``group.share.auto.offset.reset``: where a share-partition with no start
+    offset begins (the first time the group reads it)."""
+
+    action: Literal["set_share_auto_offset_reset"] = "set_share_auto_offset_reset"
+    group_id: str = Field(..., min_length=1)
+    value: Literal["latest", "earliest"]
+
+
 SHARE_ACTIONS = (
     AddShareConsumer,
     ProduceShareRecords,
     FailOverShareCoordinator,
     MoveShareLeader,
     ResetShareGroupOffsets,
+    SetShareAutoOffsetReset,
 )
 
 Action = Annotated[
@@ -255,7 +265,8 @@ Action = Annotated[
     | ProduceShareRecords
     | FailOverShareCoordinator
     | MoveShareLeader
-    | ResetShareGroupOffsets,
+    | ResetShareGroupOffsets
+    | SetShareAutoOffsetReset,
     Field(discriminator="action"),
 ]
 

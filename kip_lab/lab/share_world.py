@@ -229,6 +229,10 @@ class ShareWorld:
                 world.emit_result(world.coordinator_host, result, "admin")
             errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
             world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
+        elif isinstance(action, a.SetShareAutoOffsetReset):
+            self.admin().set_auto_offset_reset(action.group_id, action.value)
+            for leader in self.leaders.values():  # each broker holds its own copy of the group configs
+                leader.group_configs[action.group_id] = self.group_configs[action.group_id]
         else:
             raise TypeError(f"not a share action: {action!r}")
 

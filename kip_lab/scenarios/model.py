@@ -157,6 +157,7 @@ EVENT_ACTIONS: tuple[type[BaseModel], ...] = (
     a.SendRequest,
     a.ProduceShareRecords,
     a.ResetShareGroupOffsets,
+    a.SetShareAutoOffsetReset,
 )
 
 # One event model per action: the action's own fields plus at_ms/at_step.
