@@ -93,6 +93,7 @@ class _Client:
     generation: int = -1  # a classic client's generation
     assigned: frozenset[TP] | None = None  # a classic client's last SyncGroup assignment
     rejoin_pending: bool = False  # a classic client asked to rejoin and has not sent JoinGroup yet
+    callbacks_running: int = 0  # a classic client's rebalance callbacks started and not completed
 
     @property
     def live(self) -> bool:
@@ -245,6 +246,10 @@ class _Replay:
                 self._record(record, now)
         elif kind == "note" and "rejoin" in payload and event.actor in self.clients:
             self.clients[event.actor].rejoin_pending = True
+        elif kind in ("callback_invoked", "callback_completed") and event.actor in self.clients:
+            client = self.clients[event.actor]
+            if client.classic and payload.get("callback") != "on_assignment":  # on_assignment is instant
+                client.callbacks_running += 1 if kind == "callback_invoked" else -1
 
     def _action(self, payload: dict[str, Any], now: int) -> None:
         action = payload.get("action")
@@ -264,6 +269,7 @@ class _Replay:
             client = self.clients[member]
             client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
             client.assigned, client.rejoin_pending, client.generation = None, False, -1
+            client.callbacks_running = 0
             self.incarnations[member] = self.incarnations.get(member, 0) + 1
             config = payload.get("config")
             if config:  # restarted with another config: another version, or another group.protocol
@@ -367,7 +373,7 @@ class _Replay:
         for (group_id, member_id), client in live.items():
             if not client.classic:
                 continue
-            if client.rejoin_pending or client.assigned != client.owned:
+            if client.rejoin_pending or client.callbacks_running or client.assigned != client.owned:
                 return False
             classic = self.classic_groups.get(group_id)
             if classic is not None and (member_id not in classic[1] or client.generation != classic[0]):
