@@ -31,7 +31,12 @@ stable
     metadata lags the cluster for the topics it names or its members subscribe to by name
     (an added partition or a deleted topic the coordinator has yet to notice), and every
     member's subscription is the one its client last asked for. Changes to what a regex
-    matches are not checked.
+    matches are not checked. (6) Classic groups (``GroupMetadataKey`` records, written when a
+    rebalance completes): every live classic client has no rejoin pending (a ``note`` with
+    ``rejoin`` until its JoinGroup), no rebalance callback under way, owns what its last
+    SyncGroup gave; the group's last generation holds exactly its live classic clients at that
+    generation; and every partition of the topics they subscribe to is owned by a member (else
+    the leader has yet to notice added partitions).
 time to stable
     For each trigger: the time of the first step, at or after the trigger's step, after
     which the Lab is stable, minus the trigger's time. ``None`` if that never happens before
