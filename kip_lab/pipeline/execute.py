@@ -21,9 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kip_lab.lab import EventKind
+from kip_lab.lab.metrics import compute_metrics
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec, column_name
-from kip_lab.scenarios import ScenarioResult, run_scenario
+from kip_lab.scenarios import Scenario, ScenarioResult, run_scenario
 
 MAX_ERROR_CHARS = 4_000
 SHARE_METRICS = ("share_records_acquired", "share_redeliveries", "share_records_acknowledged", "share_records_archived")
@@ -83,8 +84,9 @@ def execute_run(
     for name, column, kind in parameter_columns(spec) if columns is None else columns:
         row[column] = s.param_value(point.get(name), kind)
     try:
-        result = run_scenario(spec.scenario_for(run.point, run.seed))
-        row.update(metric_values(result))
+        scenario = spec.scenario_for(run.point, run.seed)
+        result = run_scenario(scenario)
+        row.update(metric_values(result, scenario))
         if spec.events:
             row["events"] = [
                 {
@@ -105,9 +107,11 @@ def execute_run(
     return row
 
 
-def metric_values(result: ScenarioResult) -> dict[str, Any]:
+def metric_values(result: ScenarioResult, scenario: Scenario) -> dict[str, Any]:
     """The metrics columns of a finished run."""
     m = result.metrics or {}
+    first = min((e.at_ms for e in scenario.events if e.at_ms is not None), default=None)
+    after = _after(result, m, first)
     per_partition = [ms for group in m.get("partition_unavailability_ms", {}).values() for ms in group.values()]
     return {
         "steps": result.steps,
@@ -127,9 +131,30 @@ def metric_values(result: ScenarioResult) -> dict[str, Any]:
         "heartbeats_sent": m.get("heartbeats_sent"),
         "records_written": m.get("records_written"),
         "messages_dropped": len(result.trace.of_kind(EventKind.MESSAGE_DROPPED)),
+        **after,
         "invariant_violations": len(result.violations),
         **{name: m.get(name) for name in SHARE_METRICS},
     }
+
+
+AFTER_FIRST_EVENT = {  # column -> compute_metrics key; counted from the first timed event on
+    "unavailability_after_first_event_ms": "total_unavailability_ms",
+    "revocations_after_first_event": "revocations",
+    "moves_after_first_event": "partition_moves",
+}
+
+
+def _after(result: ScenarioResult, metrics: dict[str, Any], first_ms: int | None) -> dict[str, Any]:
+    """What the run's first timed event (the fault) cost: totals minus those of the run before it.
+
+    The metrics of the events before ``first_ms``, with the unavailability windows closed at
+    ``first_ms``, are the run's startup (the group forming); every one of these metrics adds
+    up over time, so the difference is exactly what happened from ``first_ms`` on.
+    """
+    if first_ms is None or not metrics:
+        return dict.fromkeys(AFTER_FIRST_EVENT)
+    before = compute_metrics([e for e in result.trace if e.time_ms < first_ms], end_ms=first_ms)
+    return {column: metrics[key] - before[key] for column, key in AFTER_FIRST_EVENT.items()}
 
 
 def rows_to_arrow(rows: Iterable[dict[str, Any]], wide: pa.Schema) -> pa.Table:

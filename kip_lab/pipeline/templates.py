@@ -37,17 +37,21 @@ class Protocol:
     description: str
 
 
+def _member(params: GroupParams) -> dict[str, Any]:
+    callbacks = {"on_partitions_revoked_ms": params.revoke_ms, "on_partitions_assigned_ms": params.assign_ms}
+    return {"subscribed_topic_names": [TOPIC], "enable_auto_commit": params.auto_commit, "callbacks": callbacks}
+
+
 def _consumer_member(params: GroupParams, assignor: str) -> dict[str, Any]:
-    return {"subscribed_topic_names": [TOPIC], "server_assignor": assignor, "enable_auto_commit": params.auto_commit}
+    return {**_member(params), "server_assignor": assignor}
 
 
 def _classic_member(params: GroupParams, assignor: str) -> dict[str, Any]:
     return {
+        **_member(params),
         "group_protocol": "classic",
-        "subscribed_topic_names": [TOPIC],
         "partition_assignment_strategy": [assignor],
         "session_timeout_ms": params.session_timeout_ms,
-        "enable_auto_commit": params.auto_commit,
     }
 
 
@@ -92,6 +96,8 @@ class GroupParams(NetworkParams):
     assignor: str | None = Field(None, description="the protocol's assignor (default: the protocol's first)")
     session_timeout_ms: int = Field(45_000, gt=0, description="how long a silent member stays in the group")
     auto_commit: bool = Field(True, description="members commit offsets every 5 s")
+    revoke_ms: int = Field(0, ge=0, description="how long on_partitions_revoked takes (commit, flush)")
+    assign_ms: int = Field(0, ge=0, description="how long on_partitions_assigned takes (restore state)")
     settle_timeout_ms: int = Field(120_000, gt=0, description="give up waiting for stability this long after")
 
     @field_validator("protocol")
