@@ -286,3 +286,16 @@ def test_auto_offset_reset_earliest_reads_what_was_produced_before_the_group_exi
     lab.seek(1)
     lab.seek(lab.horizon)  # the config change is a step: time travel replays it
     assert lab.clients["A"].outcomes == {"accept": 8}
+
+
+def test_a_restarted_share_consumer_is_a_new_incarnation_that_rejoins():
+    lab = _lab()
+    lab.add_share_consumer("A", group_id="queue", subscribed_topic_names=["orders"])
+    lab.run(until=6_000)
+    old = lab.clients["A"]
+    lab.restart("A")
+    lab.produce_share_records("orders", 5, batch_size=5)
+    lab.run(until=20_000)
+    new = lab.clients["A"]
+    assert new is not old and new.incarnation == 1 and new.outcomes == {"accept": 5}
+    assert new.member_id in lab.coordinator.share_groups["queue"].members

@@ -18,7 +18,6 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from kip_lab.clients.share_consumer import ShareConsumer
 from kip_lab.coordinator.share_group import call_share_coordinator
 from kip_lab.protocol.common import Message
 from kip_lab.protocol.errors import Errors
@@ -188,7 +187,7 @@ class ShareWorld:
         if isinstance(action, a.AddShareConsumer):
             if action.member in world.clients or action.member in world.brokers:
                 raise ValueError(f"an actor named {action.member!r} already exists")
-            client = ShareConsumer(action.member, action.config, world)
+            client = world.new_client(action.member, action.config)
             world.clients[action.member] = client
             if action.start:
                 client.subscribe()

@@ -290,9 +290,13 @@ class World:
             raise TypeError(f"unknown action {action!r}")
 
     def new_client(self, name: str, config: Any, incarnation: int = 0) -> Any:
-        """A consumer process of the protocol its config names (classic or consumer)."""
+        """A consumer process of the protocol its config names (classic, consumer, or a share consumer)."""
         from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
         from kip_lab.clients.consumer import Consumer
+        from kip_lab.clients.share_consumer import ShareConsumer, ShareConsumerConfig
+
+        if isinstance(config, ShareConsumerConfig):
+            return ShareConsumer(name, config, self, incarnation=incarnation)
 
         kind = ClassicConsumer if isinstance(config, ClassicConsumerConfig) else Consumer
         return kind(name, config, self, listener=self.listeners.get(name), incarnation=incarnation)
