@@ -22,7 +22,7 @@ from kip_lab.lab import actions as a
 CONFIG = LabConfig(
     link=LinkConfig(latency=LatencyModel(kind="uniform", low=1, high=30), drop_probability=0.02),
     snapshot_every=9,
-    snapshot_events_per_byte=0,
+    stepping_per_snapshot=0,
 )
 
 
@@ -165,7 +165,7 @@ def test_seek_with_a_listener_pickle_cannot_copy() -> None:
             return 0
 
     def build() -> Lab:
-        lab = Lab(seed=2, config=LabConfig(snapshot_every=5, snapshot_events_per_byte=0))
+        lab = Lab(seed=2, config=LabConfig(snapshot_every=5, stepping_per_snapshot=0))
         lab.create_topic("foo", 4)
         for name in "AB":
             lab.add_consumer(name, subscribed_topic_names=["foo"], listener=Slow())

@@ -6,6 +6,8 @@ for the topic incarnation (topic id) that committed it, so a recreated topic sta
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -25,6 +27,21 @@ from kip_lab.protocol.records import (
     OffsetCommitValue,
 )
 from kip_lab.runtime.log import Record
+
+
+@lru_cache(maxsize=1 << 16)
+def _commit_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
+    """The record key of one partition's offset: a frozen value, so every commit of it shares one.
+
+    A stable group commits every partition every few seconds; building (and validating) the
+    same key and the same per-partition answer each time was a good part of the cost of a run.
+    """
+    return OffsetCommitKey(group=group, topic=topic, partition=partition)
+
+
+@lru_cache(maxsize=1 << 16)
+def _partition_answer(partition_index: int, error: Errors) -> OffsetCommitResponsePartition:
+    return OffsetCommitResponsePartition(partition_index=partition_index, error_code=error)
 
 
 class OffsetHandlers:
@@ -59,33 +76,34 @@ class OffsetHandlers:
             error = exc
         records: list[Record] = []
         topics = []
+        group_id, now = request.group_id, self.now_ms
         for topic in request.topics:
-            partitions = []
+            code = error.error if error is not None else Errors.NONE
             resolved = None
             if error is None:
                 if topic.topic_id is not None:
                     resolved = self.cluster.topic_by_id(topic.topic_id)
+                    if resolved is None:
+                        code = Errors.UNKNOWN_TOPIC_ID
                 elif topic.name in self.cluster:
                     resolved = self.cluster.topic(topic.name or "")
-            for p in topic.partitions:
-                code = error.error if error is not None else Errors.NONE
-                if error is None and topic.topic_id is not None and resolved is None:
-                    code = Errors.UNKNOWN_TOPIC_ID
-                if code is Errors.NONE:
-                    name = resolved.name if resolved else (topic.name or "")
-                    records.append(
-                        Record(
-                            OffsetCommitKey(group=request.group_id, topic=name, partition=p.partition_index),
-                            OffsetCommitValue(
-                                offset=p.committed_offset,
-                                leader_epoch=p.committed_leader_epoch,
-                                metadata=p.committed_metadata,
-                                commit_timestamp=self.now_ms,
-                                topic_id=resolved.topic_id if resolved else None,
-                            ),
-                        )
+            if code is Errors.NONE:
+                name = resolved.name if resolved else (topic.name or "")
+                topic_id = resolved.topic_id if resolved else None
+                records += [
+                    Record(
+                        _commit_key(group_id, name, p.partition_index),
+                        OffsetCommitValue(
+                            offset=p.committed_offset,
+                            leader_epoch=p.committed_leader_epoch,
+                            metadata=p.committed_metadata,
+                            commit_timestamp=now,
+                            topic_id=topic_id,
+                        ),
                     )
-                partitions.append(OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code))
+                    for p in topic.partitions
+                ]
+            partitions = [_partition_answer(p.partition_index, code) for p in topic.partitions]
             topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
         batches = (tuple(records),) if records else ()
         return self._apply(CoordinatorResult(OffsetCommitResponse(topics=topics), batches, origin="OffsetCommit"))

@@ -6,7 +6,10 @@ applied from outside (``lab.crash("A")``), which is a step of its own. Each step
 events to the trace, then the invariants are checked.
 
 Time travel: the World is snapshotted (``snapshot.Snapshot``) every ``snapshot_every`` steps
-or more — a large world less often, so that snapshots cost a bounded share of the run; ``seek(k)``
+or more — once the stepping since the last snapshot has cost ``stepping_per_snapshot`` times
+what that snapshot cost, so snapshots take a bounded share of any run and a seek replays a
+bounded amount of work, whether the world is small or large, quiet or rebalancing. Only
+*where* snapshots fall depends on that (CPU-time) measure; what a run does never does. ``seek(k)``
 restores the nearest snapshot at or before ``k`` and replays deterministically — the same timers
 fire in the same order, and the actions applied from outside are re-applied at the steps
 they were applied at. Applying an action after seeking back discards the old future (the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -62,6 +66,7 @@ def _collector_paused(method):
 
 
 _KINDS = {kind.value: kind for kind in EventKind}
+_CLOCK_EVERY = 16  # steps between two looks at the CPU clock, once a snapshot may be due
 
 
 class LabConfig(BaseModel):
@@ -74,12 +79,12 @@ class LabConfig(BaseModel):
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
     snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
-    snapshot_events_per_byte: float = Field(
-        1 / 300,
+    stepping_per_snapshot: float = Field(
+        10.0,
         ge=0,
-        description="a snapshot also waits until the events since the last one reach this times its size "
-        "in bytes, so a large world is snapshotted less often (snapshots stay near a quarter of the stepping "
-        "cost, and a seek replays about as long as a snapshot takes); 0: every snapshot_every steps",
+        description="a snapshot also waits until the steps since the last one have taken this many times the "
+        "CPU time that snapshot took: snapshots cost about 1/(1 + this) of a run, and a seek replays about this "
+        "many snapshots' worth of work; 0: every snapshot_every steps (snapshot steps then fixed by the run)",
     )
     raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
 
@@ -267,12 +272,8 @@ class Lab:
         ahead = self._ahead
         while ahead and ahead[-1].step <= number:  # replaying known steps: their events are in the trace again
             ahead.pop()
-        self._events_since_snapshot += len(events)
-        if (
-            number - self._last_snapshot >= self.config.snapshot_every
-            and self._events_since_snapshot >= self._snapshot_size * self.config.snapshot_events_per_byte
-            and number not in self._snapshots
-        ):
+        gap = number - self._last_snapshot
+        if gap >= self.config.snapshot_every and number not in self._snapshots and self._snapshot_is_due(gap):
             self._snapshots[number] = self._snapshot(number)
         return events
 
@@ -425,10 +426,19 @@ class Lab:
         self._mark_snapshot(number, snapshot)
         return snapshot
 
+    def _snapshot_is_due(self, gap: int) -> bool:
+        """Whether the steps since the last snapshot have cost enough CPU time for the next one.
+
+        Reading the process clock costs about as much as a quiet step, so it is read only
+        every ``_CLOCK_EVERY`` steps.
+        """
+        if not self.config.stepping_per_snapshot:
+            return True
+        return gap % _CLOCK_EVERY == 0 and time.process_time() >= self._snapshot_due
+
     def _mark_snapshot(self, number: int, snapshot: Snapshot) -> None:
         self._last_snapshot = number
-        self._snapshot_size = snapshot.size
-        self._events_since_snapshot = 0
+        self._snapshot_due = time.process_time() + snapshot.cost_s * self.config.stepping_per_snapshot
 
     def _restore(self, base: int) -> None:
         """Load the snapshot of step ``base``; the trace follows (keeping what a later seek needs)."""
@@ -473,6 +483,5 @@ class Lab:
         twin._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
         twin._ahead = []
         twin._last_snapshot = max(twin._snapshots)
-        twin._snapshot_size = twin._snapshots[twin._last_snapshot].size
-        twin._events_since_snapshot = self._events_since_snapshot
+        twin._snapshot_due = self._snapshot_due
         return twin

@@ -9,6 +9,7 @@ network, so in-flight messages are part of the state that snapshots copy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -78,9 +79,6 @@ class Network:
     next_id: int = 0
     world: Any = None
 
-    def link_config(self, a: str, b: str) -> LinkConfig:
-        return self.links.get(frozenset((a, b)), self.default_link)
-
     def configure(self, a: str, b: str, config: LinkConfig) -> None:
         self.links[frozenset((a, b))] = config
 
@@ -92,16 +90,10 @@ class Network:
         world = self.world
         now = world.scheduler.now_ms
         self.next_id += 1
-        envelope = Envelope(self.next_id, source, destination, api, payload, correlation_id, now)
-        config = self.link_config(source, destination)
-        faults = self.faults.get(frozenset((source, destination)))
-        base = {
-            "id": envelope.message_id,
-            "from": source,
-            "to": destination,
-            "api": api,
-            "correlation_id": correlation_id,
-        }
+        message_id = self.next_id
+        link = frozenset((source, destination))
+        config = self.links.get(link, self.default_link)
+        faults = self.faults.get(link)
         reason = None
         extra = 0
         if faults is not None:
@@ -115,14 +107,15 @@ class Network:
                 extra = faults.delay_ms
         if reason is None and config.drop_probability and world.rng.random() < config.drop_probability:
             reason = "random loss"
+        message = (message_id, source, destination, api, correlation_id, payload)
         if reason is not None:
-            world.emit("network", "message_dropped", {**base, "reason": reason, "body": summarize(payload)})
-            return envelope.message_id
+            world.emit("network", "message_dropped", partial(_message_payload, *message, "reason", reason))
+            return message_id
         latency = config.latency.sample(world.rng) + extra
-        self.in_flight[envelope.message_id] = envelope
-        world.scheduler.schedule(self, envelope.message_id, latency)
-        world.emit(source, "message_sent", {**base, "latency_ms": latency, "body": summarize(payload)})
-        return envelope.message_id
+        self.in_flight[message_id] = Envelope(message_id, source, destination, api, payload, correlation_id, now)
+        world.scheduler.schedule(self, message_id, latency)
+        world.emit(source, "message_sent", partial(_message_payload, *message, "latency_ms", latency))
+        return message_id
 
     def fire_timer(self, key: int) -> None:
         envelope = self.in_flight.pop(key)
@@ -154,6 +147,21 @@ class Network:
             },
         )
         world.endpoint(envelope.destination).receive(envelope)
+
+
+def _message_payload(
+    message_id: int, source: str, destination: str, api: str, correlation_id: int, body: Any, detail: str, value: Any
+) -> dict[str, Any]:
+    """A sent or dropped message's trace payload, built when the event is first read (``TraceEvent``)."""
+    return {
+        "id": message_id,
+        "from": source,
+        "to": destination,
+        "api": api,
+        "correlation_id": correlation_id,
+        detail: value,
+        "body": summarize(body),
+    }
 
 
 def summarize(payload: Any) -> dict[str, Any]:

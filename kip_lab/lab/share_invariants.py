@@ -37,15 +37,14 @@ class ShareInvariants:
         found: list[tuple[str, str]] = []
         for event in events:
             kind = event.kind.value
-            payload = event.payload
             if kind == "share_acquired":
-                found += self._acquired(event.actor, payload)
+                found += self._acquired(event.actor, event.payload)
             elif kind == "share_state_write":
-                found += self._written(event.actor, payload)
-            elif kind == "share_state_rpc" and payload["api"] == "InitializeShareGroupState":
-                self._reset(payload["request"])
-            elif kind == "note" and "share_leader_moved" in payload:
-                topic_id, partition = payload["share_leader_moved"]
+                found += self._written(event.actor, event.payload)
+            elif kind == "share_state_rpc" and event.payload["api"] == "InitializeShareGroupState":
+                self._reset(event.payload["request"])
+            elif kind == "note" and "share_leader_moved" in event.payload:
+                topic_id, partition = event.payload["share_leader_moved"]
                 for key in [k for k in self.holders if k[1:] == (topic_id, partition)]:
                     del self.holders[key]  # the new leader reloads: acquisitions are not durable
         return found

@@ -11,20 +11,26 @@ copying, the objects nothing ever changes in place:
   sharing the entries.
 
 The scheduler indexes its timer owners by ``id()``, which a copy changes; it is rebuilt on
-load. A world holding something pickle cannot handle (a user's listener defined inside a
+load, and the copy leaves out the heap entries of timers cancelled or moved earlier (the
+scheduler would drop them unfired when they surface, so the order timers fire in is the same).
+A consumer's ``Fetch`` per fetching partition — thousands in a large group — pickles as its
+two numbers. A world holding something pickle cannot handle (a user's listener defined inside a
 function, say) falls back to ``copy.deepcopy`` for that snapshot.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 import io
 import pickle
 import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel
 
+from kip_lab.clients.application import Fetch
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.runtime.scheduler import Scheduler
 
@@ -42,6 +48,19 @@ def _log() -> PartitionLog:
 
 def _new_scheduler() -> Scheduler:
     return Scheduler.__new__(Scheduler)
+
+
+def _scheduler_state(scheduler: Scheduler) -> dict[str, Any]:
+    state = {k: v for k, v in scheduler.__dict__.items() if k != "_owner_ids"}
+    deadlines = scheduler._deadlines
+    live = []
+    for entry in scheduler._heap:
+        deadline = deadlines.get((entry[2], entry[3]))
+        if deadline is not None and deadline[0] >= entry[0]:
+            live.append(entry)
+    heapq.heapify(live)
+    state["_heap"] = live
+    return state
 
 
 def _set_scheduler_state(scheduler: Scheduler, state: dict[str, Any]) -> None:
@@ -84,14 +103,8 @@ class _Pickler(pickle.Pickler):
 
         table: dict[type, Any] = dict.fromkeys(_Pickler.frozen_models(), share)
         table[PartitionLog] = lambda obj: (_log, ())
-        table[Scheduler] = lambda obj: (
-            _new_scheduler,
-            (),
-            {k: v for k, v in obj.__dict__.items() if k != "_owner_ids"},
-            None,
-            None,
-            _set_scheduler_state,
-        )
+        table[Scheduler] = lambda obj: (_new_scheduler, (), _scheduler_state(obj), None, None, _set_scheduler_state)
+        table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset))
         self.dispatch_table = table
 
     @staticmethod
@@ -107,9 +120,10 @@ class _Pickler(pickle.Pickler):
 class Snapshot:
     """One saved state; ``restore()`` returns a fresh, independent copy every time."""
 
-    __slots__ = ("_copy", "_data", "_log", "_shared")
+    __slots__ = ("_copy", "_data", "_log", "_shared", "cost_s")
 
     def __init__(self, world: Any, invariants: Any) -> None:
+        started = time.process_time()
         self._log = (world.log, world.log.batch_count)  # append-only: that prefix never changes
         buffer = io.BytesIO()
         pickler = _Pickler(buffer)
@@ -119,15 +133,11 @@ class Snapshot:
             self._data = None
             self._shared = None
             self._copy = copy.deepcopy((world, invariants))
-            return
-        self._data = buffer.getvalue()
-        self._shared = pickler.shared
-        self._copy = None
-
-    @property
-    def size(self) -> int:
-        """Bytes of pickle (0 for a deep-copied snapshot): what a restore costs, roughly."""
-        return len(self._data) if self._data is not None else 0
+        else:
+            self._data = buffer.getvalue()
+            self._shared = pickler.shared
+            self._copy = None
+        self.cost_s = time.process_time() - started  # CPU seconds: the Lab spaces snapshots by it
 
     def restore(self) -> tuple[Any, Any]:
         if self._data is None:

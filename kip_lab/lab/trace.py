@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+_set = object.__setattr__
 
 
 class EventKind(StrEnum):
@@ -37,13 +38,56 @@ class EventKind(StrEnum):
     SHARE_ACK_RESULT = "share_ack_result"  # a share consumer's acknowledgement commit callback
 
 
-@dataclass(frozen=True, slots=True)
 class TraceEvent:
-    step: int
-    time_ms: int
-    actor: str
-    kind: EventKind
-    payload: dict[str, Any]
+    """One event; immutable. ``payload`` may be given deferred, as a function of no arguments.
+
+    A message's body is summarised only when someone reads the event (the stepper, a test, a
+    saved trace), not for every message a long run sends: the body is a frozen model, so the
+    summary is the same whenever it is made.
+    """
+
+    __slots__ = ("_payload", "actor", "kind", "step", "time_ms")
+
+    def __init__(
+        self, step: int, time_ms: int, actor: str, kind: EventKind, payload: dict[str, Any] | Callable[[], dict]
+    ) -> None:
+        _set(self, "step", step)
+        _set(self, "time_ms", time_ms)
+        _set(self, "actor", actor)
+        _set(self, "kind", kind)
+        _set(self, "_payload", payload)
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload = self._payload
+        if type(payload) is not dict:
+            payload = payload()
+            _set(self, "_payload", payload)
+        return payload
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a trace event is immutable (cannot set {name!r})")
+
+    __delattr__ = __setattr__
+
+    def _fields(self) -> tuple[int, int, str, EventKind, dict[str, Any]]:
+        return (self.step, self.time_ms, self.actor, self.kind, self.payload)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not TraceEvent:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # the payload is a dict
+
+    def __reduce__(self) -> tuple[type, tuple]:
+        return TraceEvent, self._fields()
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceEvent(step={self.step!r}, time_ms={self.time_ms!r}, actor={self.actor!r}, kind={self.kind!r}, "
+            f"payload={self.payload!r})"
+        )
 
     def to_json(self) -> str:
         return json.dumps(
