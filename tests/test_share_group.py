@@ -467,3 +467,49 @@ def test_failover_with_the_dance_rebuilds_the_same_share_groups_at_every_step():
         step()
         rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster, load=False)
         assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
+
+
+# -- properties over random runs ----------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("join"), st.sampled_from(["M1", "M2", "M3", "M4"]), st.sampled_from([("T1",), ("T1", "T2")])),
+        st.tuples(st.just("beat"), st.sampled_from(["M1", "M2", "M3", "M4"]), st.none()),
+        st.tuples(st.just("leave"), st.sampled_from(["M1", "M2", "M3", "M4"]), st.none()),
+        st.tuples(st.just("grow"), st.sampled_from(["T1", "T2"]), st.none()),
+        st.tuples(st.just("timeout"), st.none(), st.none()),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_any_run_replays_to_the_live_state_and_every_assignable_partition_has_a_member(ops):
+    coordinator, _ = _with_share_coordinator()
+    coordinator.cluster.create_topic("T2", 2)
+    for kind, arg, topics in ops:
+        members = coordinator.share_groups["sg"].members if "sg" in coordinator.share_groups else {}
+        if kind == "join":
+            _join(coordinator, topics=topics, member_id=arg)
+        elif kind == "beat" and arg in members:
+            _beat(coordinator, arg)
+        elif kind == "leave" and arg in members:
+            coordinator.share_group_heartbeat(ShareGroupHeartbeatRequest(group_id="sg", member_id=arg, member_epoch=-1))
+        elif kind == "grow":
+            coordinator.cluster.add_partitions(arg, 1)
+        elif kind == "timeout":
+            coordinator.advance(coordinator.share_config.session_timeout_ms)
+        rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster, load=False)
+        assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
+        group = coordinator.share_groups.get("sg")
+        if group is None or not group.members or group.group_epoch != group.assignment_epoch:
+            continue
+        for name, (topic_id, count) in group.subscription_metadata.items():
+            subscribers = [m for m, v in group.members.items() if name in v.subscribed_topic_names]
+            assignable = group.initialized.get(topic_id, (name, frozenset()))[1]
+            for p in sorted(assignable):
+                if p < count and subscribers:
+                    assert any(p in group.target.get(m, {}).get(topic_id, ()) for m in subscribers), (name, p)
