@@ -104,3 +104,19 @@ def test_the_stepper_steps_a_share_run(lab):
     assert "Acknowledged" in stepper.diagram.value
     stepper.go(stepper.lab.horizon)
     assert "🔴" not in stepper.lights.value
+
+
+def test_the_fault_panel_applies_share_faults_at_the_current_step(lab):
+    from widgets import FaultPanel, Stepper
+
+    fork = lab.fork()
+    stepper = Stepper(fork, group_id="queue")
+    stepper.go(30)
+    panel = FaultPanel(stepper, settle_timeout_ms=20_000)
+    before = fork.world.share.leader_of((fork.topic_id("orders"), 0))
+    panel.buttons["move share leader"].click()
+    assert fork.world.share.leader_of((fork.topic_id("orders"), 0)) != before
+    host = fork.world.share.coordinator_host
+    panel.buttons["fail over share coordinator"].click()
+    assert fork.world.share.coordinator_host != host
+    assert stepper.errors.layout.display != "block"

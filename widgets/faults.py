@@ -36,6 +36,8 @@ class FaultPanel(W.VBox):
             "drop next message": lambda: a.DropMessages(member=self.member.value, count=1),
             "add partitions": lambda: a.AddPartitions(topic=self.topic.value, count=self.count.value),
             "fail over coordinator": lambda: a.FailOver(),
+            "fail over share coordinator": lambda: a.FailOverShareCoordinator(),
+            "move share leader": lambda: a.MoveShareLeader(topic=self.topic.value, partition=0),
             "change subscription": lambda: a.ChangeSubscription(
                 member=self.member.value, topics=[t.strip() for t in self.subscription.value.split(",") if t.strip()]
             ),
@@ -58,6 +60,7 @@ class FaultPanel(W.VBox):
                 ]
             ),
             W.HBox([self.topic, self.count, self.buttons["add partitions"], self.buttons["fail over coordinator"]]),
+            W.HBox([self.buttons["fail over share coordinator"], self.buttons["move share leader"]]),
             W.HBox([self.subscription, self.buttons["change subscription"]]),
         ]
         super().__init__([W.HTML("<b>faults, applied at the current step</b>"), *rows])
