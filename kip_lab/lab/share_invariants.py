@@ -47,6 +47,8 @@ class ShareInvariants:
                 topic_id, partition = event.payload["share_leader_moved"]
                 for key in [k for k in self.holders if k[1:] == (topic_id, partition)]:
                     del self.holders[key]  # the new leader reloads: acquisitions are not durable
+                for memory in [m for m in self.starts if m[1][1:] == (topic_id, partition)]:
+                    del self.starts[memory]  # a leader that comes back reloads (its durable start may lag)
         return found
 
     @staticmethod
