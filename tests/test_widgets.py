@@ -574,3 +574,23 @@ def test_widget_benchmark_quick_mode_runs() -> None:
     lines = done.stdout.strip().splitlines()
     assert "median ms" in lines[0]
     assert [line.split(":")[0] for line in lines[1:]] == ["basic (3 members, 3 partitions)"] * 2
+
+
+@needs_dot
+def test_a_classic_consumer_shows_the_classic_machines() -> None:
+    from kip_lab.clients import CLASSIC_MEMBER_MACHINE
+    from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE
+
+    lab = Lab(seed=0)
+    lab.create_topic("foo", 2)
+    for name in ("A", "B"):
+        lab.add_consumer(name, group_protocol="classic", subscribed_topic_names=["foo"])
+    assert lab.run_until_stable()
+    stepper = Stepper(lab, member="A")
+    stepper.slider.value = lab.horizon
+    stepper.diagram_choice.value = "member state"
+    assert CLASSIC_MEMBER_MACHINE.name in stepper.diagram.value
+    assert CURRENT_FILL in svg_node(stepper.diagram.value, "state:STABLE")
+    stepper.diagram_choice.value = "group state"
+    assert CLASSIC_GROUP_STATE_MACHINE.name in stepper.diagram.value
+    assert CURRENT_FILL in svg_node(stepper.diagram.value, "state:Stable")

@@ -25,8 +25,10 @@ from typing import Any
 import ipywidgets as W
 from IPython.display import display
 
+from kip_lab.clients.classic_consumer import ClassicConsumer
+from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
-from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
+from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE, GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
 from kip_lab.lab import Lab, Trace
 from kip_lab.lab.invariants import INVARIANTS
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
@@ -228,15 +230,17 @@ class Stepper(W.VBox):
         client = self.lab.clients.get(name) if name else None
         if choice == "member state":
             last = self._last_transition(name)
-            dot = machine_dot(
-                CONSUMER_MEMBER_MACHINE, current=client.state.value if client else None, last_transition=last
-            )
+            machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
+            dot = machine_dot(machine, current=client.state.value if client else None, last_transition=last)
         elif choice == "reconciliation":
             member = group.members.get(client.member_id) if group and client else None
             dot = machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None)
         elif choice == "group state" and self.group_id in self.lab.coordinator.share_groups:
             share_group = self.lab.coordinator.share_groups[self.group_id]
             dot = machine_dot(SHARE_GROUP_STATE_MACHINE, current=share_group.state.value)
+        elif choice == "group state" and self.group_id in self.lab.coordinator.classic_groups:
+            classic = self.lab.coordinator.classic_groups[self.group_id]
+            dot = machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value)
         elif choice == "group state":
             dot = machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None)
         elif choice == "record state":
