@@ -183,7 +183,7 @@ class World:
                 records.append({"key": key, "value": None if r.value is None else summarize(r.value)})
             payload["records"] = records
         if result.response is not None:
-            error = result.response.error_code if "error_code" in type(result.response).model_fields else None
+            error = getattr(result.response, "error_code", None)
             if error is not None:
                 payload["error"] = Errors(error).name
         self.emit(actor, "handler_result", payload)
