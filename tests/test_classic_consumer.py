@@ -831,3 +831,11 @@ def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks)
     from_trace = stability_by_step(lab.trace)
     assert {s: v for s, v in from_trace.items() if s in live} == {s: live[s] for s in from_trace if s in live}
     assert live[lab.step_count] and sum(live.values()) < len(live)  # it was unsettled at times, stable at the end
+
+
+def test_a_bad_subscription_change_is_refused_and_changes_nothing():
+    lab, _ = two_member_group(COOPERATIVE)
+    steps = lab.step_count
+    with pytest.raises(ValueError, match="subscribes by topic names"):
+        lab.change_subscription("C1", regex="a.*")
+    assert lab.step_count == steps and lab.clients["C1"].config.subscribed_topic_names == ["a", "b"]

@@ -316,8 +316,9 @@ class ClassicConsumer(ApplicationLoop):
 
     def change_subscription(self, topics: list[str] | None, regex: str | None) -> None:
         """subscribe() again with other topics: the member rejoins with its new subscription."""
-        self.config = self.config.model_copy(update={"subscribed_topic_names": topics, "subscribed_topic_regex": regex})
-        ClassicConsumerConfig.model_validate(self.config.model_dump())
+        self.config = ClassicConsumerConfig.model_validate(
+            {**self.config.model_dump(), "subscribed_topic_names": topics, "subscribed_topic_regex": regex}
+        )
         if self.state is State.UNSUBSCRIBED:
             self.subscribe()
         else:
