@@ -20,7 +20,6 @@ from typing import Any
 
 from kip_lab.coordinator.share_group import call_share_coordinator
 from kip_lab.protocol.common import Message
-from kip_lab.protocol.errors import Errors
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.share.admin import ResetSpec, ShareAdmin, TimestampedLogs
 from kip_lab.share.config import SharePartitionConfig
@@ -44,30 +43,12 @@ class LabPersister(CoordinatorPersister):
         super().__init__(share.coordinator_for)
         self.share = share
         self.broker = broker
-        # (group, topic id, partition, leader epoch) of share-partitions the share coordinator fenced
-        self.fenced: set[tuple[str, str, int, int]] = set()
 
     def _deliver(self, sent: SentWrite) -> None:
-        """Send the write and complete it; a fenced share-partition is given up (Kafka's leader unloads it).
-
-        Once fenced, a share-partition's later writes (its expiring locks) stay unsent: this broker
-        is no longer its leader, and retrying would only be fenced again.
-        """
-        sp, write = sent.partition, sent.write
-        identity = (sp.group_id, sp.topic_id, sp.partition, sp.leader_epoch)
-        if identity in self.fenced:
-            return
         coordinator = self.share.coordinator
         before = coordinator.log.end_offset
-        result = coordinator.write_share_group_state(sent.request)
-        error = result.response.results[0].partitions[0].error_code
-        if error in (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH):
-            self.fenced.add(identity)
-            self.share.world.scheduler.cancel_all(sp)
-            partitions = self.share.leaders[self.broker].partitions
-            if partitions.get((sp.group_id, sp.topic_id, sp.partition)) is sp:
-                del partitions[(sp.group_id, sp.topic_id, sp.partition)]
-        sp.complete_write(write.write_id, error)
+        super()._deliver(sent)
+        sp, write = sent.partition, sent.write
         self.share.world.emit(
             self.broker,
             "share_state_write",
