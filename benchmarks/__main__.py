@@ -10,6 +10,7 @@ import sys
 from benchmarks import (
     bench_assignors,
     bench_classic,
+    bench_classic_lab,
     bench_client_assignors,
     bench_coordinator,
     bench_lab,
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_assignors,
         bench_client_assignors,
         bench_classic,
+        bench_classic_lab,
         bench_coordinator,
         bench_lab,
         bench_share,
