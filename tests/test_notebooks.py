@@ -60,6 +60,7 @@ def test_the_notebooks_are_there() -> None:
         "11_share_state_writes",
         "12_poison_messages",
         "13_share_coordinator_failover",
+        "14_protocol_comparison_at_scale",
     ]
 
 
