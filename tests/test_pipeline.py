@@ -289,6 +289,17 @@ def test_a_failing_run_is_recorded_with_its_error_and_a_command_that_reproduces_
     assert "is never reached" in capsys.readouterr().err
 
 
+def test_the_sweep_command_in_process_exits_1_and_prints_the_repro_command_when_a_run_fails(tmp_path, capsys):
+    path = tmp_path / "failing.yaml"
+    path.write_text(json.dumps(FAILING), encoding="utf-8")  # JSON is YAML
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "out"), "--in-process"]) == 1
+    out, err = capsys.readouterr()
+    assert "2 runs (0 already done, 2 executed, 1 failed)" in out
+    assert f"  failed: kip-lab run {tmp_path / 'out' / 'failed'}" in out and "--seed 3" in out
+    assert "sweep failing [" in err and "2/2 runs, 1 failed" in err
+    assert cli.main(["sweep", str(path), "--out", str(tmp_path / "out"), "--in-process"]) == 0  # all finished
+
+
 class _Interrupt(io.StringIO):
     """A progress stream that stops the sweep (as Ctrl-C would) once ``after`` runs are reported done."""
 

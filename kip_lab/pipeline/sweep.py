@@ -72,7 +72,7 @@ class SweepSummary:
 
 
 class Progress:
-    """A plain-text progress bar on stderr: redrawn in place on a terminal, a line per 10 % otherwise."""
+    """Plain-text progress on stderr: redrawn in place on a terminal, else a line per 10 % (and per failure)."""
 
     def __init__(self, name: str, total: int, done: int, stream: TextIO | None = None, width: int = 30) -> None:
         self.name, self.total, self.done, self.failed = name, total, done, 0
@@ -80,7 +80,7 @@ class Progress:
         self.width = width
         self.started = time.monotonic()
         self._tty = self.stream.isatty()
-        self._last_decile = -1
+        self._shown: tuple[int, int] | None = None  # (decile, failed) of the last line written
         self.show()
 
     def advance(self, done: int, failed: int = 0) -> None:
@@ -89,10 +89,10 @@ class Progress:
 
     def show(self) -> None:
         share = self.done / self.total if self.total else 1.0
-        decile = int(share * 10)
-        if not self._tty and decile == self._last_decile:
+        shown = (int(share * 10), self.failed)
+        if not self._tty and shown == self._shown:
             return
-        self._last_decile = decile
+        self._shown = shown
         filled = round(share * self.width)
         bar = "#" * filled + "-" * (self.width - filled)
         line = (
@@ -143,9 +143,9 @@ def run_sweep(
     for start in range(0, len(pending), batch_runs):
         batch = pending[start : start + batch_runs]
 
-        def advance(count: int, base: int = executed, failed_before: int = failed) -> None:
+        def advance(count: int, failed_now: int = 0, base: int = executed, failed_before: int = failed) -> None:
             if bar is not None:
-                bar.advance(len(plan) - len(pending) + base + count, failed_before)
+                bar.advance(len(plan) - len(pending) + base + count, failed_before + failed_now)
 
         if executor == "spark":
             failures = _spark_batch(spark, spec, out, batch, advance)
@@ -154,9 +154,9 @@ def run_sweep(
         for run in failures:
             _write_failed_scenario(spec, out, run)
             repro.append(f"kip-lab run {failed_scenario_path(out, run.run_id)} --seed {run.seed}")
+        advance(len(batch), len(failures))
         executed += len(batch)
         failed += len(failures)
-        advance(0, executed, failed)
     if bar is not None:
         bar.close()
     return SweepSummary(out, len(plan), len(plan) - len(pending), executed, failed, time.monotonic() - started, repro)
@@ -209,9 +209,11 @@ def _batch_name(batch: list[PlannedRun]) -> str:
 def _local_batch(spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -> list[PlannedRun]:
     rows = []
     columns = parameter_columns(spec)
+    failed = 0
     for index, run in enumerate(batch):
         rows.append(execute_run(spec, run, out, columns))
-        advance(index + 1)
+        failed += rows[-1]["status"] == s.FAILED
+        advance(index + 1, failed)
     wide = s.wide_schema([(column, kind) for _, column, kind in columns])
     tables = split_tables(rows_to_arrow(rows, wide), [column for _, column, _ in columns])
     name = _batch_name(batch)
@@ -308,4 +310,4 @@ class _watch_tasks:
                 if info is not None and info.numTasks == self.tasks:
                     finished = max(finished, info.numCompletedTasks)
             if finished:
-                self.advance(min(finished * RUNS_PER_TASK, self.runs))
+                self.advance(min(finished * RUNS_PER_TASK, self.runs - 1))  # the batch is done once written
