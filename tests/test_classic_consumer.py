@@ -831,6 +831,14 @@ def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks)
     from_trace = stability_by_step(lab.trace)
     assert {s: v for s, v in from_trace.items() if s in live} == {s: live[s] for s in from_trace if s in live}
     assert live[lab.step_count] and sum(live.values()) < len(live)  # it was unsettled at times, stable at the end
+    # M-1: every completed SyncGroup is one rebalance, also one requested while callbacks ran.
+    for name in ("C1", "C3"):
+        synced = [
+            e
+            for e in lab.trace
+            if e.actor == name and e.kind.value == "state_transition" and e.payload["trigger"] == "SyncGroup answered"
+        ]
+        assert lab.clients[name].rebalance_metrics.rebalance_total == len(synced) > 2
 
 
 def test_a_bad_subscription_change_is_refused_and_changes_nothing():

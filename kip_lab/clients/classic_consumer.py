@@ -697,7 +697,8 @@ class ClassicConsumer(ApplicationLoop):
             metrics.rebalance_total += 1
             metrics.rebalance_latencies_ms.append(self.now - self._rebalance_started_ms)
             metrics.last_rebalance_ms = self.now
-        self._rebalance_started_ms = None
+        # A rejoin requested meanwhile (while the callbacks ran) is the next rebalance, starting now.
+        self._rebalance_started_ms = None if self.rejoin_reason is None else self.now
         if self._rebalance_error is not None:
             self.poll_errors.append(self._rebalance_error)
             self._note(f"poll() raises {self._rebalance_error}", poll_error=self._rebalance_error)
@@ -770,7 +771,7 @@ class ClassicConsumer(ApplicationLoop):
             return
         error = response.error_code
         if error is Errors.REBALANCE_IN_PROGRESS:
-            if self.state is State.STABLE and not self._in_rebalance_callbacks:
+            if self.state is State.STABLE:  # the join itself waits for any callback under way
                 self._request_rejoin("REBALANCE_IN_PROGRESS in a heartbeat")
         elif error in FELL_OUT or error is Errors.FENCED_INSTANCE_ID:
             if error is Errors.FENCED_INSTANCE_ID:
