@@ -80,7 +80,7 @@ class LabConfig(BaseModel):
     coordinator: CoordinatorConfig = CoordinatorConfig()
     snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
     stepping_per_snapshot: float = Field(
-        10.0,
+        8.0,
         ge=0,
         description="a snapshot also waits until the steps since the last one have taken this many times the "
         "CPU time that snapshot took: snapshots cost about 1/(1 + this) of a run, and a seek replays about this "
