@@ -144,7 +144,7 @@ def test_highlighting_something_the_table_does_not_declare_is_refused():
     with pytest.raises(IllegalTransition):
         machine_dot(GROUP_STATE_MACHINE, last_transition=("Dead", "revive", "Stable"))
     with pytest.raises(IllegalTransition):
-        machine_dot(GROUP_STATE_MACHINE, last_transition=("Empty", "Stable"))
+        machine_dot(GROUP_STATE_MACHINE, last_transition=("Empty", "Reconciling"))
 
 
 @pytest.mark.skipif(not HAS_DOT, reason="graphviz 'dot' executable not installed")
