@@ -15,6 +15,7 @@ from kip_lab import cli
 from kip_lab.pipeline import SweepOutputError, finished_runs, load_sweep, run_sweep
 from kip_lab.pipeline import session as spark_setup
 from kip_lab.pipeline.execute import metric_values
+from kip_lab.pipeline.schema import EVENT_COLUMNS, METRIC_COLUMNS, RUN_COLUMNS, SCHEMA_VERSION, describe
 from kip_lab.pipeline.templates import TEMPLATES, member_names
 from kip_lab.scenarios import ScenarioError, load_scenario, run_scenario
 
@@ -268,6 +269,23 @@ def test_the_after_first_event_metrics_count_what_the_fault_cost_not_the_group_f
     no_events = TEMPLATES["rolling_bounce"].scenario({"members": 2, "bounces": 1}, 0).model_copy(update={"events": []})
     assert values.keys() == metric_values(run_scenario(no_events), no_events).keys()
     assert metric_values(run_scenario(no_events), no_events)["revocations_after_first_event"] is None
+
+
+def test_the_tables_have_the_documented_columns_and_schema_version(tmp_path):
+    run_sweep(load_sweep({**SMALL, "events": True}), tmp_path, executor="local", progress=False)
+    documented = describe()
+    for name, columns, extra in (
+        ("runs", RUN_COLUMNS, ["members", "partitions"]),  # the parameters the spec names
+        ("metrics", METRIC_COLUMNS, []),
+        ("events", EVENT_COLUMNS, []),
+    ):
+        frame = table(tmp_path, name)
+        assert sorted(frame.columns) == sorted([c for c, _, _ in columns] + extra), name
+        assert set(frame["schema_version"]) == {SCHEMA_VERSION}
+        assert all(f"  {column} " in documented for column, _, _ in columns)
+    assert json.loads((tmp_path / "sweep.json").read_text())["schema_version"] == SCHEMA_VERSION
+    assert sorted(p.name for p in (tmp_path / "metrics").iterdir()) == ["template=rolling_bounce"]
+    assert [p.name for p in (tmp_path / "metrics" / "template=rolling_bounce").iterdir()] == ["protocol=consumer"]
 
 
 def test_a_failing_run_is_recorded_with_its_error_and_a_command_that_reproduces_it(tmp_path, capsys):

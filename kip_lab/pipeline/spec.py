@@ -178,10 +178,6 @@ class SweepSpec(BaseModel):
         """A scenario sweep's scenario, as read (read once)."""
         return _resolve_scenario(self.scenario)
 
-    def run_row_params(self, point: int) -> dict[str, Any]:
-        """The named parameters of a grid point, keyed by their column names."""
-        return {column_name(k): v for k, v in self.points[point].items()}
-
 
 def _resolve_scenario(name: str) -> Scenario:
     path = Path(name)

@@ -38,6 +38,7 @@ from kip_lab.pipeline.execute import (
     failed_scenario_path,
     param_columns,
     parameter_columns,
+    repro_command,
     rows_to_arrow,
     split_tables,
 )
@@ -153,7 +154,7 @@ def run_sweep(
             failures = _local_batch(spec, out, batch, advance)
         for run in failures:
             _write_failed_scenario(spec, out, run)
-            repro.append(f"kip-lab run {failed_scenario_path(out, run.run_id)} --seed {run.seed}")
+            repro.append(repro_command(out, run))
         advance(len(batch), len(failures))
         executed += len(batch)
         failed += len(failures)
@@ -286,14 +287,16 @@ class _watch_tasks:
     """Report finished runs while a Spark job runs, from its finished tasks (classic Spark only)."""
 
     def __init__(self, spark: Any, tasks: int, runs: int, advance) -> None:
-        self.tracker = getattr(getattr(spark, "sparkContext", None), "statusTracker", None)
+        try:
+            self.tracker = spark.sparkContext.statusTracker()
+        except Exception:  # Spark Connect has no SparkContext: progress per batch only
+            self.tracker = None
         self.tasks, self.runs, self.advance = tasks, runs, advance
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def __enter__(self) -> _watch_tasks:
         if self.tracker is not None:
-            self.tracker = self.tracker()
             self.thread.start()
         return self
 
