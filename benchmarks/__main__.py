@@ -20,22 +20,24 @@ from benchmarks import (
     bench_widgets,
 )
 
+BENCHMARKS = (
+    bench_assignors,
+    bench_client_assignors,
+    bench_classic,
+    bench_classic_lab,
+    bench_coordinator,
+    bench_lab,
+    bench_pipeline,
+    bench_share,
+    bench_share_lab,
+    bench_widgets,
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     status = 0
-    for bench in (
-        bench_assignors,
-        bench_client_assignors,
-        bench_classic,
-        bench_classic_lab,
-        bench_coordinator,
-        bench_lab,
-        bench_pipeline,
-        bench_share,
-        bench_share_lab,
-        bench_widgets,
-    ):
+    for bench in BENCHMARKS:
         print(f"\n## {bench.__name__}")
         status |= bench.main(args)
     return status

@@ -8,18 +8,16 @@ full mode the exit status is 1 when a case misses its target; quick mode has no 
 
 from __future__ import annotations
 
-import argparse
-import gc
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import BenchRow, median_benchmark_main, time_runs
 from kip_lab.assignors import (
     AssignmentSpec,
     GroupAssignment,
@@ -28,26 +26,6 @@ from kip_lab.assignors import (
     range_assign,
     uniform_assign,
 )
-
-
-@dataclass(frozen=True)
-class BenchRow:
-    """One line of the report; ``target_ms`` is None where there is nothing to meet.
-
-    The target applies to the median; the best run is shown too, since on a shared machine
-    the gap between the two is the noise.
-    """
-
-    case: str
-    median_ms: float
-    best_ms: float
-    target_ms: float | None
-
-    @property
-    def verdict(self) -> str:
-        if self.target_ms is None:
-            return "-"
-        return "PASS" if self.median_ms <= self.target_ms else "FAIL"
 
 
 @dataclass(frozen=True)
@@ -157,14 +135,7 @@ def time_case(case: BenchCase, runs: int) -> BenchRow:
     """Median wall time of ``runs`` assign calls on one prebuilt spec, after a checked warm-up."""
     spec = case.build()
     check_coverage(spec, case.assign(spec))
-    timings = []
-    for _ in range(runs):
-        gc.collect()
-        started = time.perf_counter()
-        result = case.assign(spec)
-        timings.append((time.perf_counter() - started) * 1000)
-        del result  # freeing the result is the caller's cost, not the assignor's
-    return BenchRow(case.case, statistics.median(timings), min(timings), case.target_ms)
+    return time_runs(case.case, lambda: partial(case.assign, spec), runs, case.target_ms)
 
 
 def run_benchmarks(quick: bool = False, runs: int | None = None) -> list[BenchRow]:
@@ -172,23 +143,8 @@ def run_benchmarks(quick: bool = False, runs: int | None = None) -> list[BenchRo
     return [time_case(case, runs) for case in _cases(quick)]
 
 
-def format_table(rows: list[BenchRow]) -> str:
-    width = max(len(row.case) for row in rows)
-    lines = [f"{'case':<{width}}  {'median ms':>10}  {'best ms':>8}  {'target ms':>10}  result"]
-    for row in rows:
-        target = "-" if row.target_ms is None else f"{row.target_ms:.0f}"
-        lines.append(f"{row.case:<{width}}  {row.median_ms:>10.1f}  {row.best_ms:>8.1f}  {target:>10}  {row.verdict}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, no targets (smoke test)")
-    parser.add_argument("--runs", type=int, default=None, help="timed runs per case (median reported)")
-    args = parser.parse_args(argv)
-    rows = run_benchmarks(quick=args.quick, runs=args.runs)
-    print(format_table(rows))
-    return 1 if any(row.verdict == "FAIL" for row in rows) else 0
+    return median_benchmark_main(__doc__, argv, run_benchmarks)
 
 
 if __name__ == "__main__":

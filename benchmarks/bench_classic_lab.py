@@ -13,7 +13,6 @@ exits 1 when a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_lab import LINK, Clock, Row, check_stable, format_table
+from benchmarks.common import benchmark_parser, report
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab import actions as a
 
@@ -119,12 +119,8 @@ def run_benchmarks(quick: bool) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, no targets (a smoke run)")
-    args = parser.parse_args(argv)
-    rows = run_benchmarks(args.quick)
-    print(format_table(rows))
-    return 0 if all(r.ok is not False for r in rows) else 1
+    args = benchmark_parser(__doc__).parse_args(argv)
+    return report(run_benchmarks(args.quick), format_table)
 
 
 if __name__ == "__main__":

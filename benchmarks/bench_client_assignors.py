@@ -10,19 +10,16 @@ took 30 s near this size before it was fixed. In full mode the exit status is 1 
 
 from __future__ import annotations
 
-import argparse
-import gc
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_assignors import BenchRow, format_table
+from benchmarks.common import BenchRow, median_benchmark_main, time_runs
 from kip_lab.assignors.client import client_assignor, partitions_transferring_ownership
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
@@ -170,14 +167,8 @@ def time_case(case: ClientBenchCase, runs: int) -> BenchRow:
     group = case.build()
     assignor = client_assignor(case.assignor)
     check_result(case.assignor, group, assignor.assign(group.partitions_per_topic, group.subscriptions))
-    timings = []
-    for _ in range(runs):
-        gc.collect()
-        started = time.perf_counter()
-        result = assignor.assign(group.partitions_per_topic, group.subscriptions)
-        timings.append((time.perf_counter() - started) * 1000)
-        del result
-    return BenchRow(case.case, statistics.median(timings), min(timings), case.target_ms)
+    timed = partial(assignor.assign, group.partitions_per_topic, group.subscriptions)
+    return time_runs(case.case, lambda: timed, runs, case.target_ms)
 
 
 def run_benchmarks(quick: bool = False, runs: int | None = None) -> list[BenchRow]:
@@ -186,13 +177,7 @@ def run_benchmarks(quick: bool = False, runs: int | None = None) -> list[BenchRo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, no targets (smoke test)")
-    parser.add_argument("--runs", type=int, default=None, help="timed runs per case (median reported)")
-    args = parser.parse_args(argv)
-    rows = run_benchmarks(quick=args.quick, runs=args.runs)
-    print(format_table(rows))
-    return 1 if any(row.verdict == "FAIL" for row in rows) else 0
+    return median_benchmark_main(__doc__, argv, run_benchmarks)
 
 
 if __name__ == "__main__":

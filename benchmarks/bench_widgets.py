@@ -19,7 +19,6 @@ Full mode exits 1 when a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import statistics
@@ -32,6 +31,8 @@ from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import benchmark_parser, report, verdict
 
 TARGET_MS = 150.0
 CASES = ("basic", "member_failure")
@@ -47,9 +48,7 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        if self.target_ms is None:
-            return "-"
-        return "PASS" if self.median_ms <= self.target_ms else "FAIL"
+        return verdict(None if self.target_ms is None else self.median_ms <= self.target_ms)
 
 
 @contextlib.contextmanager
@@ -136,13 +135,10 @@ def format_table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="Basic only, a few clicks, no targets (a smoke run)")
+    parser = benchmark_parser(__doc__, quick_help="Basic only, a few clicks, no targets (a smoke run)")
     parser.add_argument("--clicks", type=int, default=None, help="clicks per case (default 50, quick 5)")
     args = parser.parse_args(argv)
-    rows = run_benchmarks(quick=args.quick, clicks=args.clicks)
-    print(format_table(rows))
-    return 1 if any(row.verdict == "FAIL" for row in rows) else 0
+    return report(run_benchmarks(quick=args.quick, clicks=args.clicks), format_table)
 
 
 if __name__ == "__main__":
