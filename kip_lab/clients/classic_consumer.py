@@ -49,6 +49,7 @@ from kip_lab.assignors.client import (
 from kip_lab.clients.application import TP, ApplicationLoop, Fetch
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE, ClassicMemberState
 from kip_lab.clients.consumer import RETRIABLE, ConsumerConfig, TimedListener
+from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import (
     NO_GENERATION,
@@ -160,8 +161,10 @@ def _avg(samples: list[int]) -> float | None:
 
 
 @dataclass
-class ClassicConsumer(ApplicationLoop):
+class ClassicConsumer(MemberPlumbing, ApplicationLoop):
     """One classic consumer process. ``world`` is the Lab's world (clock, network, trace)."""
+
+    MEMBER_MACHINE = CLASSIC_MEMBER_MACHINE
 
     name: str
     config: ClassicConsumerConfig
@@ -223,23 +226,8 @@ class ClassicConsumer(ApplicationLoop):
     def is_static(self) -> bool:
         return self.config.instance_id is not None
 
-    def _transition(self, target: ClassicMemberState, trigger: str) -> None:
-        CLASSIC_MEMBER_MACHINE.require(self.state.value, trigger, target.value)
-        self.world.emit(
-            self.name,
-            "state_transition",
-            {
-                "machine": CLASSIC_MEMBER_MACHINE.name,
-                "from": self.state.value,
-                "to": target.value,
-                "trigger": trigger,
-                "member_id": self.member_id,
-                "member_epoch": self.generation_id,
-                "generation_id": self.generation_id,
-                "protocol": self.rebalance_protocol.value,
-            },
-        )
-        self.state = target
+    def _transition_details(self) -> dict[str, Any]:
+        return {"generation_id": self.generation_id, "protocol": self.rebalance_protocol.value}
 
     def _assignment_payload(self) -> dict[str, Any]:
         payload = super()._assignment_payload()
@@ -805,12 +793,9 @@ class ClassicConsumer(ApplicationLoop):
 
     # ------------------------------------------------------------------ responses
     def receive(self, envelope: Any) -> None:
-        if not self.alive:
-            return
-        pending = self._pending.pop(envelope.correlation_id, None)
+        pending = self._answered_request(envelope)
         if pending is None:
             return
-        self._cancel(("request_timeout", envelope.correlation_id))
         api, context = pending
         if api == "JoinGroup":
             self._on_join_response(envelope.payload, context)
@@ -825,10 +810,10 @@ class ClassicConsumer(ApplicationLoop):
             self._on_fetch_response(envelope.payload, context)
 
     def _request_timed_out(self, correlation: int) -> None:
-        if correlation not in self._pending:
+        pending = self._timed_out_request(correlation)
+        if pending is None:
             return
-        api, context = self._pending.pop(correlation)
-        self._note(f"{api} request {correlation} timed out")
+        api, context = pending
         if api == "Heartbeat":
             self._hb_in_flight = None
         elif api in ("JoinGroup", "SyncGroup") and context == self._round:

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.application import TP, ApplicationLoop, Fetch, by_topic
+from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.protocol import Errors
 from kip_lab.protocol.common import TopicPartitions
@@ -119,8 +120,10 @@ class TimedListener:
 
 
 @dataclass
-class Consumer(ApplicationLoop):
+class Consumer(MemberPlumbing, ApplicationLoop):
     """One consumer process. ``world`` is the Lab's world (clock, RNG, network, trace)."""
+
+    MEMBER_MACHINE = CONSUMER_MEMBER_MACHINE
 
     name: str
     config: ConsumerConfig
@@ -161,22 +164,6 @@ class Consumer(ApplicationLoop):
     @property
     def is_static(self) -> bool:
         return self.config.instance_id is not None
-
-    def _transition(self, target: MemberState, trigger: str) -> None:
-        CONSUMER_MEMBER_MACHINE.require(self.state.value, trigger, target.value)
-        self.world.emit(
-            self.name,
-            "state_transition",
-            {
-                "machine": CONSUMER_MEMBER_MACHINE.name,
-                "from": self.state.value,
-                "to": target.value,
-                "trigger": trigger,
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
-            },
-        )
-        self.state = target
 
     # ------------------------------------------------------------------ lifecycle
     def subscribe(self) -> None:
@@ -364,10 +351,10 @@ class Consumer(ApplicationLoop):
         return ConsumerGroupHeartbeatRequest(**body)
 
     def _request_timed_out(self, correlation: int) -> None:
-        if correlation not in self._pending:
+        pending = self._timed_out_request(correlation)
+        if pending is None:
             return
-        api, context = self._pending.pop(correlation)
-        self.world.emit(self.name, "note", {"text": f"{api} request {correlation} timed out"})
+        api, context = pending
         if api == "ConsumerGroupHeartbeat" and correlation == self._hb_in_flight:
             self._hb_in_flight = None
             self._retry_later()
@@ -384,12 +371,9 @@ class Consumer(ApplicationLoop):
         self._timer("heartbeat", self._backoff_ms)
 
     def receive(self, envelope: Any) -> None:
-        if not self.alive:
-            return
-        pending = self._pending.pop(envelope.correlation_id, None)
+        pending = self._answered_request(envelope)
         if pending is None:
-            return  # a response to a request we gave up on
-        self._cancel(("request_timeout", envelope.correlation_id))
+            return
         api, context = pending
         if api == "ConsumerGroupHeartbeat":
             self._hb_in_flight = None
@@ -600,4 +584,3 @@ class Consumer(ApplicationLoop):
         self._transition(MemberState.LEAVING, "partitions released")
         self._cancel("heartbeat")
         self._timer("heartbeat", 0)
-

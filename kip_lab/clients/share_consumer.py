@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.application import TP, by_topic
+from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.clients.share_acknowledgements import Acknowledgements, DeliveredRecord
 from kip_lab.protocol.common import from_topic_partitions
@@ -132,8 +133,10 @@ class ShareSession:
 
 
 @dataclass
-class ShareConsumer:
+class ShareConsumer(MemberPlumbing):
     """One share-consumer process. ``world`` is the Lab's world (clock, network, trace)."""
+
+    MEMBER_MACHINE = CONSUMER_MEMBER_MACHINE
 
     name: str
     config: ShareConsumerConfig
@@ -170,22 +173,6 @@ class ShareConsumer:
 
     def _cancel(self, key: Any) -> None:
         self.world.scheduler.cancel(self, key)
-
-    def _transition(self, target: MemberState, trigger: str) -> None:
-        CONSUMER_MEMBER_MACHINE.require(self.state.value, trigger, target.value)
-        self.world.emit(
-            self.name,
-            "state_transition",
-            {
-                "machine": CONSUMER_MEMBER_MACHINE.name,
-                "from": self.state.value,
-                "to": target.value,
-                "trigger": trigger,
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
-            },
-        )
-        self.state = target
 
     def _send(self, broker: str, api: str, request: Any, context: Any = None) -> int:
         self._correlation += 1
@@ -607,11 +594,10 @@ class ShareConsumer:
 
     # ------------------------------------------------------------------ responses
     def _request_timed_out(self, correlation: int) -> None:
-        pending = self._pending.pop(correlation, None)
+        pending = self._timed_out_request(correlation)
         if pending is None:
             return
         api, context = pending
-        self.world.emit(self.name, "note", {"text": f"{api} request {correlation} timed out"})
         if api == "ShareGroupHeartbeat" and correlation == self._hb_in_flight:
             self._hb_in_flight = None
             self._sent.clear()
@@ -631,12 +617,9 @@ class ShareConsumer:
             )
 
     def receive(self, envelope: Any) -> None:
-        if not self.alive:
-            return
-        pending = self._pending.pop(envelope.correlation_id, None)
+        pending = self._answered_request(envelope)
         if pending is None:
             return
-        self._cancel(("request_timeout", envelope.correlation_id))
         api, context = pending
         if api == "ShareGroupHeartbeat":
             if envelope.correlation_id == self._hb_in_flight:

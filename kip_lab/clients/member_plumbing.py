@@ -1,0 +1,59 @@
+"""What every kind of consumer (new, classic, share) does the same way: moving its member state
+machine with a trace event, and matching a response or a timeout to the request it answers.
+
+A mixin rather than a base class with fields: each client is a dataclass with its own fields,
+and all this needs is ``name``, ``world``, ``state``, ``member_id``, ``member_epoch``, ``alive``,
+``_pending`` and a ``_cancel`` for timers.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, ClassVar
+
+from kip_lab.machines import StateMachine
+
+
+class MemberPlumbing:
+    MEMBER_MACHINE: ClassVar[StateMachine]  # the table the client's ``state`` moves in
+
+    def _transition_details(self) -> dict[str, Any]:
+        """What a client adds to its ``state_transition`` events beyond the member id and epoch."""
+        return {}
+
+    def _transition(self, target: Enum, trigger: str) -> None:
+        """Move to ``target`` if the machine declares the edge (else raise), tracing the move."""
+        machine = self.MEMBER_MACHINE
+        machine.require(self.state.value, trigger, target.value)
+        self.world.emit(
+            self.name,
+            "state_transition",
+            {
+                "machine": machine.name,
+                "from": self.state.value,
+                "to": target.value,
+                "trigger": trigger,
+                "member_id": self.member_id,
+                "member_epoch": self.member_epoch,
+                **self._transition_details(),
+            },
+        )
+        self.state = target
+
+    def _answered_request(self, envelope: Any) -> tuple[str, Any] | None:
+        """The (api, context) of the request ``envelope`` answers, its timeout cancelled; None when
+        the client is dead or gave up on that request (a late response is dropped)."""
+        if not self.alive:
+            return None
+        pending = self._pending.pop(envelope.correlation_id, None)
+        if pending is None:
+            return None
+        self._cancel(("request_timeout", envelope.correlation_id))
+        return pending
+
+    def _timed_out_request(self, correlation: int) -> tuple[str, Any] | None:
+        """The (api, context) of a request whose timeout fired, noted in the trace; None when it was answered."""
+        pending = self._pending.pop(correlation, None)
+        if pending is not None:
+            self.world.emit(self.name, "note", {"text": f"{pending[0]} request {correlation} timed out"})
+        return pending
