@@ -251,14 +251,7 @@ class ClassicGroupHandlers:
             self._complete_join(
                 out,
                 member,
-                JoinGroupResponse(
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader=group.leader_id or "",
-                    member_id=member_id,
-                    members=group.members_for_leader() if group.is_leader(member_id) else [],
-                ),
+                _generation_response(group, member_id, leader_view=group.is_leader(member_id)),
             )
             self._schedule_classic_session(group, member_id, member.session_timeout_ms)
             member.is_new = False
@@ -372,14 +365,7 @@ class ClassicGroupHandlers:
         if state in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE):
             # Nothing changed: the current generation again (a lost JoinGroup response, say).
             leader_view = state is ClassicGroupState.COMPLETING_REBALANCE and group.is_leader(member.member_id)
-            return JoinGroupResponse(
-                generation_id=group.generation_id,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name,
-                leader=group.leader_id or "",
-                member_id=member.member_id,
-                members=group.members_for_leader() if leader_view else [],
-            )
+            return _generation_response(group, member.member_id, leader_view)
         raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is {state.value}.")
 
     def _update_member(
@@ -436,17 +422,7 @@ class ClassicGroupHandlers:
                 out.batches.append((group.metadata_record(assignments),))
                 is_leader = group.is_leader(new_id)
                 self._complete_join(
-                    out,
-                    member,
-                    JoinGroupResponse(
-                        generation_id=group.generation_id,
-                        protocol_type=group.protocol_type,
-                        protocol_name=group.protocol_name,
-                        leader=group.leader_id or "",
-                        skip_assignment=is_leader,
-                        member_id=new_id,
-                        members=group.members_for_leader() if is_leader else [],
-                    ),
+                    out, member, _generation_response(group, new_id, leader_view=is_leader, skip_assignment=is_leader)
                 )
                 return None
             self._maybe_prepare_rebalance_or_complete_join(out, group)
@@ -593,6 +569,21 @@ class ClassicGroupHandlers:
             out, member, JoinGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID)
         )
         group.remove(member.member_id)
+
+
+def _generation_response(
+    group: ClassicGroup, member_id: str, leader_view: bool, skip_assignment: bool = False
+) -> JoinGroupResponse:
+    """The JoinGroup answer for the group's current generation; only the leader's view lists the members."""
+    return JoinGroupResponse(
+        generation_id=group.generation_id,
+        protocol_type=group.protocol_type,
+        protocol_name=group.protocol_name,
+        leader=group.leader_id or "",
+        skip_assignment=skip_assignment,
+        member_id=member_id,
+        members=group.members_for_leader() if leader_view else [],
+    )
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
