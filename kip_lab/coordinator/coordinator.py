@@ -20,6 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from kip_lab.assignors import (
@@ -44,6 +45,7 @@ from kip_lab.coordinator.offsets import OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.share_group import SHARE_SESSION_TIMER, ShareGroupHandlers
+from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -498,19 +500,11 @@ class GroupCoordinator(
     def _target_batch(
         self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
     ) -> tuple[Record, ...]:
-        records = [
-            self._target_member_record(group_id, member_id, new[member_id])
-            for member_id in sorted(new)
-            if new[member_id] != old.get(member_id, {}) or member_id not in old
-        ]
-        records += [self._target_member_record(group_id, m, None) for m in sorted(old) if m not in new]
-        records.append(
-            Record(
-                ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
-                ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
-            )
+        metadata = Record(
+            ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+            ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
         )
-        return tuple(records)
+        return target_assignment_batch(old, new, partial(self._target_member_record, group_id), metadata)
 
     # ------------------------------------------------------------------ heartbeat
     def consumer_group_heartbeat(

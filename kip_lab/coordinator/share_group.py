@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.protocol.common import Message, TopicPartitions, to_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
@@ -270,30 +271,18 @@ class ShareGroupHandlers:
         new: dict[str, dict[str, tuple[int, ...]]],
         epoch: int,
     ) -> tuple[Record, ...]:
-        records = []
-        for member_id in sorted(new):
-            if member_id not in old or new[member_id] != old[member_id]:
-                partitions = [
-                    TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(new[member_id].items())
-                ]
-                records.append(
-                    Record(
-                        ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
-                        ShareGroupTargetAssignmentMemberValue(topic_partitions=partitions),
-                    )
-                )
-        records += [
-            Record(ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=m), None)
-            for m in sorted(old)
-            if m not in new
-        ]
-        records.append(
-            Record(
-                ShareGroupTargetAssignmentMetadataKey(group_id=group_id),
-                ShareGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
-            )
+        def member_record(member_id: str, target: dict[str, tuple[int, ...]] | None) -> Record:
+            key = ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
+            if target is None:
+                return Record(key, None)
+            partitions = [TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(target.items())]
+            return Record(key, ShareGroupTargetAssignmentMemberValue(topic_partitions=partitions))
+
+        metadata = Record(
+            ShareGroupTargetAssignmentMetadataKey(group_id=group_id),
+            ShareGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
         )
-        return tuple(records)
+        return target_assignment_batch(old, new, member_record, metadata)
 
     # ------------------------------------------------------------------ heartbeat
     def share_group_heartbeat(
