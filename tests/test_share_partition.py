@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from share_support import ack, make_rig
+from share_support import GROUP, TOPIC, Rig, ack, make_rig
 
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol.errors import ApiError, Errors
@@ -238,6 +238,20 @@ def test_a_fenced_share_partition_stops() -> None:
         rig.sp.acknowledge("C1", [ack(1, 1, ACCEPT)])
 
 
+def new_leader(rig: Rig) -> SharePartition:
+    """The share-partition loaded afresh by the next leader (leader epoch 1), from the rig's log and persister."""
+    return SharePartition.load(
+        GROUP,
+        TOPIC,
+        0,
+        rig.log,
+        config=SharePartitionConfig(),
+        scheduler=rig.scheduler,
+        persister=rig.persister,
+        leader_epoch=1,
+    )
+
+
 def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
     """§4.10 derived: Acquired is not persisted; a new leader sees the last durable states and dc undercounts."""
     rig = make_rig(100)
@@ -246,16 +260,7 @@ def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
     rig.sp.acknowledge("C1", [ack(100, 100, RELEASE)])
     rig.sp.acquire("C1", 1)  # 100 again, dc 2 (not persisted)
     rig.sp.acknowledge("C1", [ack(102, 102, ACCEPT)])
-    new = SharePartition.load(
-        "G1",
-        "topic_uuid",
-        0,
-        rig.log,
-        config=SharePartitionConfig(),
-        scheduler=rig.scheduler,
-        persister=rig.persister,
-        leader_epoch=1,
-    )
+    new = new_leader(rig)
     assert [new.state_at(o) for o in range(100, 104)] == [
         (AVAILABLE, 1),
         (AVAILABLE, 0),
@@ -273,16 +278,7 @@ def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> N
     rig.sp.acquire("C1", 5)
     rig.sp.acknowledge("C1", [ack(1, 1, RELEASE), ack(3, 3, ACCEPT)])
     rig.log.delete_records_before(2)
-    new = SharePartition.load(
-        "G1",
-        "topic_uuid",
-        0,
-        rig.log,
-        config=SharePartitionConfig(),
-        scheduler=rig.scheduler,
-        persister=rig.persister,
-        leader_epoch=1,
-    )
+    new = new_leader(rig)
     assert rig.last_write() == (2, [])
     assert (new.spso, new.speo) == (2, 4)
     assert [new.state_at(o) for o in range(2, 5)] == [(AVAILABLE, 0), (ACKNOWLEDGED, 1), (AVAILABLE, 0)]
