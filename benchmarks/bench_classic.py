@@ -12,7 +12,6 @@ exits 1 when a target is missed. Every run checks its result, so a fast but wron
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import benchmark_parser, verdict
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_classic_group_log
@@ -89,9 +89,7 @@ def online_upgrade(members: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, no targets (a smoke run)")
-    args = parser.parse_args(argv)
+    args = benchmark_parser(__doc__).parse_args(argv)
     members = 50 if args.quick else 500
     repeats = 1 if args.quick else 3
     rebalance_s = statistics.median(classic_rebalance(members) for _ in range(repeats))
@@ -105,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     for case, seconds in rows:
         ok = None if args.quick else seconds <= 1.0
         status |= ok is False
-        verdict = "-" if ok is None else ("PASS" if ok else "FAIL")
-        print(f"{case:<80} {seconds * 1000:>7,.0f} ms  <= 1,000 ms  {verdict}")
+        print(f"{case:<80} {seconds * 1000:>7,.0f} ms  <= 1,000 ms  {verdict(ok)}")
     return int(status)
 
 

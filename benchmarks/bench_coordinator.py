@@ -11,7 +11,6 @@ Full mode exits 1 when a target is missed.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import benchmark_parser, verdict
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_group_log
@@ -80,9 +80,7 @@ def bench_rebuild(members: int, repeats: int) -> tuple[float, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, no targets (a smoke run)")
-    args = parser.parse_args(argv)
+    args = benchmark_parser(__doc__).parse_args(argv)
     members = 50 if args.quick else 1_000
     rate, count = bench_heartbeats(members, rounds=2 if args.quick else 20)
     rebuild_s, records = bench_rebuild(members, repeats=1 if args.quick else 5)
@@ -102,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"{'case':<80} {'result':>14}  target        verdict")
     for case, value, ok, target in rows:
-        verdict = "-" if ok is None else ("PASS" if ok else "FAIL")
-        print(f"{case:<80} {value:>14}  {target:<12}  {verdict}")
+        print(f"{case:<80} {value:>14}  {target:<12}  {verdict(ok)}")
     return 0 if all(ok is not False for _, _, ok, _ in rows) else 1
 
 

@@ -11,7 +11,6 @@ exits 1 when the target is missed.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import benchmark_parser, verdict
 from kip_lab.clients.share_consumer import FailureRule
 from kip_lab.lab import Lab
 from kip_lab.lab.share_invariants import at_least_once
@@ -53,8 +53,7 @@ def run(records_per_partition: int) -> tuple[float, Lab]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small size, no target")
+    parser = benchmark_parser(__doc__, quick_help="small size, no target")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     per_partition = 250 if args.quick else 2_500
@@ -65,12 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         times.append(elapsed)
     median = statistics.median(times)
     ok = None if args.quick else median <= TARGET_MS
-    verdict = "-" if ok is None else ("PASS" if ok else "FAIL")
     print("| case | median ms | best ms | target ms | verdict |\n|---|---|---|---|---|")
     print(
         f"| {4 * per_partition:,} records, 10 share consumers, 4 partitions, poison released to the limit "
         f"({lab.step_count:,} steps) | {median:.0f} | {min(times):.0f} | "
-        f"{'-' if args.quick else f'{TARGET_MS:.0f}'} | {verdict} |"
+        f"{'-' if args.quick else f'{TARGET_MS:.0f}'} | {verdict(ok)} |"
     )
     return 0 if ok in (None, True) else 1
 
