@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from pydantic import TypeAdapter
+
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -42,6 +44,24 @@ def _commit_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
 @lru_cache(maxsize=1 << 16)
 def _partition_answer(partition_index: int, error: Errors) -> OffsetCommitResponsePartition:
     return OffsetCommitResponsePartition(partition_index=partition_index, error_code=error)
+
+
+@lru_cache(maxsize=1 << 12)
+def _commit_answer(topics: tuple[tuple[str | None, str | None, tuple[int, ...], Errors], ...]) -> OffsetCommitResponse:
+    """The answer to a commit of ``topics`` (name, id, partitions, error): a member commits the
+    same partitions every interval, so the answer is the same each time."""
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=name, topic_id=topic_id, partitions=[_partition_answer(p, error) for p in partitions]
+            )
+            for name, topic_id, partitions, error in topics
+        ]
+    )
+
+
+# A topic's offset values validated in one call, not one model at a time (a commit holds one per partition).
+_commit_values = TypeAdapter(list[OffsetCommitValue]).validate_python
 
 
 class OffsetHandlers:
@@ -90,23 +110,25 @@ class OffsetHandlers:
             if code is Errors.NONE:
                 name = resolved.name if resolved else (topic.name or "")
                 topic_id = resolved.topic_id if resolved else None
+                values = _commit_values(
+                    [
+                        {
+                            "offset": p.committed_offset,
+                            "leader_epoch": p.committed_leader_epoch,
+                            "metadata": p.committed_metadata,
+                            "commit_timestamp": now,
+                            "topic_id": topic_id,
+                        }
+                        for p in topic.partitions
+                    ]
+                )
                 records += [
-                    Record(
-                        _commit_key(group_id, name, p.partition_index),
-                        OffsetCommitValue(
-                            offset=p.committed_offset,
-                            leader_epoch=p.committed_leader_epoch,
-                            metadata=p.committed_metadata,
-                            commit_timestamp=now,
-                            topic_id=topic_id,
-                        ),
-                    )
-                    for p in topic.partitions
+                    Record(_commit_key(group_id, name, p.partition_index), value)
+                    for p, value in zip(topic.partitions, values, strict=True)
                 ]
-            partitions = [_partition_answer(p.partition_index, code) for p in topic.partitions]
-            topics.append(OffsetCommitResponseTopic(name=topic.name, topic_id=topic.topic_id, partitions=partitions))
+            topics.append((topic.name, topic.topic_id, tuple(p.partition_index for p in topic.partitions), code))
         batches = (tuple(records),) if records else ()
-        return self._apply(CoordinatorResult(OffsetCommitResponse(topics=topics), batches, origin="OffsetCommit"))
+        return self._apply(CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit"))
 
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kip_lab.lab.trace import EventKind
+
 SHARE_INVARIANTS: dict[str, str] = {
     "share-single-acquirer": "A record is acquired by at most one member at a time.",
     "share-delivery-counts-never-decrease": "A record's delivery count never goes down (an admin reset aside).",
@@ -24,6 +26,8 @@ SHARE_INVARIANTS: dict[str, str] = {
 }
 
 ACQUIRED = "Acquired"
+# The event kinds the checks read; a step with none of them is not looked at.
+READS = frozenset({EventKind.SHARE_ACQUIRED, EventKind.SHARE_STATE_WRITE, EventKind.SHARE_STATE_RPC, EventKind.NOTE})
 SPKey = tuple[str, str, int]  # (group id, topic id, partition)
 
 

@@ -25,7 +25,6 @@ import heapq
 import io
 import pickle
 import threading
-import time
 from typing import Any
 
 from pydantic import BaseModel
@@ -120,10 +119,9 @@ class _Pickler(pickle.Pickler):
 class Snapshot:
     """One saved state; ``restore()`` returns a fresh, independent copy every time."""
 
-    __slots__ = ("_copy", "_data", "_log", "_shared", "cost_s")
+    __slots__ = ("_copy", "_data", "_log", "_shared", "size_bytes")
 
     def __init__(self, world: Any, invariants: Any) -> None:
-        started = time.process_time()
         self._log = (world.log, world.log.batch_count)  # append-only: that prefix never changes
         buffer = io.BytesIO()
         pickler = _Pickler(buffer)
@@ -133,11 +131,12 @@ class Snapshot:
             self._data = None
             self._shared = None
             self._copy = copy.deepcopy((world, invariants))
+            self.size_bytes = 0  # unknown: the Lab takes the next one as soon as snapshot_every allows
         else:
             self._data = buffer.getvalue()
             self._shared = pickler.shared
             self._copy = None
-        self.cost_s = time.process_time() - started  # CPU seconds: the Lab spaces snapshots by it
+            self.size_bytes = len(self._data)  # what it cost, roughly: the Lab spaces snapshots by it
 
     def restore(self) -> tuple[Any, Any]:
         if self._data is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import random
 from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import Any
 
 from kip_lab.cluster import ClusterMetadata
@@ -120,6 +122,26 @@ class Broker:
             world.network.send(self.name, envelope.source, envelope.api, response, envelope.correlation_id)
 
 
+_key_of = attrgetter("key")
+
+
+def _result_payload(result: CoordinatorResult, origin: str) -> dict[str, Any]:
+    """The trace payload of a handler result: its origin, the records it wrote, its error."""
+    payload: dict[str, Any] = {"origin": result.origin or origin}
+    if result.batches:
+        records = []
+        for r in result.records:
+            key = summarize(r.key)
+            key["type"] = type(r.key).__name__
+            records.append({"key": key, "value": None if r.value is None else summarize(r.value)})
+        payload["records"] = records
+    if result.response is not None:
+        error = getattr(result.response, "error_code", None)
+        if error is not None:
+            payload["error"] = Errors(error).name
+    return payload
+
+
 class World:
     def __init__(
         self,
@@ -146,6 +168,7 @@ class World:
         self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
         self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # this step's events, not yet in the trace
+        self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
         self.scheduled: dict[int, Any] = {}  # scheduled actions (faults, scripted requests) by number
         self.actions_scheduled = 0
         self.action_timers = ScheduledActions(self)
@@ -168,25 +191,19 @@ class World:
 
     def emit_result(self, actor: str, result: CoordinatorResult, origin: str) -> None:
         """A coordinator handler or timer result, with the records it wrote; the responses it
-        completes for parked requests (a classic rebalance's JoinGroup/SyncGroup) go out now."""
+        completes for parked requests (a classic rebalance's JoinGroup/SyncGroup) go out now.
+
+        The payload summarises every record, so it is made when the event is first read (the
+        result is frozen: the summary is the same whenever it is made); the invariants read
+        the types of the records written this step from ``written_key_types`` instead."""
         for deferred in result.deferred:
             client, correlation_id = deferred.ref
             self.network.send(actor, client, deferred.api, deferred.response, correlation_id)
         if result.response is None and not result.batches:
             return
-        payload: dict[str, Any] = {"origin": result.origin or origin}
-        if result.batches:
-            records = []
-            for r in result.records:
-                key = summarize(r.key)
-                key["type"] = type(r.key).__name__
-                records.append({"key": key, "value": None if r.value is None else summarize(r.value)})
-            payload["records"] = records
-        if result.response is not None:
-            error = getattr(result.response, "error_code", None)
-            if error is not None:
-                payload["error"] = Errors(error).name
-        self.emit(actor, "handler_result", payload)
+        for batch in result.batches:
+            self.written_key_types.update(map(type, map(_key_of, batch)))
+        self.emit(actor, "handler_result", partial(_result_payload, result, origin))
 
     def endpoint(self, name: str) -> Any:
         return self.brokers.get(name) or self.clients[name]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 
@@ -41,12 +42,12 @@ class PartitionLog:
         """Append one atomic batch; returns the offsets it was given."""
         if not records:
             raise ValueError("a batch must hold at least one record")
-        for record in records:
-            if not isinstance(record, Record):
-                raise TypeError(f"expected Record, got {type(record).__name__}")
+        if not all(map(isinstance, records, repeat(Record))):
+            wrong = next(r for r in records if not isinstance(r, Record))
+            raise TypeError(f"expected Record, got {type(wrong).__name__}")
         base = len(self._entries)
         batch = len(self._batch_ends)
-        self._entries.extend(LogEntry(base + i, batch, r) for i, r in enumerate(records))
+        self._entries.extend(map(LogEntry, range(base, base + len(records)), repeat(batch), records))
         self._batch_ends.append(len(self._entries))
         return range(base, len(self._entries))
 
