@@ -72,6 +72,13 @@ def test_the_library_ships_every_scenario_by_name():
 
 
 @pytest.mark.parametrize("name", SHIPPED)
+def test_a_dumped_scenario_validates_again_unchanged(name):
+    """Notebooks edit a dumped copy: every field is then set, defaults included."""
+    scenario = load_library_scenario(name)
+    assert Scenario.model_validate(scenario.model_dump()) == scenario
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_each_shipped_scenario_meets_its_own_expectations(name):
     result = run_scenario(load_library_scenario(name))
     failed = [e for e in result.expectations if not e.passed]

@@ -117,13 +117,18 @@ class MemberSpec(ConsumerConfig):
     @model_validator(mode="after")
     def _subscription(self) -> MemberSpec:  # replaces ConsumerConfig's check: a scripted member has no subscription
         if self.scripted:
-            extra = sorted(self.model_fields_set - {"scripted"})
+            fields = type(self).model_fields  # a dumped spec sets every field: only non-default values count
+            extra = sorted(
+                name
+                for name in self.model_fields_set - {"scripted"}
+                if getattr(self, name) != fields[name].get_default(call_default_factory=True)
+            )
             if extra:
                 raise ValueError(f"a scripted member takes no consumer settings; remove {', '.join(extra)}")
             return self
         ConsumerConfig._subscription(self)
         if self.group_protocol == "consumer":
-            classic = [name for name in CLASSIC_ONLY if name in self.model_fields_set]
+            classic = [name for name in CLASSIC_ONLY if getattr(self, name) is not None]
             if classic:
                 raise ValueError(f"{', '.join(classic)}: only for group_protocol: classic")
         else:
