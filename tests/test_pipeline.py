@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
+from pipeline_support import FAILING, Interrupt
 
 from kip_lab import cli
 from kip_lab.pipeline import SweepOutputError, finished_runs, load_sweep, run_sweep
@@ -25,15 +26,6 @@ SMALL = {
     "params": {"partitions": 4},
     "grid": {"members": [2, 3]},
     "seeds": [1, 2],
-}
-# scripted_basic's requests sit at fixed steps; with 5 ms links the run stops
-# before step 5 can happen (run.until_ms 2), and the runner raises: a genuine failing run.
-FAILING = {
-    "name": "failing",
-    "scenario": "scripted_basic",
-    "params": {"lab.link.latency.ms": 5},
-    "grid": {"run.until_ms": [2, 1000]},
-    "seeds": [3],
 }
 
 
@@ -318,24 +310,10 @@ def test_the_sweep_command_in_process_exits_1_and_prints_the_repro_command_when_
     assert cli.main(["sweep", str(path), "--out", str(tmp_path / "out"), "--in-process"]) == 0  # all finished
 
 
-class _Interrupt(io.StringIO):
-    """A progress stream that stops the sweep (as Ctrl-C would) once ``after`` runs are reported done."""
-
-    def __init__(self, after: int) -> None:
-        super().__init__()
-        self.after = after
-
-    def write(self, text: str) -> int:
-        done = int(text.split("] ")[1].split("/")[0])
-        if done >= self.after:
-            raise KeyboardInterrupt
-        return super().write(text)
-
-
 def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path):
     spec = load_sweep({**SMALL, "seeds": [1, 2, 3]})
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(spec, tmp_path, executor="local", batch_runs=2, progress=_Interrupt(after=4))
+        run_sweep(spec, tmp_path, executor="local", batch_runs=2, progress=Interrupt(after=4))
     first = table(tmp_path, "runs")
     assert len(first) == 2  # the first batch is written; the second was interrupted before its write
     assert finished_runs(tmp_path) == set(first["run_id"])

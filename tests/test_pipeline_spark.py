@@ -4,12 +4,12 @@ resuming, failed runs, analytics against an independent computation, charts, the
 
 from __future__ import annotations
 
-import io
 import os
 import time
 
 import numpy as np
 import pytest
+from pipeline_support import FAILING, Interrupt
 
 pytest.importorskip("pyspark")
 
@@ -34,13 +34,6 @@ GRID = {
     "grid": {"members": [2, 3], "protocol": ["consumer", "cooperative"]},
     "seeds": [1, 2],
     "events": True,
-}
-FAILING = {
-    "name": "failing",
-    "scenario": "scripted_basic",
-    "params": {"lab.link.latency.ms": 5},
-    "grid": {"run.until_ms": [2, 1000]},
-    "seeds": [3],
 }
 COMPARED = [
     "run_id",
@@ -163,21 +156,10 @@ def test_a_failing_run_on_spark_is_recorded_and_the_sweep_goes_on(spark, tmp_pat
     assert len(sweep_tables(spark, tmp_path).metrics.collect()) == 1
 
 
-class _Interrupt(io.StringIO):
-    def __init__(self, after: int) -> None:
-        super().__init__()
-        self.after = after
-
-    def write(self, text: str) -> int:
-        if int(text.split("] ")[1].split("/")[0]) >= self.after:
-            raise KeyboardInterrupt
-        return super().write(text)
-
-
 def test_an_interrupted_spark_sweep_resumes_without_redoing_finished_runs(spark, tmp_path):
     spec = load_sweep({**GRID, "events": False})
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(spec, tmp_path, spark=spark, batch_runs=3, progress=_Interrupt(after=3))
+        run_sweep(spec, tmp_path, spark=spark, batch_runs=3, progress=Interrupt(after=3))
     first = spark.read.parquet(str(tmp_path / "runs")).select("run_id", "wall_ms").toPandas()
     assert len(first) == 3
     summary = run_sweep(spec, tmp_path, spark=spark, batch_runs=3, progress=False)
