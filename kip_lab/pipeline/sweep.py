@@ -46,7 +46,7 @@ from kip_lab.pipeline.spec import PlannedRun, SweepSpec
 
 Executor = Literal["spark", "local"]
 BATCH_RUNS = 500  # runs per batch: what an interruption can lose, and one Spark job's worth
-RUNS_PER_TASK = 4  # runs per Spark task: small enough to balance uneven runs over the cores
+RUNS_PER_TASK = 8  # runs per Spark task: few tasks (each costs the JVM), small enough to balance uneven runs
 TABLE_ORDER = ("events", "metrics", "runs")  # runs last: its row marks a run finished
 
 
@@ -253,7 +253,8 @@ def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun]
 
     columns = param_columns(spec)
     wide = s.wide_schema(columns)
-    tasks = math.ceil(len(batch) / RUNS_PER_TASK)
+    cores = _cores(spark)
+    tasks = max(math.ceil(len(batch) / RUNS_PER_TASK), min(len(batch), 2 * cores))
     planned = pd.DataFrame(
         {"run_id": [r.run_id for r in batch], "point": [r.point for r in batch], "seed": [r.seed for r in batch]}
     )
@@ -266,21 +267,30 @@ def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun]
     try:
         with _watch_tasks(spark, tasks, len(batch), advance):
             rows.count()  # runs every run once, into the cache the three writes read
+        written = rows.coalesce(cores)  # the writes: a task per core over the cache, a few files per batch
         keys = [n for n, _, _ in s.EVENT_COLUMNS[:4]]
-        ok = rows.where(F.col("status") == s.OK)
+        ok = written.where(F.col("status") == s.OK)
         tables = {
             "events": ok.where(F.col("events").isNotNull()).select(*keys, F.inline("events")),
             "metrics": ok.select(*[n for n, _, _ in s.METRIC_COLUMNS]),
-            "runs": rows.select(*[n for n, _, _ in s.RUN_COLUMNS], *[n for n, _ in columns]),
+            "runs": written.select(*[n for n, _, _ in s.RUN_COLUMNS], *[n for n, _ in columns]),
         }
         for table_name in TABLE_ORDER:
             if table_name == "events" and not spec.events:
                 continue
             tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(str(out / table_name))
-        failed = {r.run_id for r in rows.where(F.col("status") == s.FAILED).select("run_id").collect()}
+        failed = {r.run_id for r in written.where(F.col("status") == s.FAILED).select("run_id").collect()}
     finally:
         rows.unpersist()
     return [run for run in batch if run.run_id in failed]
+
+
+def _cores(spark: Any) -> int:
+    """The cores Spark runs tasks on (Spark Connect does not say: assume 2)."""
+    try:
+        return max(1, spark.sparkContext.defaultParallelism)
+    except Exception:
+        return 2
 
 
 class _watch_tasks:
@@ -313,4 +323,4 @@ class _watch_tasks:
                 if info is not None and info.numTasks == self.tasks:
                     finished = max(finished, info.numCompletedTasks)
             if finished:
-                self.advance(min(finished * RUNS_PER_TASK, self.runs - 1))  # the batch is done once written
+                self.advance(min(finished * self.runs // self.tasks, self.runs - 1))  # done once written
