@@ -9,6 +9,7 @@ network and frequent snapshots, so seeks restore snapshots taken in every kind o
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -192,3 +193,31 @@ def test_a_refused_action_after_a_backward_seek_keeps_the_future(straight: Recor
     lab.seek(end)
     assert capture(lab) == straight.captures[end]
     assert lab.trace.to_jsonl() == straight.trace.to_jsonl()
+
+
+def test_snapshot_steps_depend_on_the_run_alone() -> None:
+    """Snapshots are spaced by the run's own work (P3): a second run, and a run that seeks back
+    and steps over its snapshots again, snapshot at the same steps; a quiet stretch spaces them wider than a
+    rebalance does."""
+
+    def run(seeks: bool) -> list[int]:
+        lab = Lab(seed=4, config=LabConfig(snapshot_every=16))
+        lab.create_topic("foo", 60)
+        for i in range(6):
+            lab.add_consumer(f"c{i}", subscribed_topic_names=["foo"])
+        lab.run(steps=1_500)
+        lab.crash("c2")
+        lab.run(steps=1_500)
+        if seeks:  # back, then stepping over the snapshots taken the first time
+            lab.seek(2_200)
+            lab.seek(700)
+            lab.run(steps=2_300)
+        lab.run(steps=500)
+        return sorted(lab._snapshots)
+
+    steps = run(seeks=False)
+    assert len(steps) > 5
+    assert run(seeks=False) == steps
+    assert run(seeks=True) == steps
+    gaps = [b - a for a, b in pairwise(steps)]
+    assert max(gaps) > min(gaps)  # spaced by work, not by a fixed count of steps

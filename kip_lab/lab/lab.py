@@ -282,7 +282,10 @@ class Lab:
         while ahead and ahead[-1].step <= number:  # replaying known steps: their events are in the trace again
             ahead.pop()
         gap = number - self._last_snapshot
-        if gap >= self.config.snapshot_every and number not in self._snapshots and self._snapshot_is_due(gap):
+        taken = self._snapshots.get(number)
+        if taken is not None:  # replaying past a snapshot taken before: the next one is spaced from it
+            self._mark_snapshot(number, taken)
+        elif gap >= self.config.snapshot_every and self._snapshot_is_due(gap):
             self._snapshots[number] = self._snapshot(number)
         return events
 
