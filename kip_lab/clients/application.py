@@ -68,16 +68,6 @@ class ApplicationLoop:
         return self.member_epoch
 
     # ------------------------------------------------------------------ helpers
-    @property
-    def now(self) -> int:
-        return self.world.scheduler.now_ms
-
-    def _timer(self, key: Any, delay_ms: int) -> None:
-        self.world.scheduler.schedule(self, key, max(0, delay_ms))
-
-    def _cancel(self, key: Any) -> None:
-        self.world.scheduler.cancel(self, key)
-
     def _names(self, partitions) -> list[str]:
         return sorted(self.world.partition_name(tp) for tp in partitions)
 
@@ -93,11 +83,8 @@ class ApplicationLoop:
         }
 
     def _send(self, api: str, request: Any, context: Any = None) -> int:
-        self._correlation += 1
-        self._pending[self._correlation] = (api, context)
-        broker = self.world.coordinator_broker(self.config.group_id)
-        self.world.network.send(self.name, broker, api, request, self._correlation)
-        return self._correlation
+        """Send to the group coordinator."""
+        return self._send_to(self.world.coordinator_broker(self.config.group_id), api, request, context)
 
     def crash(self) -> None:
         """The process dies: no leave, no commit; timers stop, messages to it are lost."""
@@ -296,7 +283,7 @@ class ApplicationLoop:
 
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
         offsets, then = context
-        ok = all(p.error_code is Errors.NONE for t in response.topics for p in t.partitions)
+        ok = {p.error_code for t in response.topics for p in t.partitions} <= {Errors.NONE}  # one pass, no generator
         if ok:
             self.committed.update(offsets)
         if then is not None:

@@ -1,9 +1,10 @@
-"""What every kind of consumer (new, classic, share) does the same way: moving its member state
-machine with a trace event, and matching a response or a timeout to the request it answers.
+"""What every kind of consumer (new, classic, share) does the same way: its clock and timers,
+moving its member state machine with a trace event, and matching a response or a timeout to the
+request it answers.
 
 A mixin rather than a base class with fields: each client is a dataclass with its own fields,
 and all this needs is ``name``, ``world``, ``state``, ``member_id``, ``member_epoch``, ``alive``,
-``_pending`` and a ``_cancel`` for timers.
+``_correlation`` and ``_pending``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,16 @@ from kip_lab.machines import StateMachine
 
 class MemberPlumbing:
     MEMBER_MACHINE: ClassVar[StateMachine]  # the table the client's ``state`` moves in
+
+    @property
+    def now(self) -> int:
+        return self.world.scheduler.now_ms
+
+    def _timer(self, key: Any, delay_ms: int) -> None:
+        self.world.scheduler.schedule(self, key, max(0, delay_ms))
+
+    def _cancel(self, key: Any) -> None:
+        self.world.scheduler.cancel(self, key)
 
     def _transition_details(self) -> dict[str, Any]:
         """What a client adds to its ``state_transition`` events beyond the member id and epoch."""
@@ -39,6 +50,13 @@ class MemberPlumbing:
             },
         )
         self.state = target
+
+    def _send_to(self, broker: str, api: str, request: Any, context: Any = None) -> int:
+        """Send ``request`` to ``broker``, remembering (api, context) under a new correlation id."""
+        self._correlation += 1
+        self._pending[self._correlation] = (api, context)
+        self.world.network.send(self.name, broker, api, request, self._correlation)
+        return self._correlation
 
     def _answered_request(self, envelope: Any) -> tuple[str, Any] | None:
         """The (api, context) of the request ``envelope`` answers, its timeout cancelled; None when

@@ -164,22 +164,11 @@ class ShareConsumer(MemberPlumbing):
     _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ helpers
-    @property
-    def now(self) -> int:
-        return self.world.scheduler.now_ms
-
-    def _timer(self, key: Any, delay_ms: int) -> None:
-        self.world.scheduler.schedule(self, key, max(0, int(delay_ms)))
-
-    def _cancel(self, key: Any) -> None:
-        self.world.scheduler.cancel(self, key)
-
     def _send(self, broker: str, api: str, request: Any, context: Any = None) -> int:
-        self._correlation += 1
-        self._pending[self._correlation] = (api, context)
-        self.world.network.send(self.name, broker, api, request, self._correlation)
-        self._timer(("request_timeout", self._correlation), self.config.request_timeout_ms)
-        return self._correlation
+        """Send with a request timeout armed (every share RPC has one)."""
+        correlation = self._send_to(broker, api, request, context)
+        self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
+        return correlation
 
     # ------------------------------------------------------------------ lifecycle
     def subscribe(self) -> None:
@@ -486,7 +475,7 @@ class ShareConsumer(MemberPlumbing):
             "note",
             {"text": f"poll returned {len(records)} records", "offsets": [[*r.tp, r.offset] for r in records[:50]]},
         )
-        self._timer("processed", duration)
+        self._timer("processed", int(duration))  # the clock counts whole milliseconds
 
     def _rule_for(self, record: DeliveredRecord) -> FailureRule | None:
         for rule in self.config.failures:
