@@ -16,7 +16,6 @@ runs, no targets; ``--runs N``: N runs on Spark, no target). Full mode exits 1 w
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -29,6 +28,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import benchmark_parser, report, verdict
 from kip_lab.pipeline import load_sweep, run_sweep
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import run_scenario
@@ -49,7 +49,7 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        return "-" if self.ok is None else ("PASS" if self.ok else "FAIL")
+        return verdict(self.ok)
 
 
 def sweep(runs: int):
@@ -210,13 +210,10 @@ def format_table(rows: list[Row]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 runs, no targets (a smoke run)")
+    parser = benchmark_parser(__doc__, quick_help="20 runs, no targets (a smoke run)")
     parser.add_argument("--runs", type=int, default=SPARK_RUNS, help="runs on Spark (the target is for 1,000)")
     args = parser.parse_args(argv)
-    rows = run_benchmarks(args.quick, args.runs)
-    print(format_table(rows))
-    return 0 if all(r.ok is not False for r in rows) else 1
+    return report(run_benchmarks(args.quick, args.runs), format_table)
 
 
 if __name__ == "__main__":
