@@ -166,12 +166,7 @@ class ShareWorld:
 
         world = self.world
         if isinstance(action, a.AddShareConsumer):
-            if action.member in world.clients or action.member in world.brokers:
-                raise ValueError(f"an actor named {action.member!r} already exists")
-            client = world.new_client(action.member, action.config)
-            world.clients[action.member] = client
-            if action.start:
-                client.subscribe()
+            world.add_client(action.member, action.config, action.start)
         elif isinstance(action, a.ProduceShareRecords):
             self._produce(action)
         elif isinstance(action, a.FailOverShareCoordinator):

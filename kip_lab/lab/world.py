@@ -244,12 +244,7 @@ class World:
         kind = "fault_injected" if isinstance(action, a.FAULTS) and self.clients else "action_applied"
         self.emit("lab", kind, action.model_dump(mode="json"))
         if isinstance(action, a.AddConsumer):
-            if action.member in self.clients or action.member in self.brokers:
-                raise ValueError(f"an actor named {action.member!r} already exists")
-            client = self.new_client(action.member, action.config)
-            self.clients[action.member] = client
-            if action.start:
-                client.subscribe()
+            self.add_client(action.member, action.config, action.start)
         elif isinstance(action, a.AdvanceTo):
             if action.time_ms > self.scheduler.now_ms:
                 self.advance_to(action.time_ms)
@@ -305,6 +300,15 @@ class World:
             self.scripted(action.member).send(action.api, action.body)
         else:
             raise TypeError(f"unknown action {action!r}")
+
+    def add_client(self, name: str, config: Any, start: bool) -> None:
+        """A new consumer process named ``name`` (any kind, by its config); ``start`` subscribes it at once."""
+        if name in self.clients or name in self.brokers:
+            raise ValueError(f"an actor named {name!r} already exists")
+        client = self.new_client(name, config)
+        self.clients[name] = client
+        if start:
+            client.subscribe()
 
     def new_client(self, name: str, config: Any, incarnation: int = 0) -> Any:
         """A consumer process of the protocol its config names (classic, consumer, or a share consumer)."""
