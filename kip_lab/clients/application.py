@@ -16,7 +16,7 @@ provides ``_poll`` (a call to poll), ``_may_auto_commit`` (is it in the group) a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.protocol import Errors
@@ -48,9 +48,33 @@ class Fetch:
     offset: int
 
 
+@dataclass
 class ApplicationLoop:
-    """Callbacks, consumption and offsets, shared by the new and the classic consumer."""
+    """Callbacks, consumption and offsets, shared by the new and the classic consumer.
 
+    The fields this loop keeps are declared here once; each consumer's dataclass adds its
+    protocol's own (and narrows ``config``).
+    """
+
+    name: str
+    config: Any
+    world: Any
+    listener: Any = None
+    incarnation: int = 0
+    owned: set[TP] = field(default_factory=set)
+    fetching: dict[TP, Fetch] = field(default_factory=dict)
+    committed: dict[TP, int] = field(default_factory=dict)
+    app_busy_until: int = 0
+    paused: bool = False
+    alive: bool = True
+    last_poll_ms: int = 0
+    _hb_in_flight: int | None = None
+    _correlation: int = 0
+    _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    _callback_seq: int = 0
+    _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)
+    _callback_running: bool = False
+    _callback_then: tuple = ()
     _last_callback_ms: int = 0  # how long the latest callback took (simulated ms)
 
     # ------------------------------------------------------------------ what a protocol provides

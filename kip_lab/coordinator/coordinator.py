@@ -668,29 +668,48 @@ class GroupCoordinator(
                 )
                 return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
 
-        updated = replace(
-            member,
-            classic_member_metadata=classic,
-            instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-            client_id=r.client_id or member.client_id,
-            client_host=r.client_host or member.client_host,
-            rebalance_timeout_ms=r.rebalance_timeout_ms
-            if r.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            subscribed_topic_names=(
-                tuple(sorted(set(r.subscribed_topic_names)))
-                if r.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-            subscribed_topic_regex=(
-                (r.subscribed_topic_regex or None)
-                if r.subscribed_topic_regex is not None
-                else member.subscribed_topic_regex
-            ),
-            server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
-            client_assignors=(tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors),
+        # A steady heartbeat carries none of the optional fields: the member is unchanged.
+        unchanged = (
+            classic is None
+            and member.classic_member_metadata is None
+            and r.instance_id is None
+            and r.rack_id is None
+            and not r.client_id
+            and not r.client_host
+            and r.rebalance_timeout_ms == -1
+            and r.subscribed_topic_names is None
+            and r.subscribed_topic_regex is None
+            and r.server_assignor is None
+            and r.client_assignors is None
         )
+        if unchanged:
+            updated = member
+        else:
+            updated = replace(
+                member,
+                classic_member_metadata=classic,
+                instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
+                rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+                client_id=r.client_id or member.client_id,
+                client_host=r.client_host or member.client_host,
+                rebalance_timeout_ms=r.rebalance_timeout_ms
+                if r.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms,
+                subscribed_topic_names=(
+                    tuple(sorted(set(r.subscribed_topic_names)))
+                    if r.subscribed_topic_names is not None
+                    else member.subscribed_topic_names
+                ),
+                subscribed_topic_regex=(
+                    (r.subscribed_topic_regex or None)
+                    if r.subscribed_topic_regex is not None
+                    else member.subscribed_topic_regex
+                ),
+                server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
+                client_assignors=(
+                    tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors
+                ),
+            )
         if updated.subscribed_topic_names and updated.subscribed_topic_regex:
             raise ApiError(
                 Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together."

@@ -271,7 +271,8 @@ class Lab:
                 world.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
                 world.emit_result(world.coordinator_host, fired.result, "timer")
         self.step_count = number
-        self.horizon = max(self.horizon, number)
+        if number > self.horizon:
+            self.horizon = number
         events = self._flush(number)
         for name, explanation in self.invariants.check(world, events):
             world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
