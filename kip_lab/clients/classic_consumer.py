@@ -46,7 +46,7 @@ from kip_lab.assignors.client import (
     client_assignor,
     partitions_transferring_ownership,
 )
-from kip_lab.clients.application import TP, ApplicationLoop, Fetch
+from kip_lab.clients.application import TP, ApplicationLoop
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE, ClassicMemberState
 from kip_lab.clients.consumer import RETRIABLE, ConsumerConfig, TimedListener
 from kip_lab.clients.member_plumbing import MemberPlumbing
@@ -166,27 +166,16 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
 
     MEMBER_MACHINE = CLASSIC_MEMBER_MACHINE
 
-    name: str
     config: ClassicConsumerConfig
-    world: Any
-    listener: Any = None
-    incarnation: int = 0
     state: ClassicMemberState = ClassicMemberState.UNSUBSCRIBED
     member_id: str = UNKNOWN_MEMBER_ID
     generation_id: int = NO_GENERATION
     protocol_name: str | None = None
     leader_id: str = ""
-    owned: set[TP] = field(default_factory=set)
-    fetching: dict[TP, Fetch] = field(default_factory=dict)
-    committed: dict[TP, int] = field(default_factory=dict)
     assigned: frozenset[TP] | None = None  # what the last SyncGroup gave (None: no generation yet)
     rejoin_reason: str | None = None  # why the next JoinGroup is needed; None: no rejoin pending
     poll_errors: list[str] = field(default_factory=list)  # what poll() raised, in order
     rebalance_metrics: RebalanceMetrics = field(default_factory=RebalanceMetrics)
-    app_busy_until: int = 0
-    paused: bool = False
-    alive: bool = True
-    last_poll_ms: int = 0
     leader_partitions: dict[str, int] = field(default_factory=dict)  # the leader's metadata at its assignment
     _in_rebalance_callbacks: bool = False  # onJoinPrepare, onJoinComplete or a lost topic: callbacks under way
     _closing: bool = False
@@ -195,13 +184,6 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
     _rebalance_error: str | None = None  # the first listener exception of this rebalance
     _assignors: dict[str, Any] = field(default_factory=dict)
     _topic_name_of: dict[str, str] = field(default_factory=dict)  # topic id -> name, kept after a deletion
-    _hb_in_flight: int | None = None
-    _correlation: int = 0
-    _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
-    _callback_seq: int = 0
-    _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)
-    _callback_running: bool = False
-    _callback_then: tuple = ()
 
     def __post_init__(self) -> None:
         if self.listener is None:

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kip_lab.clients.application import TP, ApplicationLoop, Fetch, by_topic
+from kip_lab.clients.application import TP, ApplicationLoop, by_topic
 from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.protocol import Errors
@@ -125,34 +125,16 @@ class Consumer(MemberPlumbing, ApplicationLoop):
 
     MEMBER_MACHINE = CONSUMER_MEMBER_MACHINE
 
-    name: str
     config: ConsumerConfig
-    world: Any
-    listener: Any = None
-    incarnation: int = 0
     state: MemberState = MemberState.UNSUBSCRIBED
     member_id: str = ""
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    owned: set[TP] = field(default_factory=set)
-    fetching: dict[TP, Fetch] = field(default_factory=dict)
-    committed: dict[TP, int] = field(default_factory=dict)
     target: frozenset[TP] | None = None  # latest assignment not yet reconciled
     reconciling: bool = False
-    app_busy_until: int = 0
-    paused: bool = False
-    alive: bool = True
-    last_poll_ms: int = 0
     _poll_expired: bool = False
     _sent: dict[str, Any] = field(default_factory=dict)  # last value sent per conditional field
-    _hb_in_flight: int | None = None
     _backoff_ms: int = 0
-    _correlation: int = 0
-    _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
-    _callback_seq: int = 0
-    _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)
-    _callback_running: bool = False
-    _callback_then: tuple = ()
     _reconciliation: int = 0  # bumped by every reconciliation, fence and leave: stale continuations stop
     _stale_released: bool = True  # a STALE member has finished on_partitions_lost and may rejoin
 
