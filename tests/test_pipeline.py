@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from pipeline_support import FAILING, Interrupt
+from pipeline_support import CHECKED_METRICS, FAILING, Interrupt
 
 from kip_lab import cli
 from kip_lab.pipeline import SweepOutputError, finished_runs, load_sweep, run_sweep
@@ -222,17 +222,7 @@ def test_the_local_executor_writes_each_run_s_metrics_as_run_scenario_computes_t
         result = run_scenario(spec.scenario_for(run.point, run.seed))
         row = metrics[metrics["run_id"] == run.run_id].iloc[0]
         expected = metric_values(result, spec.scenario_for(run.point, run.seed))
-        for name in (
-            "steps",
-            "end_ms",
-            "max_time_to_stable_ms",
-            "total_unavailability_ms",
-            "revocations",
-            "partition_moves",
-            "records_written",
-            "invariant_violations",
-            "heartbeats_sent",
-        ):
+        for name in CHECKED_METRICS:
             assert row[name] == expected[name], name
         assert expected["max_time_to_stable_ms"] == result.metrics["max_time_to_stable_ms"]
         assert row["revocations"] == result.metrics["revocations"] > 0

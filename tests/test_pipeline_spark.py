@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from pipeline_support import FAILING, Interrupt
+from pipeline_support import CHECKED_METRICS, FAILING, Interrupt
 
 pytest.importorskip("pyspark")
 
@@ -35,20 +35,7 @@ GRID = {
     "seeds": [1, 2],
     "events": True,
 }
-COMPARED = [
-    "run_id",
-    "template",
-    "protocol",
-    "steps",
-    "end_ms",
-    "max_time_to_stable_ms",
-    "total_unavailability_ms",
-    "revocations",
-    "partition_moves",
-    "records_written",
-    "heartbeats_sent",
-    "invariant_violations",
-]
+COMPARED = ["run_id", "template", "protocol", *CHECKED_METRICS]
 
 
 @pytest.fixture(scope="module")
