@@ -199,12 +199,21 @@ class ApplicationLoop:
 
     # ------------------------------------------------------------------ consumption and offsets
     def position(self, tp: TP) -> int:
-        fetch = self.fetching[tp]
-        if self.paused:
-            return fetch.offset  # nothing is processed while the application does not poll
+        return self._positions((tp,))[tp]
+
+    def _positions(self, partitions: Iterable[TP]) -> dict[TP, int]:
+        """The position of each of ``partitions`` being fetched, in one pass (a commit asks for all of them)."""
+        fetching = self.fetching
+        if self.paused:  # nothing is processed while the application does not poll
+            return {tp: fetching[tp].offset for tp in partitions if tp in fetching}
         now = self.world.scheduler.now_ms
-        processed = fetch.offset + int((now - fetch.since_ms) * self.config.consume_rate_per_ms)
-        return min(self.world.log_end_offset(tp, now), processed)
+        rate = self.config.consume_rate_per_ms
+        log_end_offset = self.world.log_end_offset
+        return {
+            tp: min(log_end_offset(tp, now), fetch.offset + int((now - fetch.since_ms) * rate))
+            for tp in partitions
+            if (fetch := fetching.get(tp)) is not None
+        }
 
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
         """Stop consuming ``partitions``; returns the position each had reached."""
@@ -277,9 +286,7 @@ class ApplicationLoop:
             self._commit(sorted(self.fetching), None)
 
     def _commit(self, partitions: list[TP], then: Any, extra: dict[TP, int] | None = None) -> None:
-        fetching = self.fetching
-        position = self.position
-        offsets = {tp: position(tp) for tp in partitions if tp in fetching}
+        offsets = self._positions(partitions)
         if extra:
             offsets.update(extra)
         if not offsets:
