@@ -9,21 +9,22 @@ on replay it deletes the key, as log compaction would.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A key/value pair; ``value=None`` is a tombstone. Keys and values are protocol models."""
+class Record(NamedTuple):
+    """A key/value pair; ``value=None`` is a tombstone. Keys and values are protocol models.
+
+    Immutable value types like a frozen dataclass, but built about twice as fast: a stable
+    group writes one per partition every commit interval (and a ``LogEntry`` for each).
+    """
 
     key: Any
     value: Any | None
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     offset: int
     batch: int
     record: Record
