@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 class TimerOwner(Protocol):
@@ -29,9 +28,9 @@ class TimerOwner(Protocol):
     def fire_timer(self, key: Hashable) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class FiredTimer:
-    """What one ``step`` did: which timer fired, when, and what its owner returned."""
+class FiredTimer(NamedTuple):
+    """What one ``step`` did: which timer fired, when, and what its owner returned (a value
+    type built every step: a NamedTuple is built about twice as fast as a frozen dataclass)."""
 
     time_ms: int
     owner: TimerOwner
