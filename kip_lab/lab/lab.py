@@ -69,9 +69,9 @@ _KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (see decision P3, measured on a 100-member group joining, steady,
 # and under faults): a step that changed what members own (a rebalance's step) costs about
 # as much as 25 traced events or written records, and one unit of work about as much CPU as
-# pickling 500 bytes of snapshot.
+# pickling 430 bytes of snapshot.
 _OWNERSHIP_CHECK_WORK = 25
-_SNAPSHOT_BYTES_PER_WORK = 500
+_SNAPSHOT_BYTES_PER_WORK = 430
 _WEIGH_EVERY = 16
 
 
