@@ -233,6 +233,11 @@ class GroupCoordinator(
             if not result.replay_records:
                 self.log.append(batch)
                 continue
+            if result.origin == "OffsetCommit":  # offset values only: no group state to re-derive or check
+                self.log.append(batch)
+                for record in batch:
+                    self._replay_offset(record.key, record.value)
+                continue
             touched = sorted({r.key.group_id for r in batch if type(r.key) not in (OffsetCommitKey, GroupMetadataKey)})
             before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
             self.log.append(batch)
@@ -248,6 +253,13 @@ class GroupCoordinator(
                     self._start_downgraded_group(self.classic_groups[record.key.group])
         return result
 
+    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        offsets = self.offsets.setdefault(key.group, {})
+        if value is None:
+            offsets.pop((key.topic, key.partition), None)
+        else:
+            offsets[(key.topic, key.partition)] = value
+
     def _replay(self, record: Record) -> None:
         key = record.key
         if isinstance(key, GroupMetadataKey):
@@ -258,11 +270,7 @@ class GroupCoordinator(
                 self.classic_groups[key.group] = ClassicGroup.from_record(key.group, record.value)
             return
         if isinstance(key, OffsetCommitKey):
-            offsets = self.offsets.setdefault(key.group, {})
-            if record.value is None:
-                offsets.pop((key.topic, key.partition), None)
-            else:
-                offsets[(key.topic, key.partition)] = record.value
+            self._replay_offset(key, record.value)
             return
         if isinstance(key, SHARE_GROUP_RECORD_KEYS):
             self._replay_share(key, record.value)
