@@ -24,7 +24,7 @@ costs a few events per heartbeat interval, not one per record.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -93,6 +93,13 @@ class RebalanceListener(Protocol):
     def on_partitions_revoked(self, partitions: list[str]) -> int: ...
     def on_partitions_assigned(self, partitions: list[str]) -> int: ...
     def on_partitions_lost(self, partitions: list[str]) -> int: ...
+
+
+@lru_cache(maxsize=1 << 12)
+def _steady_heartbeat(group_id: str, member_id: str, member_epoch: int) -> ConsumerGroupHeartbeatRequest:
+    """A heartbeat with nothing changed since the last one: a frozen value a member sends
+    again every interval, so it is built (and validated) once per member epoch."""
+    return ConsumerGroupHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=member_epoch)
 
 
 @dataclass
@@ -330,6 +337,8 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             body["topic_partitions"] = [TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(owned).items()]
         if self.config.instance_id is not None:
             body["instance_id"] = self.config.instance_id  # the coordinator needs it to find static members
+        if len(body) == 3:  # group, member and epoch only
+            return _steady_heartbeat(**body)
         return ConsumerGroupHeartbeatRequest(**body)
 
     def _request_timed_out(self, correlation: int) -> None:
