@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from kip_lab.protocol import Errors
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
-    OffsetCommitRequestPartition,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
@@ -40,17 +38,6 @@ def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
     for topic_id, p in sorted(partitions):
         grouped.setdefault(topic_id, []).append(p)
     return grouped
-
-
-@lru_cache(maxsize=1 << 16)
-def _committed_partition(partition_index: int, committed_offset: int) -> OffsetCommitRequestPartition:
-    """One partition's entry in a commit: a frozen value, shared by every commit of that offset.
-
-    A member commits every partition it fetches each interval, mostly at offsets it committed
-    before (nothing new on a quiet partition); validating each entry again was a good part of a
-    stable group's cost.
-    """
-    return OffsetCommitRequestPartition(partition_index=partition_index, committed_offset=committed_offset)
 
 
 @dataclass
@@ -306,15 +293,18 @@ class ApplicationLoop:
             if then is not None:
                 then(True)
             return
-        # Validated in one call (the partition entries are shared values): a stable group commits
-        # every fetching partition every interval, so this is among the Lab's most frequent work.
+        # Validated in one call rather than model by model: a stable group commits every
+        # fetching partition every interval, so this is among the Lab's most frequent work.
         request = OffsetCommitRequest.model_validate(
             {
                 "group_id": self.config.group_id,
                 "member_id": self.member_id,
                 "generation_id_or_member_epoch": self.member_epoch,
                 "topics": [
-                    {"topic_id": t, "partitions": [_committed_partition(p, offsets[(t, p)]) for p in ps]}
+                    {
+                        "topic_id": t,
+                        "partitions": [{"partition_index": p, "committed_offset": offsets[(t, p)]} for p in ps],
+                    }
                     for t, ps in by_topic(offsets).items()
                 ],
             }
