@@ -200,27 +200,33 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ handlers
     def _run_each(
         self,
-        group_id: str,
-        topics: list,
+        request,
         handle: Callable[[SharePartitionKey, object], tuple[P, Record | None]],
         refuse: Callable[[int, Errors], P],
-    ) -> tuple[list[tuple[str, list[P]]], tuple[tuple[Record, ...], ...]]:
-        """Partitions one at a time; each partition's record is applied before the next is handled."""
+        response_type: type,
+        topic_results_type: type,
+    ) -> CoordinatorResult:
+        """Partitions one at a time; each partition's record is applied before the next is handled.
+
+        The answer is ``response_type`` with one ``topic_results_type`` per topic, in request order; the origin is
+        the API name (the response type without its ``Response`` suffix).
+        """
         results = []
         applied: list[tuple[Record, ...]] = []
-        for topic in topics:
+        for topic in request.topics:
             answers = []
             for data in topic.partitions:
                 if not self.loaded:
                     answers.append(refuse(data.partition, Errors.COORDINATOR_LOAD_IN_PROGRESS))
                     continue
-                answer, record = handle((group_id, topic.topic_id, data.partition), data)
+                answer, record = handle((request.group_id, topic.topic_id, data.partition), data)
                 answers.append(answer)
                 if record is not None:
                     self._apply(CoordinatorResult(None, ((record,),)))
                     applied.append((record,))
-            results.append((topic.topic_id, answers))
-        return results, tuple(applied)
+            results.append(topic_results_type(topic_id=topic.topic_id, partitions=answers))
+        origin = response_type.__name__.removesuffix("Response")
+        return CoordinatorResult(response_type(results=results), tuple(applied), origin=origin)
 
     def initialize_share_group_state(
         self, request: InitializeShareGroupStateRequest
@@ -237,11 +243,7 @@ class ShareCoordinator:
             state = DurableState(data.state_epoch, -1, snapshot_epoch, data.start_offset)
             return PartitionResult(partition=data.partition), self._snapshot(sp, state)
 
-        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
-        response = InitializeShareGroupStateResponse(
-            results=[TopicResults(topic_id=t, partitions=p) for t, p in results]
-        )
-        return CoordinatorResult(response, batches, origin="InitializeShareGroupState")
+        return self._run_each(request, handle, _error, InitializeShareGroupStateResponse, TopicResults)
 
     def read_share_group_state(
         self, request: ReadShareGroupStateRequest
@@ -266,11 +268,7 @@ class ShareCoordinator:
                 record = self._write_record(sp, state, _leader_epoch_write(data))
             return answer, record
 
-        results, batches = self._run_each(request.group_id, request.topics, handle, _state_error)
-        response = ReadShareGroupStateResponse(
-            results=[TopicStateResults(topic_id=t, partitions=p) for t, p in results]
-        )
-        return CoordinatorResult(response, batches, origin="ReadShareGroupState")
+        return self._run_each(request, handle, _state_error, ReadShareGroupStateResponse, TopicStateResults)
 
     def write_share_group_state(
         self, request: WriteShareGroupStateRequest
@@ -289,9 +287,7 @@ class ShareCoordinator:
                 ), None
             return PartitionResult(partition=data.partition), self._write_record(sp, state, data)
 
-        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
-        response = WriteShareGroupStateResponse(results=[TopicResults(topic_id=t, partitions=p) for t, p in results])
-        return CoordinatorResult(response, batches, origin="WriteShareGroupState")
+        return self._run_each(request, handle, _error, WriteShareGroupStateResponse, TopicResults)
 
     def _write_record(self, sp: SharePartitionKey, state: DurableState, data: WriteStatePartition) -> Record:
         spans = spans_from_batches(data.state_batches)
@@ -330,9 +326,7 @@ class ShareCoordinator:
             marker = DurableState(state.state_epoch, state.leader_epoch, DELETED_SNAPSHOT_EPOCH, UNCHANGED_START_OFFSET)
             return PartitionResult(partition=data.partition), self._snapshot(sp, marker)
 
-        results, batches = self._run_each(request.group_id, request.topics, handle, _error)
-        response = DeleteShareGroupStateResponse(results=[TopicResults(topic_id=t, partitions=p) for t, p in results])
-        return CoordinatorResult(response, batches, origin="DeleteShareGroupState")
+        return self._run_each(request, handle, _error, DeleteShareGroupStateResponse, TopicResults)
 
     def read_share_group_state_summary(
         self, request: ReadShareGroupStateSummaryRequest
@@ -347,11 +341,7 @@ class ShareCoordinator:
                 partition=data.partition, state_epoch=state.state_epoch, start_offset=state.start_offset
             ), None
 
-        results, batches = self._run_each(request.group_id, request.topics, handle, _summary_error)
-        response = ReadShareGroupStateSummaryResponse(
-            results=[TopicSummaryResults(topic_id=t, partitions=p) for t, p in results]
-        )
-        return CoordinatorResult(response, batches, origin="ReadShareGroupStateSummary")
+        return self._run_each(request, handle, _summary_error, ReadShareGroupStateSummaryResponse, TopicSummaryResults)
 
 
 def _leader_epoch_write(data) -> WriteStatePartition:
