@@ -205,14 +205,10 @@ class SharePartitionLeader:
             if session is not None:
                 self._end_session(session)
             session = ShareSession(request.group_id, request.member_id)
-        elif session is None:
-            return _ready(_fetch_error(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {request.member_id}"))
-        elif epoch == FINAL_SHARE_SESSION_EPOCH:
-            if request.forgotten_topics_data:
-                return _ready(_fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions"))
-        elif epoch != session.epoch:
-            message = f"expected share session epoch {session.epoch}, got {epoch}"
-            return _ready(_fetch_error(Errors.INVALID_SHARE_SESSION_EPOCH, message))
+        elif (problem := _session_problem(session, epoch, request.member_id)) is not None:
+            return _ready(_fetch_error(*problem))
+        elif epoch == FINAL_SHARE_SESSION_EPOCH and request.forgotten_topics_data:
+            return _ready(_fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions"))
 
         answers: dict[TopicPartition, dict] = {}
         outcomes: dict[TopicPartition, AcknowledgeOutcome] = {}
@@ -278,13 +274,8 @@ class SharePartitionLeader:
             return _ready(
                 _acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
             )
-        if session is None:
-            return _ready(
-                _acknowledge_error(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {request.member_id}")
-            )
-        if epoch != FINAL_SHARE_SESSION_EPOCH and epoch != session.epoch:
-            message = f"expected share session epoch {session.epoch}, got {epoch}"
-            return _ready(_acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, message))
+        if (problem := _session_problem(session, epoch, request.member_id)) is not None:
+            return _ready(_acknowledge_error(*problem))
         outcomes = [
             (
                 topic.topic_id,
@@ -325,6 +316,15 @@ class SharePartitionLeader:
             return ShareAcknowledgeResponse(responses=topics)
 
         return LeaderReply(tuple(o.write for _, parts in outcomes for _, o in parts if o.write is not None), build)
+
+
+def _session_problem(session: ShareSession | None, epoch: int, member_id: str) -> tuple[Errors, str] | None:
+    """Why a request past the opening one cannot use its session (the final epoch matches any session epoch)."""
+    if session is None:
+        return Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {member_id}"
+    if epoch != FINAL_SHARE_SESSION_EPOCH and epoch != session.epoch:
+        return Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}"
+    return None
 
 
 def _fetch_error(error: Errors, message: str) -> ShareFetchResponse:
