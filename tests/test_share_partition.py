@@ -190,12 +190,18 @@ def test_committed_transaction_is_delivered_under_read_committed() -> None:
     assert ranges(rig.sp.acquire("C1", 10)) == [(0, 1, 1)]
 
 
+def deferred_rig_with_acquired(*, produced: int, acquired: int) -> Rig:
+    """A loaded share-partition whose writes wait for ``persister.deliver()``, with C1 holding some records."""
+    rig = make_rig(deferred=True, start_offset=0)
+    rig.persister.deliver()  # whatever loading queued is written; later writes wait for the test
+    rig.log.append(produced)
+    rig.sp.acquire("C1", acquired)
+    return rig
+
+
 def test_change_takes_effect_when_the_write_completes() -> None:
     """With a deferred persister the records stay Acquired (pending) until the share coordinator answers."""
-    rig = make_rig(deferred=True, start_offset=0)
-    rig.persister.deliver()
-    rig.log.append(3)
-    rig.sp.acquire("C1", 3)
+    rig = deferred_rig_with_acquired(produced=3, acquired=3)
     write = rig.sp.acknowledge("C1", [ack(0, 2, ACCEPT)])
     assert write is not None and write.error is None
     assert rig.sp.state_at(0) == (ACQUIRED, 1) and rig.sp.spso == 0
@@ -209,10 +215,7 @@ def test_change_takes_effect_when_the_write_completes() -> None:
 
 
 def test_failed_write_leaves_records_acquired_and_retries_an_expired_lock() -> None:
-    rig = make_rig(deferred=True, start_offset=0)
-    rig.persister.deliver()
-    rig.log.append(2)
-    rig.sp.acquire("C1", 2)
+    rig = deferred_rig_with_acquired(produced=2, acquired=2)
     write = rig.sp.acknowledge("C1", [ack(0, 1, ACCEPT)])
     rig.scheduler.advance(30_000)  # the lock runs out while the write is pending
     rig.persister.queue.clear()
@@ -224,10 +227,7 @@ def test_failed_write_leaves_records_acquired_and_retries_an_expired_lock() -> N
 
 
 def test_a_fenced_share_partition_stops() -> None:
-    rig = make_rig(deferred=True, start_offset=0)
-    rig.persister.deliver()
-    rig.log.append(3)
-    rig.sp.acquire("C1", 2)
+    rig = deferred_rig_with_acquired(produced=3, acquired=2)
     write = rig.sp.acknowledge("C1", [ack(0, 0, ACCEPT)])
     rig.persister.queue.clear()
     rig.sp.complete_write(write.write_id, Errors.FENCED_STATE_EPOCH)
