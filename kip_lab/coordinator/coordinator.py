@@ -38,7 +38,13 @@ from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, Clas
 from kip_lab.coordinator.client_side import AssignmentRound, ClientSideAssignment
 from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.coordinator.describe import DescribeHandler
-from kip_lab.coordinator.group import ConsumerGroup, GroupState, TargetPartitions, check_group_transition
+from kip_lab.coordinator.group import (
+    ConsumerGroup,
+    GroupState,
+    TargetPartitions,
+    check_group_transition,
+    group_snapshot_head,
+)
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import OffsetHandlers
@@ -916,11 +922,7 @@ class GroupCoordinator(
         for group_id in sorted(self.groups):
             g = self.groups[group_id]
             groups[group_id] = {
-                "state": g.state.value,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "subscription_metadata": dict(sorted(g.subscription_metadata.items())),
-                "target": {m: dict(sorted(t.items())) for m, t in sorted(g.target.items())},
+                **group_snapshot_head(g),
                 "members": {
                     m: {
                         "metadata": _metadata_fields(v),

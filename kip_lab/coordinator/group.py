@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
 from kip_lab.machines import StateMachine
@@ -28,6 +29,9 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
 )
+
+if TYPE_CHECKING:
+    from kip_lab.share.group import ShareGroup
 
 # topic id -> partitions in the order the assignor gave them
 TargetPartitions = dict[str, tuple[int, ...]]
@@ -70,6 +74,18 @@ def check_group_transition(source: GroupState, target: GroupState) -> None:
     """The derived state may only move along a declared edge (or stay)."""
     if source is not target:
         GROUP_STATE_MACHINE.require_edge(source.value, target.value)
+
+
+def group_snapshot_head(group: ConsumerGroup | ShareGroup) -> dict[str, Any]:
+    """The group-level part of a failover snapshot, the same for consumer and share groups:
+    state, both epochs, subscription metadata and target, as plain sorted data."""
+    return {
+        "state": group.state.value,
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "subscription_metadata": dict(sorted(group.subscription_metadata.items())),
+        "target": {m: dict(sorted(t.items())) for m, t in sorted(group.target.items())},
+    }
 
 
 class ConsumerGroup:

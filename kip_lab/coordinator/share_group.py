@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
+from kip_lab.coordinator.group import group_snapshot_head
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.protocol.common import Message, TopicPartitions, to_topic_partitions
@@ -811,11 +812,7 @@ class ShareGroupHandlers:
         for group_id in sorted(self.share_groups):
             g = self.share_groups[group_id]
             out[group_id] = {
-                "state": g.state.value,
-                "group_epoch": g.group_epoch,
-                "assignment_epoch": g.assignment_epoch,
-                "subscription_metadata": dict(sorted(g.subscription_metadata.items())),
-                "target": {m: dict(sorted(t.items())) for m, t in sorted(g.target.items())},
+                **group_snapshot_head(g),
                 "members": {
                     m: (
                         v.rack_id,
