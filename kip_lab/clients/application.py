@@ -260,6 +260,18 @@ class ApplicationLoop:
         if still:
             self._timer(("fetch_offsets", still), self.config.retry_backoff_ms)
 
+    def _offset_request_timed_out(self, api: str, context: Any) -> None:
+        """A request of this loop got no answer: a commit has failed (its continuation is told), a fetch is retried.
+
+        Other APIs are the protocol's own: nothing to do here.
+        """
+        if api == "OffsetCommit":
+            then = context[1]
+            if then is not None:
+                then(False)
+        elif api == "OffsetFetch":
+            self._retry_fetch_offsets(context)
+
     def _on_fetch_response(self, response: OffsetFetchResponse, partitions: list[TP]) -> None:
         group = response.groups[0]
         if group.error_code is not Errors.NONE:

@@ -803,10 +803,8 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
                 self._send_join_group("JoinGroup retried")
             elif self.state is State.COMPLETING_REBALANCE:
                 self._send_join_group("REBALANCE_IN_PROGRESS, JoinGroup sent")
-        elif api == "OffsetCommit" and context[1] is not None:
-            context[1](False)
-        elif api == "OffsetFetch":
-            self._retry_fetch_offsets(context)
+        else:
+            self._offset_request_timed_out(api, context)
 
 
 def leader_adjustment(

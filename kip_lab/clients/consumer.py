@@ -349,10 +349,8 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         if api == "ConsumerGroupHeartbeat" and correlation == self._hb_in_flight:
             self._hb_in_flight = None
             self._retry_later()
-        elif api == "OffsetCommit" and context[1] is not None:
-            context[1](False)
-        elif api == "OffsetFetch":
-            self._retry_fetch_offsets(context)
+        else:
+            self._offset_request_timed_out(api, context)
 
     def _retry_later(self) -> None:
         self._sent.clear()  # the next request is a full one
