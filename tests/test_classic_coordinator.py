@@ -90,6 +90,13 @@ class Classic:
     def advance(self, ms: int) -> list:
         return self.gc.advance(ms)
 
+    def joined_pair(self) -> tuple[str, str]:
+        """Two dynamic members through the join phase (generation 1, no sync yet): (leader, follower)."""
+        a, b = self.new_member("a"), self.new_member("b")
+        self.advance(0)
+        leader = self.group.leader_id
+        return leader, (b if leader == a else a)
+
     def stable_group(self, n: int = 2) -> list[str]:
         """n dynamic members through one rebalance: generation 1, Stable, the leader assigns b'<id>'."""
         ids = [self.new_member(f"m{i}") for i in range(n)]
@@ -182,10 +189,7 @@ def test_leader_sync_completes_the_rebalance_and_writes_the_group():
 
 def test_missing_assignments_are_empty():
     c = Classic()
-    a, b = c.new_member("a"), c.new_member("b")
-    c.advance(0)
-    leader = c.group.leader_id
-    follower = b if leader == a else a
+    leader, follower = c.joined_pair()
     c.sync(follower, 1)
     result = c.sync(leader, 1, {leader: b"only the leader"})
     assert deferred_by_ref(result)[f"sync-{follower}"].assignment == b""
@@ -224,9 +228,7 @@ def test_changed_protocols_trigger_a_rebalance_and_heartbeats_answer_rebalance_i
 
 def test_rebalance_during_completing_rebalance_answers_parked_syncs_with_rebalance_in_progress():
     c = Classic()
-    a, b = c.new_member("a"), c.new_member("b")
-    c.advance(0)
-    follower = b if c.group.leader_id == a else a
+    _leader, follower = c.joined_pair()
     assert c.sync(follower, 1).response is None
     newcomer = c.join(ref="c")
     result = c.join(newcomer.response.member_id, ref="c")
@@ -247,10 +249,7 @@ def test_rebalance_timeout_removes_members_that_did_not_rejoin():
 def test_pending_sync_expiry_removes_members_that_never_synced():
     # The leader synced (Stable) but the follower never did: it is removed at the deadline.
     c = Classic()
-    a, b = c.new_member("a"), c.new_member("b")
-    c.advance(0)
-    leader = c.group.leader_id
-    follower = b if leader == a else a
+    leader, follower = c.joined_pair()
     c.sync(leader, 1, {})
     assert c.group.state is ClassicGroupState.STABLE
     c.advance(REBALANCE)
@@ -259,9 +258,7 @@ def test_pending_sync_expiry_removes_members_that_never_synced():
 
     # The leader never synced: it is removed, and the follower's parked SyncGroup is told to rejoin.
     c = Classic()
-    a, b = c.new_member("a"), c.new_member("b")
-    c.advance(0)
-    follower = b if c.group.leader_id == a else a
+    _leader, follower = c.joined_pair()
     assert c.sync(follower, 1).response is None
     (fired,) = c.advance(REBALANCE)
     assert list(c.group.members) == [follower]
