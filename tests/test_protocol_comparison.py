@@ -138,6 +138,17 @@ def test_online_migration_converts_the_group_and_keeps_the_assignment():
 
 
 # ---------------------------------------------------------------------------- broken clients are caught
+def _strict_classic_range_pair() -> Lab:
+    """Two classic range consumers of a 4-partition topic, in a Lab that raises on any violation."""
+    lab = Lab(seed=0, config=LabConfig(raise_on_violation=True))
+    lab.create_topic("t", 4)
+    for name in ("C1", "C2"):
+        lab.add_consumer(
+            name, group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["range"]
+        )
+    return lab
+
+
 def test_a_leader_that_assigns_a_partition_twice_is_caught(monkeypatch):
     def twice(intended, subscriptions, partitions):
         final = {m: list(p) for m, p in intended.items()}
@@ -147,12 +158,7 @@ def test_a_leader_that_assigns_a_partition_twice_is_caught(monkeypatch):
         return final, [], []
 
     monkeypatch.setattr(cc, "leader_adjustment", twice)
-    lab = Lab(seed=0, config=LabConfig(raise_on_violation=True))
-    lab.create_topic("t", 4)
-    for name in ("C1", "C2"):
-        lab.add_consumer(
-            name, group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["range"]
-        )
+    lab = _strict_classic_range_pair()
     with pytest.raises(InvariantViolation, match="classic-assignment-disjoint"):
         lab.run_until_stable()
 
@@ -188,11 +194,6 @@ def test_a_coordinator_that_hands_every_member_everything_is_caught(monkeypatch)
         return replace(result, response=widen(result.response), deferred=deferred)
 
     monkeypatch.setattr(GroupCoordinator, "sync_group", everything)
-    lab = Lab(seed=0, config=LabConfig(raise_on_violation=True))
-    lab.create_topic("t", 4)
-    for name in ("C1", "C2"):
-        lab.add_consumer(
-            name, group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["range"]
-        )
+    lab = _strict_classic_range_pair()
     with pytest.raises(InvariantViolation, match="single-owner"):
         lab.run_until_stable()
