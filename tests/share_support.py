@@ -22,10 +22,16 @@ from kip_lab.share.topic_log import TopicLog
 GROUP, TOPIC = "G1", "topic_uuid"
 
 
-def initialize(coordinator: ShareCoordinator, partition: int = 0, state_epoch: int = 0, start_offset: int = -1):
+def initialize(
+    coordinator: ShareCoordinator,
+    partition: int = 0,
+    state_epoch: int = 0,
+    start_offset: int = -1,
+    group_id: str = GROUP,
+):
     return coordinator.initialize_share_group_state(
         InitializeShareGroupStateRequest(
-            group_id=GROUP,
+            group_id=group_id,
             topics=[
                 InitializeStateData(
                     topic_id=TOPIC,

@@ -11,9 +11,6 @@ from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
     AcknowledgeType,
     ForgottenTopic,
-    InitializeShareGroupStateRequest,
-    InitializeStateData,
-    InitializeStatePartition,
     ReadShareGroupStateRequest,
     ReadStateData,
     ReadStatePartition,
@@ -302,16 +299,7 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
 def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:
     """R-SG-05: two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
-    coordinator.initialize_share_group_state(
-        InitializeShareGroupStateRequest(
-            group_id="G2",
-            topics=[
-                InitializeStateData(
-                    topic_id=TOPIC, partitions=[InitializeStatePartition(partition=0, state_epoch=0, start_offset=0)]
-                )
-            ],
-        )
-    )
+    initialize(coordinator, start_offset=0, group_id="G2")
     first = leader.share_fetch(fetch(0, max_records=10))
     other = ShareFetchRequest(
         group_id="G2",
