@@ -497,6 +497,21 @@ def test_metrics_of_the_member_failure_case_study() -> None:
     assert m["partition_moves"] == 2 + 2 + 2  # to B on its join, to C on its join, A's two on the crash
 
 
+def test_totals_before_are_the_metrics_of_the_trace_up_to_that_time() -> None:
+    lab = make_lab(partitions=6, members="ABC")
+    crashed_at = lab.now
+    lab.crash("A")
+    assert lab.run_until_stable()
+    for at_ms in (0, crashed_at, crashed_at + 20_000, lab.now + 1_000):
+        prefix = compute_metrics([e for e in lab.trace if e.time_ms < at_ms], end_ms=at_ms)
+        whole = compute_metrics(lab.trace, totals_before_ms=at_ms)
+        totals = {k: prefix[k] for k in ("total_unavailability_ms", "revocations", "partition_moves")}
+        assert whole["totals_before"] == totals, at_ms
+        assert {k: v for k, v in whole.items() if k != "totals_before"} == compute_metrics(lab.trace)
+    mid_outage = compute_metrics(lab.trace, totals_before_ms=crashed_at + 20_000)["totals_before"]
+    assert mid_outage["total_unavailability_ms"] >= 2 * 20_000  # A's two partitions, their windows still open
+
+
 def test_metrics_see_what_the_lab_sees() -> None:
     """After every step, the trace-derived stability equals ``Lab.is_stable``."""
     lab = faulty_run(11)

@@ -221,7 +221,7 @@ def test_the_local_executor_writes_each_run_s_metrics_as_run_scenario_computes_t
     for run in spec.plan():
         result = run_scenario(spec.scenario_for(run.point, run.seed))
         row = metrics[metrics["run_id"] == run.run_id].iloc[0]
-        expected = metric_values(result, spec.scenario_for(run.point, run.seed))
+        expected = metric_values(result)
         for name in CHECKED_METRICS:
             assert row[name] == expected[name], name
         assert expected["max_time_to_stable_ms"] == result.metrics["max_time_to_stable_ms"]
@@ -240,7 +240,7 @@ def test_the_after_first_event_metrics_count_what_the_fault_cost_not_the_group_f
     partitions move, and each of them is unavailable from the crash until the session expires."""
     scenario = TEMPLATES["member_failures"].scenario({"members": 6, "partitions": 12, "session_timeout_ms": 10_000}, 1)
     result = run_scenario(scenario)
-    values = metric_values(result, scenario)
+    values = metric_values(result)
     assert result.metrics["revocations"] > 0 and values["revocations_after_first_event"] == 0
     assert result.metrics["partition_moves"] > 2 and values["moves_after_first_event"] == 2  # 12 / 6 partitions
     crash = next(t for t in result.metrics["triggers"] if t["cause"] == "crash m000")
@@ -249,8 +249,8 @@ def test_the_after_first_event_metrics_count_what_the_fault_cost_not_the_group_f
     assert 2 * (crash["time_to_stable_ms"] - 50) <= gap <= 2 * crash["time_to_stable_ms"]
     assert gap < result.metrics["total_unavailability_ms"]  # the startup's gaps are not in it
     no_events = TEMPLATES["rolling_bounce"].scenario({"members": 2, "bounces": 1}, 0).model_copy(update={"events": []})
-    assert values.keys() == metric_values(run_scenario(no_events), no_events).keys()
-    assert metric_values(run_scenario(no_events), no_events)["revocations_after_first_event"] is None
+    assert values.keys() == metric_values(run_scenario(no_events)).keys()
+    assert metric_values(run_scenario(no_events))["revocations_after_first_event"] is None
 
 
 def test_the_tables_have_the_documented_columns_and_schema_version(tmp_path):

@@ -340,7 +340,7 @@ def test_is_stable_waits_for_a_partition_change_the_group_has_not_seen():
 
 def test_metrics_come_from_kip_lab_lab_metrics_when_it_exists(monkeypatch):
     module = types.ModuleType("kip_lab.lab.metrics")
-    module.compute_metrics = lambda trace: {"events": len(trace)}
+    module.compute_metrics = lambda trace, **_: {"events": len(trace)}
     monkeypatch.setitem(sys.modules, "kip_lab.lab.metrics", module)
     result = run_scenario(scenario_from_yaml(MINIMAL))
     assert result.metrics == {"events": len(result.trace)} and result.metrics_note is None

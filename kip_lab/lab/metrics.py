@@ -453,14 +453,20 @@ class _Replay:
         return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
 
 
-def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[str, Any]:
+def compute_metrics(
+    trace: Iterable[Any], *, end_ms: int | None = None, totals_before_ms: int | None = None
+) -> dict[str, Any]:
     """Rebalance metrics of a run, from its trace (a ``Trace`` or any iterable of ``TraceEvent``).
 
     ``end_ms`` closes the unavailability windows (default: the time of the last event).
+    ``totals_before_ms``: also report, under ``totals_before``, the unavailability, revocations
+    and moves of the events before that time (windows closed at it) — what
+    ``compute_metrics`` of that prefix would give, taken in the same pass.
     See the module docstring for the exact definitions.
     """
     events = list(trace)
     replay = _Replay()
+    totals_before: dict[str, int] | None = None
     triggers: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
     sent_ids: set[Any] = set()
@@ -486,6 +492,8 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
         relevant = False
         while index < len(events) and events[index].step == step:
             event = events[index]
+            if totals_before is None and totals_before_ms is not None and event.time_ms >= totals_before_ms:
+                totals_before = _totals_at(replay, revocations, totals_before_ms)
             index += 1
             time_ms = event.time_ms
             kind = _kind(event)
@@ -532,6 +540,8 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
 
     last = events[-1].time_ms if events else 0
     end = last if end_ms is None else end_ms
+    if totals_before is None and totals_before_ms is not None:
+        totals_before = _totals_at(replay, revocations, totals_before_ms)
     replay.finish(end)
     unavailability: dict[str, dict[str, int]] = {}
     for (group_id, tp), ms in sorted(replay.unavailable.items()):
@@ -559,6 +569,17 @@ def compute_metrics(trace: Iterable[Any], *, end_ms: int | None = None) -> dict[
         "share_redeliveries": share["redeliveries"],
         "share_records_acknowledged": share["acknowledged"],
         "share_records_archived": share["archived"],
+        **({} if totals_before is None else {"totals_before": totals_before}),
+    }
+
+
+def _totals_at(replay: _Replay, revocations: int, at_ms: int) -> dict[str, int]:
+    """The additive totals so far, with the open unavailability windows closed at ``at_ms``."""
+    open_ms = sum(max(0, at_ms - since) for since in replay.down_since.values())
+    return {
+        "total_unavailability_ms": sum(replay.unavailable.values()) + open_ms,
+        "revocations": revocations,
+        "partition_moves": replay.moves,
     }
 
 

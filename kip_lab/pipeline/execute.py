@@ -21,10 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kip_lab.lab import EventKind
-from kip_lab.lab.metrics import compute_metrics
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec, column_name
-from kip_lab.scenarios import Scenario, ScenarioResult, run_scenario
+from kip_lab.scenarios import ScenarioResult, run_scenario
 
 MAX_ERROR_CHARS = 4_000
 SHARE_METRICS = ("share_records_acquired", "share_redeliveries", "share_records_acknowledged", "share_records_archived")
@@ -86,7 +85,7 @@ def execute_run(
     try:
         scenario = spec.scenario_for(run.point, run.seed)
         result = run_scenario(scenario)
-        row.update(metric_values(result, scenario))
+        row.update(metric_values(result))
         if spec.events:
             row["events"] = [
                 {
@@ -107,11 +106,10 @@ def execute_run(
     return row
 
 
-def metric_values(result: ScenarioResult, scenario: Scenario) -> dict[str, Any]:
+def metric_values(result: ScenarioResult) -> dict[str, Any]:
     """The metrics columns of a finished run."""
     m = result.metrics or {}
-    first = min((e.at_ms for e in scenario.events if e.at_ms is not None), default=None)
-    after = _after(result, m, first)
+    after = _after(m)
     per_partition = [ms for group in m.get("partition_unavailability_ms", {}).values() for ms in group.values()]
     return {
         "steps": result.steps,
@@ -144,16 +142,17 @@ AFTER_FIRST_EVENT = {  # column -> compute_metrics key; counted from the first t
 }
 
 
-def _after(result: ScenarioResult, metrics: dict[str, Any], first_ms: int | None) -> dict[str, Any]:
+def _after(metrics: dict[str, Any]) -> dict[str, Any]:
     """What the run's first timed event (the fault) cost: totals minus those of the run before it.
 
-    The metrics of the events before ``first_ms``, with the unavailability windows closed at
-    ``first_ms``, are the run's startup (the group forming); every one of these metrics adds
-    up over time, so the difference is exactly what happened from ``first_ms`` on.
+    ``run_scenario`` has the metrics report, under ``totals_before``, the totals of the events
+    before the first timed event with the unavailability windows closed then: the run's startup
+    (the group forming). Every one of these metrics adds up over time, so the difference is
+    exactly what happened from the first timed event on.
     """
-    if first_ms is None or not metrics:
+    before = metrics.get("totals_before")
+    if before is None:
         return dict.fromkeys(AFTER_FIRST_EVENT)
-    before = compute_metrics([e for e in result.trace if e.time_ms < first_ms], end_ms=first_ms)
     return {column: metrics[key] - before[key] for column, key in AFTER_FIRST_EVENT.items()}
 
 

@@ -277,6 +277,11 @@ class Scenario(_Spec):
             + sum(1 for e in self.events if e.at_ms is not None)
         )
 
+    @property
+    def first_event_ms(self) -> int | None:
+        """When the first timed event (usually the fault) happens; ``None`` if none is timed."""
+        return min((e.at_ms for e in self.events if e.at_ms is not None), default=None)
+
     @model_validator(mode="after")
     def _references(self) -> Scenario:
         names = [t.name for t in self.topics]

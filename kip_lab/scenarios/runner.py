@@ -108,7 +108,7 @@ def run_scenario(scenario: Scenario) -> ScenarioResult:
     """Build, run as ``scenario.run`` says, and evaluate ``scenario.expect``."""
     lab, topic_ids = _setup(scenario)
     quiet_at, stable_at = _drive(lab, scenario, topic_ids)
-    metrics, note = _metrics(lab.trace)
+    metrics, note = _metrics(lab.trace, scenario.first_event_ms)
     result = ScenarioResult(
         scenario=scenario.name,
         seed=scenario.seed,
@@ -179,15 +179,16 @@ def _drive(lab: Lab, scenario: Scenario, topic_ids: Mapping[str, str]) -> tuple[
     return quiet_at, stable_at
 
 
-def _metrics(trace: Trace) -> tuple[dict[str, Any] | None, str | None]:
-    """``kip_lab.lab.metrics.compute_metrics(trace)``, or why there are none."""
+def _metrics(trace: Trace, first_event_ms: int | None) -> tuple[dict[str, Any] | None, str | None]:
+    """``kip_lab.lab.metrics.compute_metrics(trace)`` with the totals before the first timed event
+    (what a sweep subtracts to count what the fault cost), or why there are none."""
     try:
         from kip_lab.lab.metrics import compute_metrics
     except ModuleNotFoundError as exc:
         if exc.name != "kip_lab.lab.metrics":
             raise
         return None, "no metrics: kip_lab.lab.metrics is not available in this installation"
-    return compute_metrics(trace), None
+    return compute_metrics(trace, totals_before_ms=first_event_ms), None
 
 
 def _by_name(lab: Lab, assignment: Mapping[str, Any]) -> dict[str, list[int]]:
