@@ -38,6 +38,7 @@ from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
     FINAL_SHARE_SESSION_EPOCH,
+    INT32_MAX,
     AcknowledgementBatch,
     AcknowledgeType,
     ForgottenTopic,
@@ -55,6 +56,7 @@ from kip_lab.protocol.share_group import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
+from kip_lab.share.session import next_session_epoch
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
@@ -397,7 +399,7 @@ class ShareConsumer(MemberPlumbing):
                         partitions=[
                             ShareFetchRequestPartition(
                                 partition_index=p,
-                                partition_max_bytes=0 if (topic_id, p) not in wanted else 2**31 - 1,
+                                partition_max_bytes=0 if (topic_id, p) not in wanted else INT32_MAX,
                                 acknowledgement_batches=mine.get((topic_id, p), []),
                             )
                             for p in parts
@@ -432,7 +434,7 @@ class ShareConsumer(MemberPlumbing):
             session.epoch, session.partitions = 0, set()
             self._report(acks, response.error_code, response.error_message)
         else:
-            session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+            session.epoch = next_session_epoch(session.epoch)
             session.partitions = set(wanted)
             ack_errors: dict[TP, tuple[Errors, str | None]] = {}
             for topic in response.responses:
@@ -557,7 +559,7 @@ class ShareConsumer(MemberPlumbing):
             self._report(acks, response.error_code, response.error_message)
         else:
             if session is not None and epoch != FINAL_SHARE_SESSION_EPOCH:
-                session.epoch += 1
+                session.epoch = next_session_epoch(session.epoch)
             errors = {
                 (t.topic_id, p.partition_index): (p.error_code, p.error_message)
                 for t in response.responses
