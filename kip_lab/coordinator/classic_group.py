@@ -17,6 +17,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kip_lab.coordinator.member import fenced_instance_error
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.classic_group import JoinGroupRequestProtocol, JoinGroupResponseMember
 from kip_lab.protocol.errors import ApiError, Errors
@@ -198,10 +199,7 @@ class ClassicGroup:
             if known is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is not in group {self.group_id}.")
             if known != member_id:
-                raise ApiError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by member {known}.",
-                )
+                raise fenced_instance_error(member_id, instance_id, known)
         member = self.members.get(member_id)
         if member is None:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {self.group_id}.")

@@ -45,7 +45,7 @@ from kip_lab.coordinator.group import (
     check_group_transition,
     group_snapshot_head,
 )
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
@@ -664,11 +664,7 @@ class GroupCoordinator(
                 if known is None:
                     raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
                 if known.member_id != member_id:
-                    raise ApiError(
-                        Errors.FENCED_INSTANCE_ID,
-                        f"Static member {member_id} with instance id {r.instance_id} was fenced by member "
-                        f"{known.member_id}.",
-                    )
+                    raise fenced_instance_error(member_id, r.instance_id, known.member_id)
                 member = known
             else:
                 found = members.get(member_id)
@@ -871,11 +867,7 @@ class GroupCoordinator(
             if member is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
             if member.member_id != r.member_id:
-                raise ApiError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {r.member_id} with instance id {r.instance_id} was fenced by member "
-                    f"{member.member_id}.",
-                )
+                raise fenced_instance_error(r.member_id, r.instance_id, member.member_id)
         response = ConsumerGroupHeartbeatResponse(member_epoch=r.member_epoch)
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Temporary leave: keep the assignment until the session timeout (KIP-345 in KIP-848).

@@ -17,9 +17,18 @@ from enum import StrEnum
 
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.consumer_group import ClientAssignor
+from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import ClassicMemberMetadata
 
 Assignment = dict[str, frozenset[int]]  # topic id -> partitions
+
+
+def fenced_instance_error(member_id: str, instance_id: str, owner_id: str) -> ApiError:
+    """FENCED_INSTANCE_ID: ``instance_id`` now belongs to ``owner_id`` (KIP-345), in every group type's words."""
+    return ApiError(
+        Errors.FENCED_INSTANCE_ID,
+        f"Static member {member_id} with instance id {instance_id} was fenced by member {owner_id}.",
+    )
 
 
 class MemberState(StrEnum):

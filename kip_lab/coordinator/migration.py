@@ -28,7 +28,7 @@ from dataclasses import replace
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -291,11 +291,7 @@ class OnlineMigration:
             if member is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is not in group {group.group_id}.")
             if member_id != UNKNOWN_MEMBER_ID and member.member_id != member_id:
-                raise ApiError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by "
-                    f"member {member.member_id}.",
-                )
+                raise fenced_instance_error(member_id, instance_id, member.member_id)
         if not member.uses_classic_protocol:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
         return member
@@ -382,11 +378,7 @@ class OnlineMigration:
         if r.group_instance_id is not None:
             static = group.static_member(r.group_instance_id)
             if static is not None and r.member_id and static.member_id != r.member_id:
-                raise ApiError(
-                    Errors.FENCED_INSTANCE_ID,
-                    f"Static member {r.member_id} with instance id {r.group_instance_id} was fenced by "
-                    f"member {static.member_id}.",
-                )
+                raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
         joining = known is None
         replacing = joining and r.group_instance_id is not None and group.static_member(r.group_instance_id) is not None
         owned = self._partitions_by_id(subscription.owned_partitions)
