@@ -256,3 +256,19 @@ def test_close_also_releases_records_fetched_but_not_yet_polled():
     assert acks.take_for_close(_records(2, 3)) == {
         ("T", 0): [AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[R])]
     }
+
+
+def test_a_lost_share_fetch_times_out_and_the_session_reopens_at_epoch_zero():
+    lab = _lab(max_poll_records=5)
+    lab.partition_link("A", 2_000)  # the next ShareFetch (the session's second) is dropped
+    lab.run(until=60_000)
+    config = lab.clients["A"].config
+    (lost,) = [e for e in lab.trace if e.kind.value == "message_dropped" and e.payload["api"] == "ShareFetch"]
+    timed_out = [e for e in lab.trace if e.actor == "A" and e.kind.value == "note" and "timed out" in e.payload["text"]]
+    assert [e.payload["text"] for e in timed_out] == [f"ShareFetch request {lost.payload['correlation_id']} timed out"]
+    assert timed_out[0].time_ms == lost.time_ms + config.request_timeout_ms
+    after = [e for e in _requests(lab, "ShareFetch") if e.payload["from"] == "A" and e.step > timed_out[0].step]
+    assert after[0].time_ms == timed_out[0].time_ms + config.retry_backoff_ms
+    assert [f.payload["body"]["share_session_epoch"] for f in after[:3]] == [0, 1, 2]  # the session opened again
+    assert lab.clients["A"].outcomes == {"accept": 10}
+    assert lab.world.share.share_partition("q", (lab.topic_id("T"), 0)).spso == 10
