@@ -375,12 +375,11 @@ class OnlineMigration:
             )
         _require_migratable(subscription, r.member_id or str(r.group_instance_id))
         known = group.members.get(r.member_id)
-        if r.group_instance_id is not None:
-            static = group.static_member(r.group_instance_id)
-            if static is not None and r.member_id and static.member_id != r.member_id:
-                raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
+        static = group.static_member(r.group_instance_id) if r.group_instance_id is not None else None
+        if static is not None and r.member_id and static.member_id != r.member_id:
+            raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
         joining = known is None
-        replacing = joining and r.group_instance_id is not None and group.static_member(r.group_instance_id) is not None
+        replacing = joining and static is not None
         owned = self._partitions_by_id(subscription.owned_partitions)
         heartbeat = ConsumerGroupHeartbeatRequest(
             group_id=gid,
