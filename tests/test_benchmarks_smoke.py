@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_support import import_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """``benchmarks`` is not an installed package, so import it from the repository root."""
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    return importlib.import_module("benchmarks.bench_assignors")
+    return import_benchmark("bench_assignors")
 
 
 def test_quick_benchmark_returns_checked_rows(bench: ModuleType) -> None:

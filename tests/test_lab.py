@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_support import import_benchmark
 from lab_support import make_lab
 
 from kip_lab.clients import MemberState
@@ -529,10 +528,7 @@ def test_metrics_see_what_the_lab_sees() -> None:
 # ---------------------------------------------------------------------------- the benchmark
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    return importlib.import_module("benchmarks.bench_lab")
+    return import_benchmark("bench_lab")
 
 
 def test_quick_benchmark_runs(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:

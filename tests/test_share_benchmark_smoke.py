@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_support import import_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    return importlib.import_module("benchmarks.bench_share")
+    return import_benchmark("bench_share")
 
 
 def test_quick_mode_runs_checked_cases(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
