@@ -198,8 +198,7 @@ class ShareGroupHandlers:
             return "share"
         if group_id in self.groups:
             return "consumer"
-        classic = getattr(self, "classic_groups", None)
-        if classic is not None and group_id in classic:
+        if group_id in self.classic_groups:
             return "classic"
         return None
 
