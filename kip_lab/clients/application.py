@@ -92,6 +92,11 @@ class ApplicationLoop:
         return self.member_epoch
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def is_static(self) -> bool:
+        """A static member (``group.instance.id`` set, KIP-345) keeps its place across a restart."""
+        return self.config.instance_id is not None
+
     def _names(self, partitions) -> list[str]:
         return sorted(self.world.partition_name(tp) for tp in partitions)
 

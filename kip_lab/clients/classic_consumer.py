@@ -204,10 +204,6 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
     def is_leader(self) -> bool:
         return bool(self.member_id) and self.leader_id == self.member_id
 
-    @property
-    def is_static(self) -> bool:
-        return self.config.instance_id is not None
-
     def _transition_details(self) -> dict[str, Any]:
         return {"generation_id": self.generation_id, "protocol": self.rebalance_protocol.value}
 

@@ -149,11 +149,6 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         if self.listener is None:
             self.listener = TimedListener(self.config.callbacks)
 
-    # ------------------------------------------------------------------ helpers
-    @property
-    def is_static(self) -> bool:
-        return self.config.instance_id is not None
-
     # ------------------------------------------------------------------ lifecycle
     def subscribe(self) -> None:
         """Start: join the group (UNSUBSCRIBED -> JOINING) with an immediate heartbeat."""
