@@ -216,8 +216,8 @@ class _Replay:
             self._update_down(key, now)
 
     # -- events ---------------------------------------------------------------------------
-    def apply(self, event: Any) -> None:
-        kind = event.kind.value if hasattr(event.kind, "value") else str(event.kind)
+    def apply(self, event: Any, kind: str) -> None:
+        """Apply one event; ``kind`` is ``_kind(event)``, which the caller has already worked out."""
         payload = event.payload
         now = event.time_ms
         if kind in ("action_applied", "fault_injected"):
@@ -499,7 +499,7 @@ def compute_metrics(
             kind = _kind(event)
             payload = event.payload
             replay.epoch_bumps.clear()
-            replay.apply(event)
+            replay.apply(event, kind)
             if kind in ("action_applied", "fault_injected") and payload.get("member"):
                 senders.add(payload["member"])
             if kind == "fault_injected":
@@ -607,7 +607,7 @@ def stability_by_step(trace: Iterable[Any]) -> dict[int, bool]:
     out: dict[int, bool] = {}
     events = list(trace)
     for index, event in enumerate(events):
-        replay.apply(event)
+        replay.apply(event, _kind(event))
         if index + 1 == len(events) or events[index + 1].step != event.step:
             out[event.step] = replay.is_stable()
     return out
