@@ -451,11 +451,7 @@ class ClassicGroupHandlers:
         return self._classic_result(out, "SyncGroup", parked, response)
 
     def _sync(self, out: _Outbox, group: ClassicGroup, r: SyncGroupRequest, parked: Parked) -> SyncGroupResponse | None:
-        if group.state is ClassicGroupState.DEAD:
-            raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
-        member = group.validate_member(r.member_id, r.group_instance_id)
-        if r.generation_id != group.generation_id:
-            raise ApiError(Errors.ILLEGAL_GENERATION)
+        member = group.validate_generation_member(r.member_id, r.group_instance_id, r.generation_id)
         if _inconsistent(r.protocol_type, group.protocol_type) or _inconsistent(r.protocol_name, group.protocol_name):
             raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
         if group.state is ClassicGroupState.PREPARING_REBALANCE:
@@ -499,11 +495,7 @@ class ClassicGroupHandlers:
             group = self.classic_groups.get(r.group_id)
             if group is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Group {r.group_id} not found.")
-            if group.state is ClassicGroupState.DEAD:
-                raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
-            member = group.validate_member(r.member_id, r.group_instance_id)
-            if r.generation_id != group.generation_id:
-                raise ApiError(Errors.ILLEGAL_GENERATION)
+            member = group.validate_generation_member(r.member_id, r.group_instance_id, r.generation_id)
             if group.state is ClassicGroupState.EMPTY:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID)
             self._schedule_classic_session(group, member.member_id, member.session_timeout_ms)

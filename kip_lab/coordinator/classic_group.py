@@ -205,6 +205,18 @@ class ClassicGroup:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {self.group_id}.")
         return member
 
+    def validate_generation_member(
+        self, member_id: str, instance_id: str | None, generation_id: int
+    ) -> ClassicGroupMember:
+        """SyncGroup's and Heartbeat's common checks, in Kafka's order: a live group, a known member,
+        the current generation."""
+        if self.state is ClassicGroupState.DEAD:
+            raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
+        member = self.validate_member(member_id, instance_id)
+        if generation_id != self.generation_id:
+            raise ApiError(Errors.ILLEGAL_GENERATION)
+        return member
+
     # -- protocols ------------------------------------------------------------------
     def candidate_protocols(self) -> set[str]:
         """The protocols every member supports (counted as members come and go, as Kafka does)."""
