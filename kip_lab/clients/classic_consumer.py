@@ -238,9 +238,6 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             return now != self.leader_partitions
         return False
 
-    def _note(self, text: str, **payload: Any) -> None:
-        self.world.emit(self.name, "note", {"text": text, **payload})
-
     def _topic_names(self, partitions) -> list[tuple[str, int]]:
         """(topic id, p) -> (topic name, p): the consumer protocol names topics."""
         out = []

@@ -403,9 +403,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         elif error in RETRIABLE:
             self._retry_later()
         else:
-            self.world.emit(
-                self.name, "note", {"text": f"fatal heartbeat error {error.name}: {response.error_message}"}
-            )
+            self._note(f"fatal heartbeat error {error.name}: {response.error_message}")
             self._transition(MemberState.FATAL, "fatal error")
             self._stop_fetching(set(self.fetching))
             self.world.scheduler.cancel_all(self)
@@ -510,11 +508,11 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             if self.state is MemberState.PREPARE_LEAVING:
                 self._transition(MemberState.LEAVING, "fenced while leaving")
             self._transition(MemberState.UNSUBSCRIBED, "fenced while leaving")
-            self.world.emit(self.name, "note", {"text": f"fenced: {error.name}"})
+            self._note(f"fenced: {error.name}")
             self._abandon_membership()
             return
         self._transition(MemberState.FENCED, "fenced")
-        self.world.emit(self.name, "note", {"text": f"fenced: {error.name}"})
+        self._note(f"fenced: {error.name}")
         lost = sorted(self.owned)
         self.reconciling = False
         self._reconciliation += 1

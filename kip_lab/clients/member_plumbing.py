@@ -28,6 +28,10 @@ class MemberPlumbing:
     def _cancel(self, key: Any) -> None:
         self.world.scheduler.cancel(self, key)
 
+    def _note(self, text: str, **payload: Any) -> None:
+        """A ``note`` trace event: what the client did or saw, in words, with any details."""
+        self.world.emit(self.name, "note", {"text": text, **payload})
+
     def _transition_details(self) -> dict[str, Any]:
         """What a client adds to its ``state_transition`` events beyond the member id and epoch."""
         return {}
@@ -73,5 +77,5 @@ class MemberPlumbing:
         """The (api, context) of a request whose timeout fired, noted in the trace; None when it was answered."""
         pending = self._pending.pop(correlation, None)
         if pending is not None:
-            self.world.emit(self.name, "note", {"text": f"{pending[0]} request {correlation} timed out"})
+            self._note(f"{pending[0]} request {correlation} timed out")
         return pending

@@ -320,7 +320,7 @@ class ShareConsumer(MemberPlumbing):
             self._timer("heartbeat", self.config.retry_backoff_ms)
             return
         self._transition(MemberState.FATAL, "fatal error")
-        self.world.emit(self.name, "note", {"text": f"fatal heartbeat error {error.name}: {response.error_message}"})
+        self._note(f"fatal heartbeat error {error.name}: {response.error_message}")
 
     def _new_assignment(self, assignment: dict[str, frozenset[int]]) -> None:
         """No revocation barrier: the new assignment is taken at once and acknowledged by the next heartbeat."""
@@ -472,11 +472,7 @@ class ShareConsumer(MemberPlumbing):
             rule = self._rule_for(record)
             if rule is not None and rule.action == "hang":
                 duration += rule.hang_ms
-        self.world.emit(
-            self.name,
-            "note",
-            {"text": f"poll returned {len(records)} records", "offsets": [[*r.tp, r.offset] for r in records[:50]]},
-        )
+        self._note(f"poll returned {len(records)} records", offsets=[[*r.tp, r.offset] for r in records[:50]])
         self._timer("processed", int(duration))  # the clock counts whole milliseconds
 
     def _rule_for(self, record: DeliveredRecord) -> FailureRule | None:
