@@ -20,7 +20,7 @@ import random
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from kip_lab.assignors import (
@@ -113,6 +113,17 @@ def _metadata_fields(member: ConsumerGroupMember) -> tuple:
 
 def _assignment_fields(member: ConsumerGroupMember) -> tuple:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
+
+
+@lru_cache(maxsize=1 << 12)
+def _steady_response(member_epoch: int, heartbeat_interval_ms: int, should_compute: bool) -> ConsumerGroupHeartbeatResponse:
+    """The answer to a heartbeat that changes nothing for the member (no assignment to send):
+    a frozen value, the same for every member at that epoch, so it is built once."""
+    return ConsumerGroupHeartbeatResponse(
+        member_epoch=member_epoch,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        should_compute_assignment=should_compute,
+    )
 
 
 class GroupCoordinator(
@@ -241,8 +252,7 @@ class GroupCoordinator(
                 continue
             if result.origin == "OffsetCommit":  # offset values only: no group state to re-derive or check
                 self.log.append(batch)
-                for record in batch:
-                    self._replay_offset(record.key, record.value)
+                self._replay_offsets(batch)
                 continue
             touched = sorted({r.key.group_id for r in batch if type(r.key) not in (OffsetCommitKey, GroupMetadataKey)})
             before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
@@ -259,12 +269,17 @@ class GroupCoordinator(
                     self._start_downgraded_group(self.classic_groups[record.key.group])
         return result
 
-    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
-        offsets = self.offsets.setdefault(key.group, {})
-        if value is None:
-            offsets.pop((key.topic, key.partition), None)
-        else:
-            offsets[(key.topic, key.partition)] = value
+    def _replay_offsets(self, records: Iterable[Record]) -> None:
+        """Offset records (a commit writes one per partition, all replayed in one loop)."""
+        offsets = self.offsets
+        for key, value in records:
+            group = offsets.get(key.group)
+            if group is None:
+                group = offsets[key.group] = {}
+            if value is None:
+                group.pop((key.topic, key.partition), None)
+            else:
+                group[(key.topic, key.partition)] = value
 
     def _replay(self, record: Record) -> None:
         key = record.key
@@ -276,7 +291,7 @@ class GroupCoordinator(
                 self.classic_groups[key.group] = ClassicGroup.from_record(key.group, record.value)
             return
         if isinstance(key, OffsetCommitKey):
-            self._replay_offset(key, record.value)
+            self._replay_offsets((record,))
             return
         if isinstance(key, SHARE_GROUP_RECORD_KEYS):
             self._replay_share(key, record.value)
@@ -775,20 +790,18 @@ class GroupCoordinator(
             else:
                 self._start_round(group.group_id, view)
 
-        # Reconcile this member toward its target.
-        target = {t: frozenset(p) for t, p in target_view.get(member_id, {}).items()}
-        owned = from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
-        if joining:
-            owned = {}
+        # Reconcile this member toward its target (a steady heartbeat's member already is).
+        target: Assignment = {}
+        if updated.is_reconciled_to(target_epoch):
+            reconciled = updated
+        else:
+            target = {t: frozenset(p) for t, p in target_view.get(member_id, {}).items()}
+            owned = {} if joining else from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
 
-        def held(topic_id: str, partition: int) -> bool:
-            return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
+            def held(topic_id: str, partition: int) -> bool:
+                return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
 
-        reconciled, _ = (
-            (updated, None)
-            if updated.is_reconciled_to(target_epoch)
-            else reconcile(updated, target_epoch, target, held, owned)
-        )
+            reconciled, _ = reconcile(updated, target_epoch, target, held, owned)
         before = members.get(member_id) if replaced is None else None
         # The replacement's current assignment is already in the membership batch.
         written = updated if replaced is not None else before
@@ -827,13 +840,16 @@ class GroupCoordinator(
                 assigned_topic_partitions=to_topic_partitions(reconciled.assigned),
                 pending_topic_partitions=to_topic_partitions(pending),
             )
-        response = ConsumerGroupHeartbeatResponse(
-            member_id=member_id if joining else None,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
-            should_compute_assignment=should_compute,
-            assignment=assignment,
-        )
+        if joining or assignment is not None:
+            response = ConsumerGroupHeartbeatResponse(
+                member_id=member_id if joining else None,
+                member_epoch=reconciled.member_epoch,
+                heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+                should_compute_assignment=should_compute,
+                assignment=assignment,
+            )
+        else:
+            response = _steady_response(reconciled.member_epoch, self.config.heartbeat_interval_ms, should_compute)
         return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
 
     def _epoch_fencing_message(self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest) -> str | None:

@@ -120,7 +120,8 @@ class OffsetHandlers:
                             "topic_id": topic_id,
                         }
                         for p in topic.partitions
-                    ]
+                    ],
+                    strict=True,  # every value is already typed (a validated request, the clock): no coercion to try
                 )
                 records += [
                     Record(_commit_key(group_id, name, p.partition_index), value)

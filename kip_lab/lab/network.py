@@ -91,9 +91,12 @@ class Network:
         now = world.scheduler.now_ms
         self.next_id += 1
         message_id = self.next_id
-        link = frozenset((source, destination))
-        config = self.links.get(link, self.default_link)
-        faults = self.faults.get(link)
+        if self.links or self.faults:  # most runs configure no link: no key to build for them
+            link = frozenset((source, destination))
+            config = self.links.get(link, self.default_link)
+            faults = self.faults.get(link)
+        else:
+            config, faults = self.default_link, None
         reason = None
         extra = 0
         if faults is not None:
@@ -120,7 +123,7 @@ class Network:
     def fire_timer(self, key: int) -> None:
         envelope = self.in_flight.pop(key)
         world = self.world
-        faults = self.faults.get(frozenset((envelope.source, envelope.destination)))
+        faults = self.faults.get(frozenset((envelope.source, envelope.destination))) if self.faults else None
         if faults is not None and faults.down_until_ms > world.scheduler.now_ms:
             world.emit(
                 "network",
