@@ -17,6 +17,7 @@ from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.trace import EventKind
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.protocol.records import OffsetCommitKey
 
 INVARIANTS: dict[str, str] = {
     "single-owner": "No partition is owned by two live members of the group, as the clients see it "
@@ -44,7 +45,8 @@ TARGET_INPUTS = frozenset(
 )
 OWNERSHIP_INPUTS = frozenset({"ConsumerGroupMemberMetadataKey", "ConsumerGroupCurrentMemberAssignmentKey"})
 ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
-NO_GROUP_CHANGE = frozenset({"OffsetCommitKey"})
+NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
+NOTHING_WRITTEN: frozenset[str] = frozenset()
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
 
 
@@ -65,7 +67,8 @@ class InvariantChecker:
     def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
         kinds = {e.kind for e in events}
-        written = {t.__name__ for t in world.written_key_types} - NO_GROUP_CHANGE  # offsets change no group
+        changed = world.written_key_types - NO_GROUP_CHANGE  # a commit step: empty, with no names made
+        written = {t.__name__ for t in changed} if changed else NOTHING_WRITTEN
         wrote = bool(written)
         found: list[tuple[str, str]] = []
         if not kinds.isdisjoint(OWNERSHIP_EVENTS) or wrote:
