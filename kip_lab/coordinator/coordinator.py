@@ -116,7 +116,9 @@ def _assignment_fields(member: ConsumerGroupMember) -> tuple:
 
 
 @lru_cache(maxsize=1 << 12)
-def _steady_response(member_epoch: int, heartbeat_interval_ms: int, should_compute: bool) -> ConsumerGroupHeartbeatResponse:
+def _steady_response(
+    member_epoch: int, heartbeat_interval_ms: int, should_compute: bool
+) -> ConsumerGroupHeartbeatResponse:
     """The answer to a heartbeat that changes nothing for the member (no assignment to send):
     a frozen value, the same for every member at that epoch, so it is built once."""
     return ConsumerGroupHeartbeatResponse(
@@ -744,7 +746,11 @@ class GroupCoordinator(
         if replaced is not None:
             bump = updated.subscription_key() != members[replaced].subscription_key()
         else:
-            bump = is_new or rejoining or updated.subscription_key() != member.subscription_key()
+            bump = (
+                is_new
+                or rejoining
+                or (updated is not member and updated.subscription_key() != member.subscription_key())
+            )
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
         needs_view = bump or replaced is not None or metadata_stale or group.group_epoch > group.assignment_epoch
         # The group with this member's update applied. Built only off the steady-state path:
@@ -765,7 +771,11 @@ class GroupCoordinator(
         group_epoch = group.group_epoch + int(bump)
 
         # W1: changed member, then partition metadata, then the group epoch, last.
-        if is_new or replaced is not None or _metadata_fields(updated) != _metadata_fields(member):
+        if (
+            is_new
+            or replaced is not None
+            or (updated is not member and _metadata_fields(updated) != _metadata_fields(member))
+        ):
             membership.append(self._member_metadata_record(group.group_id, updated, group_epoch))
         if metadata_changed:
             membership.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
@@ -796,7 +806,9 @@ class GroupCoordinator(
             reconciled = updated
         else:
             target = {t: frozenset(p) for t, p in target_view.get(member_id, {}).items()}
-            owned = {} if joining else from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
+            owned = (
+                {} if joining else from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
+            )
 
             def held(topic_id: str, partition: int) -> bool:
                 return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
@@ -805,7 +817,11 @@ class GroupCoordinator(
         before = members.get(member_id) if replaced is None else None
         # The replacement's current assignment is already in the membership batch.
         written = updated if replaced is not None else before
-        if written is None or rejoining or _assignment_fields(reconciled) != _assignment_fields(written):
+        if (
+            written is None
+            or rejoining
+            or (reconciled is not written and _assignment_fields(reconciled) != _assignment_fields(written))
+        ):
             batches.append((self._current_assignment_record(group.group_id, reconciled),))
 
         # Timers: session always; rebalance while the member still has partitions to revoke.

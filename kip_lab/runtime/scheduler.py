@@ -70,19 +70,19 @@ class Scheduler:
         return self._now
 
     # -- timers -------------------------------------------------------------------------
-    def _owner_number(self, owner: TimerOwner) -> int:
-        number = self._owner_ids.get(id(owner))
-        if number is None:
-            number = len(self._owners)
-            self._owner_ids[id(owner)] = number
-            self._owners[number] = owner
+    def _register(self, owner: TimerOwner) -> int:
+        number = len(self._owners)
+        self._owner_ids[id(owner)] = number
+        self._owners[number] = owner
         return number
 
     def schedule(self, owner: TimerOwner, key: Hashable, delay_ms: int) -> int:
         """Arm (or re-arm) ``owner``'s timer ``key`` to fire ``delay_ms`` from now."""
         if delay_ms < 0:
             raise ValueError(f"delay_ms must be >= 0, got {delay_ms}")
-        number = self._owner_number(owner)
+        number = self._owner_ids.get(id(owner))
+        if number is None:
+            number = self._register(owner)
         due = self._now + delay_ms
         self._seq += 1
         slot = (number, key)
