@@ -221,3 +221,32 @@ def test_snapshot_steps_depend_on_the_run_alone() -> None:
     assert run(seeks=True) == steps
     gaps = [b - a for a, b in pairwise(steps)]
     assert max(gaps) > min(gaps)  # spaced by work, not by a fixed count of steps
+
+
+def test_a_snapshot_keeps_its_offsets_and_members_while_the_run_goes_on() -> None:
+    """Committed offsets and coordinator members are shared with the snapshot, not pickled one
+    by one: later commits and reconciliations must not reach into it, and every restore is its
+    own copy."""
+    from kip_lab.lab.snapshot import Snapshot
+
+    lab = Lab(seed=3)
+    lab.create_topic("foo", 8)
+    for name in ("a", "b"):
+        lab.add_consumer(name, subscribed_topic_names=["foo"], auto_commit_interval_ms=500)
+    assert lab.run_until_stable()
+    lab.run(until=lab.now + 3_000)
+    offsets_then = {g: dict(o) for g, o in lab.world.coordinator.offsets.items()}
+    members_then = dict(lab.world.coordinator.groups["g"].members)
+    assert offsets_then and members_then
+    snapshot = Snapshot(lab.world, lab.invariants)
+
+    lab.add_consumer("c", subscribed_topic_names=["foo"], auto_commit_interval_ms=500)  # a rebalance
+    lab.run(until=lab.now + 5_000)
+    assert {g: dict(o) for g, o in lab.world.coordinator.offsets.items()} != offsets_then
+
+    first, _ = snapshot.restore()
+    assert {g: dict(o) for g, o in first.coordinator.offsets.items()} == offsets_then
+    assert first.coordinator.groups["g"].members == members_then
+    first.coordinator.offsets["g"].clear()  # one restore changed ...
+    second, _ = snapshot.restore()
+    assert {g: dict(o) for g, o in second.coordinator.offsets.items()} == offsets_then  # ... not the next

@@ -47,7 +47,7 @@ from kip_lab.coordinator.group import (
 )
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
 from kip_lab.coordinator.migration import OnlineMigration
-from kip_lab.coordinator.offsets import OffsetHandlers
+from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.share_group import SHARE_SESSION_TIMER, ShareGroupHandlers
@@ -79,7 +79,6 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     GroupMetadataKey,
     OffsetCommitKey,
-    OffsetCommitValue,
     PartitionMetadataTopic,
 )
 from kip_lab.regex import InvalidRegex, compile_subscription
@@ -158,7 +157,7 @@ class GroupCoordinator(
         self.classic_groups: dict[str, ClassicGroup] = {}
         self._initial_delays: dict[str, tuple[int, int]] = {}  # classic group -> (delay, remaining) ms
         self._quiet_downgrades: set[str] = set()  # downgrades by a static replacement: no rebalance
-        self.offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+        self.offsets: dict[str, GroupOffsets] = {}
         self._rng = random.Random(seed)
         self._rounds: dict[str, AssignmentRound] = {}
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
@@ -277,7 +276,7 @@ class GroupCoordinator(
         for key, value in records:
             group = offsets.get(key.group)
             if group is None:
-                group = offsets[key.group] = {}
+                group = offsets[key.group] = GroupOffsets()
             if value is None:
                 group.pop((key.topic, key.partition), None)
             else:

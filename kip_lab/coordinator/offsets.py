@@ -60,6 +60,14 @@ def _commit_answer(topics: tuple[tuple[str | None, str | None, tuple[int, ...], 
     )
 
 
+class GroupOffsets(dict):
+    """One group's committed offsets: (topic, partition) -> ``OffsetCommitValue``.
+
+    A dict of frozen values, so a shallow copy taken at a time-travel snapshot is that moment's
+    state: the snapshot keeps such a copy instead of pickling each of a large group's entries.
+    """
+
+
 # A topic's offset values validated in one call, not one model at a time (a commit holds one per partition).
 _commit_values = TypeAdapter(list[OffsetCommitValue]).validate_python
 

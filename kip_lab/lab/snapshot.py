@@ -6,6 +6,9 @@ copying, the objects nothing ever changes in place:
 
 * frozen pydantic models: every request, response, record and config (protocol ``Message``
   is frozen); the copy holds the very same objects;
+* frozen dataclasses the coordinator replaces rather than changes (a group's members);
+* a group's committed offsets (``GroupOffsets``, a dict of frozen values): the snapshot keeps a
+  shallow copy taken then, and each restore gets its own copy of that;
 * the ``__consumer_offsets`` log, which is only ever appended to: the snapshot keeps the log
   object and its batch count, and a restore gets a new log cut back to that many batches,
   sharing the entries.
@@ -30,6 +33,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from kip_lab.clients.application import Fetch
+from kip_lab.coordinator.member import ConsumerGroupMember
+from kip_lab.coordinator.offsets import GroupOffsets
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.runtime.scheduler import Scheduler
 
@@ -38,6 +43,10 @@ _loading = threading.local()  # the shared objects of the snapshot being loaded
 
 def _shared(index: int) -> Any:
     return _loading.shared[index]
+
+
+def _copy_of_shared(cls: type, index: int) -> Any:
+    return cls(_loading.shared[index])
 
 
 def _log() -> PartitionLog:
@@ -100,7 +109,13 @@ class _Pickler(pickle.Pickler):
                 shared.append(obj)
             return _shared, (position,)
 
+        def share_copy(obj: dict) -> tuple[Any, tuple[type, int]]:
+            shared.append(dict(obj))  # its values are frozen: this shallow copy is the state now
+            return _copy_of_shared, (type(obj), len(shared) - 1)
+
         table: dict[type, Any] = dict.fromkeys(_Pickler.frozen_models(), share)
+        table[ConsumerGroupMember] = share
+        table[GroupOffsets] = share_copy
         table[PartitionLog] = lambda obj: (_log, ())
         table[Scheduler] = lambda obj: (_new_scheduler, (), _scheduler_state(obj), None, None, _set_scheduler_state)
         table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset))
