@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import TypeAdapter
-
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -68,10 +66,6 @@ class GroupOffsets(dict):
     """
 
 
-# A topic's offset values validated in one call, not one model at a time (a commit holds one per partition).
-_commit_values = TypeAdapter(list[OffsetCommitValue]).validate_python
-
-
 class OffsetHandlers:
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
@@ -118,22 +112,14 @@ class OffsetHandlers:
             if code is Errors.NONE:
                 name = resolved.name if resolved else (topic.name or "")
                 topic_id = resolved.topic_id if resolved else None
-                values = _commit_values(
-                    [
-                        {
-                            "offset": p.committed_offset,
-                            "leader_epoch": p.committed_leader_epoch,
-                            "metadata": p.committed_metadata,
-                            "commit_timestamp": now,
-                            "topic_id": topic_id,
-                        }
-                        for p in topic.partitions
-                    ],
-                    strict=True,  # every value is already typed (a validated request, the clock): no coercion to try
-                )
                 records += [
-                    Record(_commit_key(group_id, name, p.partition_index), value)
-                    for p, value in zip(topic.partitions, values, strict=True)
+                    Record(
+                        _commit_key(group_id, name, p.partition_index),
+                        OffsetCommitValue(
+                            p.committed_offset, now, p.committed_leader_epoch, p.committed_metadata, topic_id
+                        ),
+                    )
+                    for p in topic.partitions
                 ]
             topics.append((topic.name, topic.topic_id, tuple(p.partition_index for p in topic.partitions), code))
         batches = (tuple(records),) if records else ()

@@ -171,5 +171,8 @@ def summarize(payload: Any) -> dict[str, Any]:
     """A compact, JSON-safe view of a message for the trace (non-default fields only)."""
     if payload is None:
         return {}
+    serializer = getattr(payload, "__pydantic_serializer__", None)
+    if serializer is None:  # a plain value record (``OffsetCommitValue``): JSON-safe fields
+        return payload.model_dump(exclude_defaults=True)
     # model_dump(mode="json", exclude_defaults=True), minus its wrapper: this runs for every message.
-    return payload.__pydantic_serializer__.to_python(payload, mode="json", exclude_defaults=True)
+    return serializer.to_python(payload, mode="json", exclude_defaults=True)
