@@ -300,3 +300,22 @@ def test_offsets_survive_failover(h):
     assert reloaded.offsets == h.gc.offsets
     expected = {("bar", 1): (1, Errors.NONE), ("foo", 0): (12, Errors.NONE), ("foo", 5): (15, Errors.NONE)}
     assert offsets(fetch(h, gc=reloaded)) == expected == offsets(fetch(h))
+
+
+def test_offset_commit_value_dumps_like_a_message() -> None:
+    """A plain value record (P12) gives the views and the trace what a pydantic Message would:
+    every field, or only those that differ from their defaults."""
+    from kip_lab.lab.network import summarize
+    from kip_lab.protocol.records import OffsetCommitValue
+
+    plain = OffsetCommitValue(offset=42, commit_timestamp=1_000)
+    assert plain.model_dump() == {
+        "offset": 42,
+        "commit_timestamp": 1_000,
+        "leader_epoch": -1,
+        "metadata": None,
+        "topic_id": None,
+    }
+    assert plain.model_dump(exclude_defaults=True) == summarize(plain) == {"offset": 42, "commit_timestamp": 1_000}
+    full = OffsetCommitValue(7, 5, leader_epoch=3, metadata="m", topic_id="t1")
+    assert summarize(full) == {"offset": 7, "commit_timestamp": 5, "leader_epoch": 3, "metadata": "m", "topic_id": "t1"}
