@@ -8,6 +8,7 @@ on replay it deletes the key, as log compaction would.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
@@ -31,12 +32,17 @@ class LogEntry(NamedTuple):
 
 
 class PartitionLog:
-    """Offsets start at 0 and never repeat; batches are numbered in append order."""
+    """Offsets start at 0 and never repeat; batches are numbered in append order.
+
+    The records are stored as they come, with the batch boundaries beside them; a ``LogEntry``
+    (offset, batch, record) is made only when the log is read (a failover's replay, a view).
+    A stable group appends one record per partition every commit interval and reads none.
+    """
 
     def __init__(self, topic: str = "__consumer_offsets", partition: int = 0) -> None:
         self.topic = topic
         self.partition = partition
-        self._entries: list[LogEntry] = []
+        self._records: list[Record] = []
         self._batch_ends: list[int] = []  # end offset (exclusive) of each batch
 
     def append(self, records: Sequence[Record]) -> range:
@@ -46,35 +52,45 @@ class PartitionLog:
         if not all(map(isinstance, records, repeat(Record))):
             wrong = next(r for r in records if not isinstance(r, Record))
             raise TypeError(f"expected Record, got {type(wrong).__name__}")
-        base = len(self._entries)
-        batch = len(self._batch_ends)
-        self._entries.extend(map(LogEntry, range(base, base + len(records)), repeat(batch), records))
-        self._batch_ends.append(len(self._entries))
-        return range(base, len(self._entries))
+        base = len(self._records)
+        self._records.extend(records)
+        self._batch_ends.append(len(self._records))
+        return range(base, len(self._records))
 
     @property
     def end_offset(self) -> int:
         """The offset the next record will get (Kafka's log end offset)."""
-        return len(self._entries)
+        return len(self._records)
 
     @property
     def batch_count(self) -> int:
         return len(self._batch_ends)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._records)
 
     def __iter__(self) -> Iterator[LogEntry]:
-        return iter(self._entries)
+        return iter(self.entries())
 
     def entries(self, start: int = 0, end: int | None = None) -> list[LogEntry]:
-        return self._entries[start:end]
+        """The entries at offsets [start, end), as a list slice would pick them."""
+        offsets = range(len(self._records))[start:end]
+        if not offsets:
+            return []
+        batch_ends, records = self._batch_ends, self._records
+        batch = bisect.bisect_right(batch_ends, offsets[0])
+        out = []
+        for offset in offsets:
+            while batch_ends[batch] <= offset:
+                batch += 1
+            out.append(LogEntry(offset, batch, records[offset]))
+        return out
 
     def batches(self) -> Iterator[list[LogEntry]]:
         """The log as its atomic batches, in order."""
         start = 0
         for end in self._batch_ends:
-            yield self._entries[start:end]
+            yield self.entries(start, end)
             start = end
 
     def truncated(self, batch_count: int) -> PartitionLog:
@@ -83,6 +99,6 @@ class PartitionLog:
             raise ValueError(f"batch_count must be in [0, {len(self._batch_ends)}], got {batch_count}")
         copy = PartitionLog(self.topic, self.partition)
         end = self._batch_ends[batch_count - 1] if batch_count else 0
-        copy._entries = self._entries[:end]
+        copy._records = self._records[:end]
         copy._batch_ends = self._batch_ends[:batch_count]
         return copy
