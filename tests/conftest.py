@@ -32,9 +32,7 @@ def batch_kinds(result: CoordinatorResult) -> list[list[str]]:
 
 def tombstones(result: CoordinatorResult) -> list[tuple[str, str | None]]:
     """(key type, member id) of every tombstone a result wrote, in log order."""
-    return [
-        (type(r.key).__name__, getattr(r.key, "member_id", None)) for r in result.records if r.value is None
-    ]
+    return [(type(r.key).__name__, getattr(r.key, "member_id", None)) for r in result.records if r.value is None]
 
 
 class Harness:
@@ -51,9 +49,7 @@ class Harness:
         self.cluster = ClusterMetadata()
         for name, partitions in topics:
             self.cluster.create_topic(name, partitions)
-        self.gc = GroupCoordinator(
-            config or CoordinatorConfig(), self.cluster, assignors=assignors, seed=seed
-        )
+        self.gc = GroupCoordinator(config or CoordinatorConfig(), self.cluster, assignors=assignors, seed=seed)
 
     # -- names <-> ids ------------------------------------------------------------------
     def tid(self, name: str) -> str:
@@ -63,9 +59,7 @@ class Harness:
 
     def tps(self, assignment: Mapping[str, Iterable[int]]) -> list[TopicPartitions]:
         """{"foo": [0, 1]} -> the wire's TopicPartitions (by topic id)."""
-        return [
-            TopicPartitions(topic_id=self.tid(n), partitions=sorted(p)) for n, p in sorted(assignment.items())
-        ]
+        return [TopicPartitions(topic_id=self.tid(n), partitions=sorted(p)) for n, p in sorted(assignment.items())]
 
     def by_name(self, items: Iterable[TopicPartitions] | None) -> dict[str, list[int]]:
         """TopicPartitions (by id) -> {"foo": [0, 1]}; unknown ids keep their id."""
@@ -106,9 +100,7 @@ class Harness:
     def ack(self, member_id: str, **fields: Any):
         """Heartbeat at the member's epoch reporting exactly what it may use (acknowledges revocations)."""
         member = self.member(member_id)
-        owned = [
-            TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in sorted(member.assigned.items()) if p
-        ]
+        owned = [TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in sorted(member.assigned.items()) if p]
         return self.heartbeat(member_id, member.member_epoch, topic_partitions=owned, **fields)
 
     def settle(self, max_rounds: int = 8) -> None:
@@ -140,8 +132,7 @@ class Harness:
 
     def owns(self, member_id: str) -> dict[str, list[int]]:
         return self.by_name(
-            TopicPartitions(topic_id=t, partitions=sorted(p))
-            for t, p in self.member(member_id).assigned.items()
+            TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in self.member(member_id).assigned.items()
         )
 
     def snapshot(self) -> dict[str, Any]:

@@ -40,9 +40,7 @@ def join(h: Harness, member_id: str, names=("foo",), maximum_version: int = 1, *
 def prepare(h: Harness, member_id: str, member_epoch: int | None = None, group_id: str = GROUP):
     if member_epoch is None:
         member_epoch = h.member(member_id).member_epoch
-    request = ConsumerGroupPrepareAssignmentRequest(
-        group_id=group_id, member_id=member_id, member_epoch=member_epoch
-    )
+    request = ConsumerGroupPrepareAssignmentRequest(group_id=group_id, member_id=member_id, member_epoch=member_epoch)
     return h.gc.consumer_group_prepare_assignment(request)
 
 
@@ -124,9 +122,7 @@ def test_assignor_reason_or_metadata_change_bumps_once(ch):
     join(ch, "B")
     assert ch.group.state is GroupState.STABLE
     result = ch.heartbeat("B", 2, client_assignors=custom(reason=1))
-    assert [r.value.epoch for r in result.records if type(r.key).__name__ == "ConsumerGroupMetadataKey"] == [
-        3
-    ]
+    assert [r.value.epoch for r in result.records if type(r.key).__name__ == "ConsumerGroupMetadataKey"] == [3]
     assert ch.group.state is GroupState.ASSIGNING
     result = ch.heartbeat("B", 2, client_assignors=custom(reason=1, metadata_bytes=b"lag=3"))
     assert ch.epoch() == 4
@@ -140,10 +136,7 @@ def test_highest_maximum_version_then_lowest_member_id_is_chosen(ch):
     join(ch, "B", maximum_version=3)
     assert prepare(ch, "A").response.group_epoch == 3
     # Install the round for epoch 3; then D joins and a new round chooses among A-D.
-    assert (
-        install(ch, "A", 3, {"A": {"foo": [0, 1]}, "B": {"foo": [2]}, "C": {"foo": [3]}}).response.error_code
-        == 0
-    )
+    assert install(ch, "A", 3, {"A": {"foo": [0, 1]}, "B": {"foo": [2]}, "C": {"foo": [3]}}).response.error_code == 0
     join(ch, "D", maximum_version=2)
     assert ch.epoch() == 4
     flags = {m: join_or_heartbeat(ch, m).response.should_compute_assignment for m in ("A", "B", "C", "D")}
@@ -272,9 +265,7 @@ def test_install_without_prepare_is_invalid_assignment(ch):
     assert result.response.error_code == Errors.INVALID_ASSIGNMENT
     assert "Prepare" in result.response.error_message
     prepare(ch, "A")
-    assert (
-        install(ch, "A", 1, HALVES).response.error_code == Errors.INVALID_ASSIGNMENT
-    )  # not the prepared epoch
+    assert install(ch, "A", 1, HALVES).response.error_code == Errors.INVALID_ASSIGNMENT  # not the prepared epoch
 
 
 @pytest.mark.parametrize(
@@ -362,9 +353,7 @@ def test_chosen_member_leaving_hands_the_round_to_another(ch):
 def test_member_without_a_common_client_assignor_is_unsupported_assignor(ch):
     two_members(ch)
     before = ch.snapshot()
-    result = ch.join(
-        "C", client_assignors=[ClientAssignor(name="other", minimum_version=0, maximum_version=1)]
-    )
+    result = ch.join("C", client_assignors=[ClientAssignor(name="other", minimum_version=0, maximum_version=1)])
     assert result.response.error_code == Errors.UNSUPPORTED_ASSIGNOR
     assert result.records == []
     assert ch.snapshot() == before

@@ -86,27 +86,21 @@ INVALID_HEARTBEATS = {
     "client assignor maximum < 0": (
         {
             **JOIN,
-            "client_assignors": [
-                ClientAssignor(name="c", minimum_version=-1, maximum_version=-1, metadata_version=-1)
-            ],
+            "client_assignors": [ClientAssignor(name="c", minimum_version=-1, maximum_version=-1, metadata_version=-1)],
         },
         "MaximumVersion",
     ),
     "client assignor maximum < minimum": (
         {
             **JOIN,
-            "client_assignors": [
-                ClientAssignor(name="c", minimum_version=3, maximum_version=2, metadata_version=2)
-            ],
+            "client_assignors": [ClientAssignor(name="c", minimum_version=3, maximum_version=2, metadata_version=2)],
         },
         "MaximumVersion",
     ),
     "client assignor metadata version out of range": (
         {
             **JOIN,
-            "client_assignors": [
-                ClientAssignor(name="c", minimum_version=0, maximum_version=1, metadata_version=2)
-            ],
+            "client_assignors": [ClientAssignor(name="c", minimum_version=0, maximum_version=1, metadata_version=2)],
         },
         "MetadataVersion",
     ),
@@ -832,9 +826,7 @@ def test_prepared_assignor_is_called_and_its_output_installed(make_harness):
     assert dict(spec.members["A"].target_partitions) == {foo: (5, 3, 1)}  # previous target
     assert (spec.topics[foo].topic_name, spec.topics[foo].num_partitions) == ("foo", 6)
     assert h.group.target == {"A": {foo: (5, 3, 1)}, "B": {foo: (4, 2, 0)}}
-    target_values = {
-        r.key.member_id: r.value for r in join_b.records if type(r.key).__name__ == TARGET_MEMBER
-    }
+    target_values = {r.key.member_id: r.value for r in join_b.records if type(r.key).__name__ == TARGET_MEMBER}
     assert target_values["B"].topic_partitions == [TopicPartitions(topic_id=foo, partitions=[4, 2, 0])]
     h.settle()
     assert h.owns("A") == {"foo": [1, 3, 5]}

@@ -38,8 +38,9 @@ def test_scripted_basic_case_reproduces_every_step():
     heartbeat(lab, "A", 0, join=True)  # steps 0-2
     assert now() == Snapshot(1, 1, {"A": [0, 1, 2]}, {"A": "e1 [0,1,2]", "B": "-", "C": "-"}, "Stable")
     heartbeat(lab, "B", 0, join=True)  # steps 3-5
-    assert now() == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e2 [] p[2]", "C": "-"},
-                             "Reconciling")
+    assert now() == Snapshot(
+        2, 2, {"A": [0, 1], "B": [2]}, {"A": "e1 [0,1,2]", "B": "e2 [] p[2]", "C": "-"}, "Reconciling"
+    )
     heartbeat(lab, "A", 1, owned=[0, 1, 2])  # step 6: told to revoke foo-2
     assert now().members == {"A": "e1 [0,1] r[2]", "B": "e2 [] p[2]", "C": "-"}
     heartbeat(lab, "A", 1, owned=[0, 1])  # step 7: acknowledges
@@ -47,16 +48,18 @@ def test_scripted_basic_case_reproduces_every_step():
     heartbeat(lab, "B", 2, owned=[])  # step 8: B gets foo-2
     assert now() == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "-"}, "Stable")
     heartbeat(lab, "C", 0, join=True)  # steps 9, 10, 12
-    assert now() == Snapshot(3, 3, {"A": [0], "B": [2], "C": [1]},
-                             {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e3 [] p[1]"}, "Reconciling")
+    assert now() == Snapshot(
+        3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "e3 [] p[1]"}, "Reconciling"
+    )
     heartbeat(lab, "B", 2, owned=[2])  # step 11
     assert now().members == {"A": "e2 [0,1]", "B": "e3 [2]", "C": "e3 [] p[1]"}
     heartbeat(lab, "A", 2, owned=[0, 1])  # step 13: told to revoke foo-1
     assert now().members == {"A": "e2 [0] r[1]", "B": "e3 [2]", "C": "e3 [] p[1]"}
     heartbeat(lab, "A", 2, owned=[0])  # step 14: acknowledges
     heartbeat(lab, "C", 3, owned=[])  # step 15: C gets foo-1
-    assert now() == Snapshot(3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [1]"},
-                             "Stable")
+    assert now() == Snapshot(
+        3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [1]"}, "Stable"
+    )
     # every request and response crossed the network
     sent = [e for e in lab.trace if e.kind.value == "message_sent" and e.payload["api"] == "ConsumerGroupHeartbeat"]
     assert len(sent) == 2 * 10

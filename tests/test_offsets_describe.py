@@ -37,8 +37,7 @@ def topic(name=None, topic_id=None, **offsets: int) -> OffsetCommitRequestTopic:
         name=name,
         topic_id=topic_id,
         partitions=[
-            OffsetCommitRequestPartition(partition_index=int(k[1:]), committed_offset=v)
-            for k, v in offsets.items()
+            OffsetCommitRequestPartition(partition_index=int(k[1:]), committed_offset=v) for k, v in offsets.items()
         ],
     )
 
@@ -52,9 +51,7 @@ def commit(h: Harness, topics, member_id: str = "", member_epoch: int = -1, grou
 
 def errors(result) -> dict[tuple[str | None, int], Errors]:
     return {
-        (t.name or t.topic_id, p.partition_index): p.error_code
-        for t in result.response.topics
-        for p in t.partitions
+        (t.name or t.topic_id, p.partition_index): p.error_code for t in result.response.topics for p in t.partitions
     }
 
 
@@ -68,9 +65,7 @@ def fetch(
 ):
     request = OffsetFetchRequest(
         groups=[
-            OffsetFetchRequestGroup(
-                group_id=group_id, member_id=member_id, member_epoch=member_epoch, topics=topics
-            )
+            OffsetFetchRequestGroup(group_id=group_id, member_id=member_id, member_epoch=member_epoch, topics=topics)
         ]
     )
     result = (gc or h.gc).offset_fetch(request)

@@ -10,8 +10,9 @@ from kip_lab.lab.story import client_story
 def test_story_of_a_crash_and_a_slow_callback():
     lab = Lab(seed=5)
     lab.create_topic("foo", 4)
-    lab.add_consumer("A", ConsumerConfig(subscribed_topic_names=["foo"],
-                                         callbacks=CallbackConfig(on_partitions_revoked_ms=700)))
+    lab.add_consumer(
+        "A", ConsumerConfig(subscribed_topic_names=["foo"], callbacks=CallbackConfig(on_partitions_revoked_ms=700))
+    )
     lab.add_consumer("B", subscribed_topic_names=["foo"])
     assert lab.run_until_stable()
     lab.drop_messages("A", 1)

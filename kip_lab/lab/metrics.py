@@ -359,9 +359,7 @@ class _Replay:
         self.classic_groups[group_id] = (value.get("generation", 0), members)
 
     def _is_classic_group(self, group_id: str) -> bool:
-        return group_id in self.classic_groups or any(
-            c.classic and c.group == group_id for c in self.clients.values()
-        )
+        return group_id in self.classic_groups or any(c.classic and c.group == group_id for c in self.clients.values())
 
     def _classic_topic_gone(self, topic: str, now: int) -> None:
         """A deleted (or recreated) topic's partitions stop existing for classic groups, which
