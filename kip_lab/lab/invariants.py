@@ -8,6 +8,7 @@ nothing. A violation is written to the trace at the step that caused it, or rais
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from kip_lab.clients.member_state import MemberState as ClientState
@@ -47,6 +48,7 @@ OWNERSHIP_INPUTS = frozenset({"ConsumerGroupMemberMetadataKey", "ConsumerGroupCu
 ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
 NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
 NOTHING_WRITTEN: frozenset[str] = frozenset()
+_kind_of = attrgetter("kind")
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
 
 
@@ -66,7 +68,7 @@ class InvariantChecker:
 
     def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
-        kinds = {e.kind for e in events}
+        kinds = set(map(_kind_of, events))
         changed = world.written_key_types - NO_GROUP_CHANGE  # a commit step: empty, with no names made
         written = {t.__name__ for t in changed} if changed else NOTHING_WRITTEN
         wrote = bool(written)

@@ -266,10 +266,7 @@ class Lab:
         if action is not None:
             self._perform(action)
         else:
-            fired = world.scheduler.step()
-            if isinstance(fired.owner, GroupCoordinator):
-                world.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
-                world.emit_result(world.coordinator_host, fired.result, "timer")
+            world.trace_fired(world.scheduler.step())
         self.step_count = number
         if number > self.horizon:
             self.horizon = number

@@ -34,7 +34,7 @@ from kip_lab.protocol.consumer_group import (
 )
 from kip_lab.protocol.share_group import ShareGroupHeartbeatResponse
 from kip_lab.runtime.log import PartitionLog
-from kip_lab.runtime.scheduler import Scheduler
+from kip_lab.runtime.scheduler import FiredTimer, Scheduler
 from kip_lab.share.config import SharePartitionConfig
 
 TP = tuple[str, int]
@@ -325,12 +325,16 @@ class World:
     def advance_to(self, time_ms: int) -> None:
         """Fire every timer due by ``time_ms``, tracing what the coordinator's timers wrote."""
         scheduler = self.scheduler
-        while (due := scheduler.peek()) is not None and due <= time_ms:
-            fired = scheduler.step()
-            if isinstance(fired.owner, GroupCoordinator):
-                self.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
-                self.emit_result(self.coordinator_host, fired.result, "timer")
+        while (fired := scheduler.fire_next(time_ms)) is not None:
+            self.trace_fired(fired)
         scheduler.run(time_ms)
+
+    def trace_fired(self, fired: FiredTimer) -> None:
+        """Trace a coordinator timer and what its handler wrote (clients and the network trace
+        their own timers' effects)."""
+        if isinstance(fired.owner, GroupCoordinator):
+            self.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
+            self.emit_result(self.coordinator_host, fired.result, "timer")
 
     def client(self, name: str) -> Any:
         try:

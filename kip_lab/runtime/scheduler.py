@@ -137,24 +137,33 @@ class Scheduler:
         self._settle()
         return self._heap[0][0] if self._heap else None
 
-    def step(self) -> FiredTimer:
-        """Advance the clock to the next timer and fire it."""
+    def fire_next(self, until: int | None = None) -> FiredTimer | None:
+        """Advance the clock to the next timer and fire it, if one is armed and due at or before
+        ``until`` (any time when None); None otherwise."""
         self._settle()
-        if not self._heap:
-            raise IndexError("no timer is armed")
-        due, _, number, key = heapq.heappop(self._heap)
+        heap = self._heap
+        if not heap or (until is not None and heap[0][0] > until):
+            return None
+        due, _, number, key = heapq.heappop(heap)
         del self._deadlines[(number, key)]
         self._now = due
         owner = self._owners[number]
         return FiredTimer(due, owner, key, owner.fire_timer(key))
+
+    def step(self) -> FiredTimer:
+        """Advance the clock to the next timer and fire it."""
+        fired = self.fire_next()
+        if fired is None:
+            raise IndexError("no timer is armed")
+        return fired
 
     def run(self, until: int) -> list[FiredTimer]:
         """Fire every timer due at or before ``until`` and leave the clock at ``until``."""
         if until < self._now:
             raise ValueError(f"cannot run backwards: now={self._now}, until={until}")
         fired = []
-        while (due := self.peek()) is not None and due <= until:
-            fired.append(self.step())
+        while (timer := self.fire_next(until)) is not None:
+            fired.append(timer)
         self._now = until
         return fired
 
