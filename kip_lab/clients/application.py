@@ -213,12 +213,17 @@ class ApplicationLoop:
             return {tp: fetching[tp].offset for tp in partitions if tp in fetching}
         now = self.world.scheduler.now_ms
         rate = self.config.consume_rate_per_ms
-        log_end_offset = self.world.log_end_offset
-        return {
-            tp: min(log_end_offset(tp, now), fetch.offset + int((now - fetch.since_ms) * rate))
-            for tp in partitions
-            if (fetch := fetching.get(tp)) is not None
-        }
+        ends: dict[str, int] = {}  # topic id -> its log end offset now (the same for all its partitions)
+        positions = {}
+        for tp in partitions:
+            fetch = fetching.get(tp)
+            if fetch is None:
+                continue
+            end = ends.get(tp[0])
+            if end is None:
+                end = ends[tp[0]] = self.world.log_end_offset(tp, now)
+            positions[tp] = min(end, fetch.offset + int((now - fetch.since_ms) * rate))
+        return positions
 
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
         """Stop consuming ``partitions``; returns the position each had reached."""

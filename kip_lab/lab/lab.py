@@ -86,7 +86,7 @@ class LabConfig(BaseModel):
     coordinator: CoordinatorConfig = CoordinatorConfig()
     snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
     stepping_per_snapshot: float = Field(
-        12.0,
+        16.0,
         ge=0,
         description="a snapshot also waits until the work since the last one (events traced, records "
         "written, rebalance steps) is this many times that snapshot's size, weighed as CPU: snapshots cost "

@@ -217,6 +217,8 @@ class World:
         return f"{topic.name if topic else tp[0]}-{tp[1]}"
 
     def log_end_offset(self, tp: TP, now_ms: int) -> int:
+        """Records produced to ``tp`` by ``now_ms``: each partition of a topic is produced to at
+        the topic's rate, so all of them have the same end."""
         return int(self.produce_rate.get(tp[0], 0.0) * now_ms)
 
     def record_processed(self, actor: str, tp: TP, start: int, end: int) -> None:
