@@ -7,9 +7,9 @@
 # profile-guided and link-time optimisation, statically linked, and the Lab steps about 28%
 # faster on it than on a default source build (docs/decisions.md P11). Any python3 >= 3.11 works:
 # `make test PYTHON=python3`.
-PYTHON ?= $(shell for p in /usr/bin/python3 python3; do \
+PYTHON ?= $(or $(shell for p in /usr/bin/python3 python3; do \
 	$$p -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 && { echo $$p; break; }; \
-	done)
+	done),python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
