@@ -20,35 +20,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_lab import LINK, Clock, Row, check_stable, format_table
+from benchmarks.bench_lab import Clock, Row, bench_join, bench_steady, check_stable, format_table, group
 from benchmarks.common import benchmark_parser, report
-from kip_lab.lab import Lab, LabConfig
+from kip_lab.lab import Lab
 from kip_lab.lab import actions as a
 
 STRATEGY = ["cooperative-sticky"]
 
 
 def classic_group(members: int, partitions: int) -> Lab:
-    lab = Lab(seed=1, config=LabConfig(link=LINK))
-    lab.create_topic("foo", partitions)
-    for i in range(members):
-        lab.add_consumer(
-            f"m{i:03d}",
-            group_protocol="classic",
-            subscribed_topic_names=["foo"],
-            partition_assignment_strategy=STRATEGY,
-        )
-    return lab
-
-
-def bench_join(members: int, partitions: int) -> tuple[float, float, Lab]:
-    gc.collect()
-    with Clock() as clock:
-        lab = classic_group(members, partitions)
-        if not lab.run_until_stable():
-            raise AssertionError("the group never became stable")
-    check_stable(lab, partitions)
-    return clock.wall, clock.cpu, lab
+    return group(members, partitions, group_protocol="classic", partition_assignment_strategy=STRATEGY)
 
 
 def bench_rolling_bounce(members: int, partitions: int) -> tuple[float, float, int]:
@@ -69,20 +50,13 @@ def bench_rolling_bounce(members: int, partitions: int) -> tuple[float, float, i
     return clock.wall, clock.cpu, lab.step_count - before
 
 
-def bench_steady(lab: Lab, partitions: int, minutes: float) -> tuple[float, float, int]:
-    before = lab.step_count
-    gc.collect()
-    with Clock() as clock:
-        lab.run(until=lab.now + int(minutes * 60_000))
-    check_stable(lab, partitions)
-    return clock.wall, clock.cpu, lab.step_count - before
-
-
 def run_benchmarks(quick: bool) -> list[Row]:
     members, partitions = (10, 100) if quick else (100, 1_000)
     bounce_members, bounce_partitions = (5, 50) if quick else (20, 200)
     minutes = 1 if quick else 10
-    join_wall, join_cpu, lab = bench_join(members, partitions)
+    join_wall, join_cpu, lab = bench_join(
+        members, partitions, 1, group_protocol="classic", partition_assignment_strategy=STRATEGY
+    )
     steady_wall, steady_cpu, steady_steps = bench_steady(lab, partitions, minutes)
     del lab
     bounce_wall, bounce_cpu, bounce_steps = bench_rolling_bounce(bounce_members, bounce_partitions)
