@@ -534,7 +534,19 @@ def bench() -> ModuleType:
 def test_quick_benchmark_runs(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench.main(["--quick"]) == 0
     out = capsys.readouterr().out
-    assert "seek" in out and "stable" in out
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["(a)", "(b)", "(b)", "(c)", "seek:"]
+
+
+def test_benchmark_b_without_auto_commit_is_the_same_group_with_heartbeats_only(bench: ModuleType) -> None:
+    """The heartbeats-only row is (b)'s group minus its commits: fewer steps, no OffsetCommit."""
+    steps = {}
+    for auto_commit in (True, False):
+        lab = bench.group(10, 100, enable_auto_commit=auto_commit)
+        assert lab.run_until_stable()
+        _, _, steps[auto_commit] = bench.bench_steady(lab, 100, 1)
+        commits = [e for e in lab.trace if e.kind is EventKind.MESSAGE_SENT and e.payload["api"] == "OffsetCommit"]
+        assert bool(commits) is auto_commit
+    assert 0 < steps[False] < steps[True]
 
 
 def test_configure_link_gives_one_member_its_own_latency_and_loss():
