@@ -156,7 +156,6 @@ class GroupCoordinator(
         self.groups: dict[str, ConsumerGroup] = {}
         self.classic_groups: dict[str, ClassicGroup] = {}
         self._initial_delays: dict[str, tuple[int, int]] = {}  # classic group -> (delay, remaining) ms
-        self._quiet_downgrades: set[str] = set()  # downgrades by a static replacement: no rebalance
         self.offsets: dict[str, GroupOffsets] = {}
         self._rng = random.Random(seed)
         self._rounds: dict[str, AssignmentRound] = {}
@@ -238,12 +237,13 @@ class GroupCoordinator(
         """Move the clock forward, firing due timers; returns the results they produced."""
         return [fired.result for fired in self.scheduler.advance(delta_ms) if fired.owner is self]
 
-    def _apply(self, result: CoordinatorResult) -> CoordinatorResult:
+    def _apply(self, result: CoordinatorResult, rebalance_downgraded: bool = True) -> CoordinatorResult:
         """Append each batch to the log, then replay it: the only way consumer-group state changes.
 
         A classic group's records (``replay_records=False``) persist soft state its handler
         already changed: they are appended only. A ``GroupMetadataValue`` that *is* replayed
-        comes from a downgrade, and the rebuilt classic group then starts rebalancing.
+        comes from a downgrade, and the rebuilt classic group then starts rebalancing — unless
+        ``rebalance_downgraded`` is False (a static member's replacement keeps the generation).
         """
         for batch in result.batches:
             if not batch:
@@ -267,7 +267,7 @@ class GroupCoordinator(
                     del self.groups[gid]
             for record in batch:
                 if type(record.key) is GroupMetadataKey and record.value is not None:
-                    self._start_downgraded_group(self.classic_groups[record.key.group])
+                    self._start_downgraded_group(self.classic_groups[record.key.group], rebalance_downgraded)
         return result
 
     def _replay_offsets(self, records: Iterable[Record]) -> None:

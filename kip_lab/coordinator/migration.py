@@ -253,13 +253,12 @@ class OnlineMigration:
         records = [*self._consumer_group_tombstones(group), classic.metadata_record(assignments)]
         return CoordinatorResult(response, (tuple(records),), origin=origin)
 
-    def _start_downgraded_group(self, classic: ClassicGroup) -> None:
+    def _start_downgraded_group(self, classic: ClassicGroup, rebalance: bool) -> None:
         """After a downgrade batch is replayed: arm the members' sessions and, when a member left,
         rebalance (soft state). A downgrade by a static replacement keeps the generation (Kafka)."""
         for member_id, member in sorted(classic.members.items()):
             self._schedule_classic_session(classic, member_id, member.session_timeout_ms)
-        if classic.group_id in self._quiet_downgrades:
-            self._quiet_downgrades.discard(classic.group_id)
+        if not rebalance:
             return
         out = _Outbox()
         self._prepare_rebalance(out, classic)
@@ -406,8 +405,9 @@ class OnlineMigration:
         member = current.members[member_id]
         if replacing and self._downgrade_allowed(current.members):
             # The classic member replaced the last consumer-protocol one: back to a classic group (M8).
-            self._quiet_downgrades.add(gid)
-            converted = self._apply(self._downgrade(current, None, None, origin="JoinGroup"))
+            converted = self._apply(
+                self._downgrade(current, None, None, origin="JoinGroup"), rebalance_downgraded=False
+            )
             response = JoinGroupResponse(
                 generation_id=self.classic_groups[gid].generation_id,
                 protocol_type=CONSUMER_PROTOCOL_TYPE,
