@@ -135,8 +135,8 @@ class ApplicationLoop:
         if self.alive:  # it was polling until now: max.poll.interval.ms runs from here
             self.last_poll_ms = max(now, self.app_busy_until)
             self._arm_poll_timer()
-        for tp, fetch in self.fetching.items():
-            reached = self.position(tp)
+        for tp, reached in self._positions(self.fetching).items():
+            fetch = self.fetching[tp]
             self.world.record_processed(self.name, tp, fetch.offset, reached)
             fetch.offset, fetch.since_ms = reached, now
         self.paused = True
@@ -203,9 +203,6 @@ class ApplicationLoop:
         self._run_queued_callbacks()
 
     # ------------------------------------------------------------------ consumption and offsets
-    def position(self, tp: TP) -> int:
-        return self._positions((tp,))[tp]
-
     def _positions(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """The position of each of ``partitions`` being fetched, in one pass (a commit asks for all of them)."""
         fetching = self.fetching
@@ -227,12 +224,9 @@ class ApplicationLoop:
 
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
         """Stop consuming ``partitions``; returns the position each had reached."""
-        positions = {}
-        for tp in sorted(partitions):
-            if tp in self.fetching:
-                positions[tp] = self.position(tp)
-                self.world.record_processed(self.name, tp, self.fetching[tp].offset, positions[tp])
-                del self.fetching[tp]
+        positions = self._positions(sorted(partitions))
+        for tp, reached in positions.items():
+            self.world.record_processed(self.name, tp, self.fetching.pop(tp).offset, reached)
         if positions:
             self._emit_assignment()
         return positions
