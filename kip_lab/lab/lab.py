@@ -66,10 +66,10 @@ def _collector_paused(method):
 
 
 _KINDS = {kind.value: kind for kind in EventKind}
-# The work measure's weights (see decision P3, measured on a 100-member group joining, steady,
-# and under faults): a step that changed what members own (a rebalance's step) costs about
-# as much as 25 traced events or written records, and one unit of work about as much CPU as
-# pickling 430 bytes of snapshot.
+# The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
+# under faults, before session 3 made written records cheaper than events): a step that changed
+# what members own (a rebalance's step) counts as 25 traced events or written records, and one
+# unit of work as much CPU as pickling 430 bytes of snapshot.
 _OWNERSHIP_CHECK_WORK = 25
 _SNAPSHOT_BYTES_PER_WORK = 430
 _WEIGH_EVERY = 16
