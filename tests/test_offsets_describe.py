@@ -314,3 +314,46 @@ def test_offset_commit_value_dumps_like_a_message() -> None:
     assert plain.model_dump(exclude_defaults=True) == summarize(plain) == {"offset": 42, "commit_timestamp": 1_000}
     full = OffsetCommitValue(7, 5, leader_epoch=3, metadata="m", topic_id="t1")
     assert summarize(full) == {"offset": 7, "commit_timestamp": 5, "leader_epoch": 3, "metadata": "m", "topic_id": "t1"}
+
+
+def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields() -> None:
+    """A request's partition is a plain value (P13), but the topic holding it validates every field
+    by name, refuses unknown ones, and dumps it as a dict like a pydantic Message."""
+    from pydantic import ValidationError
+
+    from kip_lab.lab.network import summarize
+
+    topic = OffsetCommitRequestTopic(
+        topic_id="t1",
+        partitions=[(3, 9), {"partition_index": 4, "committed_offset": "1", "committed_leader_epoch": 2}],
+    )
+    assert topic.partitions == [OffsetCommitRequestPartition(3, 9), OffsetCommitRequestPartition(4, 1, 2)]
+    assert summarize(topic) == {
+        "topic_id": "t1",
+        "partitions": [
+            {"partition_index": 3, "committed_offset": 9},
+            {"partition_index": 4, "committed_offset": 1, "committed_leader_epoch": 2},
+        ],
+    }
+    assert topic.model_dump()["partitions"][0] == {
+        "partition_index": 3,
+        "committed_offset": 9,
+        "committed_leader_epoch": -1,
+        "committed_metadata": None,
+    }
+    assert OffsetCommitRequestTopic.model_validate_json(topic.model_dump_json()) == topic
+    with pytest.raises(ValidationError) as refused:
+        OffsetCommitRequestTopic(
+            topic_id="t1",
+            partitions=[
+                OffsetCommitRequestPartition(partition_index="x", committed_offset=1),
+                {"partition_index": 1, "committed_offset": 2, "offset": 3},
+                {"partition_index": 2},
+            ],
+        )
+    errors = {(".".join(map(str, e["loc"])), e["type"]) for e in refused.value.errors()}
+    assert errors == {
+        ("partitions.0.partition_index", "int_parsing"),
+        ("partitions.1.offset", "extra_forbidden"),
+        ("partitions.2.committed_offset", "missing"),
+    }

@@ -319,7 +319,7 @@ class ApplicationLoop:
                 "topics": [
                     {
                         "topic_id": t,
-                        "partitions": [{"partition_index": p, "committed_offset": offsets[(t, p)]} for p in ps],
+                        "partitions": [(p, offsets[(t, p)]) for p in ps],
                     }
                     for t, ps in by_topic(offsets).items()
                 ],

@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import core_schema
 
 
 class Message(BaseModel):
     """Base of every request, response and record: typed, immutable, no unknown fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def value_fields(value: Any, exclude_defaults: bool = False) -> dict[str, Any]:
+    """A NamedTuple value's fields by name: the view ``model_dump`` gives of a ``Message``."""
+    fields = value._asdict()
+    if exclude_defaults:
+        for name, default in value._field_defaults.items():
+            if fields[name] == default:
+                del fields[name]
+    return fields
+
+
+def dumped_as_fields(cls: type, source: Any, handler: Any) -> core_schema.CoreSchema:
+    """``__get_pydantic_core_schema__`` for a NamedTuple held in a ``Message``: validated field by
+    field as pydantic does a NamedTuple (from a tuple or a dict, unknown fields refused), dumped
+    as a dict of its fields like a ``Message``, not as a list."""
+    schema = handler(source)
+    schema["serialization"] = core_schema.plain_serializer_function_ser_schema(
+        lambda value, info: value_fields(value, info.exclude_defaults), info_arg=True
+    )
+    return schema
 
 
 class TopicPartitions(Message):

@@ -9,9 +9,11 @@ an error code as Kafka does.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import Field
 
-from kip_lab.protocol.common import Message, TopicPartitions
+from kip_lab.protocol.common import Message, TopicPartitions, dumped_as_fields
 from kip_lab.protocol.errors import Errors
 
 # Special member epochs (KIP-848 "Joining, leaving and fencing").
@@ -182,11 +184,22 @@ class ConsumerGroupInstallAssignmentResponse(Message):
 
 
 # -- OffsetCommit v9 ----------------------------------------------------------------------
-class OffsetCommitRequestPartition(Message):
+class OffsetCommitRequestPartition(NamedTuple):
+    """One partition's offset to commit.
+
+    A NamedTuple, not a ``Message``: a stable group sends one per fetching partition every
+    commit interval, and the trace keeps every request sent. Pydantic still checks it, field by
+    field and by name, when the topic holding it is built (a tuple or a dict of its fields is
+    accepted, an unknown field is an error), and it dumps as a dict like a ``Message``
+    (docs/decisions.md P13).
+    """
+
     partition_index: int
     committed_offset: int
     committed_leader_epoch: int = -1
     committed_metadata: str | None = None
+
+    __get_pydantic_core_schema__ = classmethod(dumped_as_fields)
 
 
 class OffsetCommitRequestTopic(Message):

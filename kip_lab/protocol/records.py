@@ -17,7 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from pydantic import Field
 
-from kip_lab.protocol.common import Message, TopicPartitions
+from kip_lab.protocol.common import Message, TopicPartitions, value_fields
 from kip_lab.protocol.consumer_group import ClientAssignor
 
 
@@ -50,12 +50,7 @@ class OffsetCommitValue(NamedTuple):
     topic_id: str | None = None  # v4: lets a recreated topic start fresh
 
     def model_dump(self, exclude_defaults: bool = False) -> dict[str, Any]:
-        fields = self._asdict()
-        if exclude_defaults:
-            for name, default in self._field_defaults.items():
-                if fields[name] == default:
-                    del fields[name]
-        return fields
+        return value_fields(self, exclude_defaults)
 
 
 # -- key version 3 --------------------------------------------------------------------
