@@ -348,6 +348,33 @@ def test_to_pandas_is_one_row_per_event() -> None:
     assert json.loads(frame["payload"].iloc[0]) == lab.trace[0].payload
 
 
+def test_a_trace_event_is_immutable_and_makes_a_deferred_payload_once() -> None:
+    import copy
+    import pickle
+
+    made = []
+
+    def deferred() -> dict[str, Any]:
+        made.append(1)
+        return {"body": {"x": 1}}
+
+    event = TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, deferred)
+    assert (event.step, event.time_ms, event.actor, event.kind) == (3, 30, "m1", EventKind.MESSAGE_SENT)
+    assert made == []  # nothing summarised until someone reads it
+    assert event.payload is event.payload and made == [1]
+    for name in ("step", "payload"):
+        with pytest.raises(AttributeError, match="immutable"):
+            setattr(event, name, 4)
+    same = TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, {"body": {"x": 1}})
+    assert event == same
+    assert not event != same  # noqa: SIM202  (__ne__ is defined, and tested)
+    assert event != TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, {"body": {"x": 2}})
+    assert pickle.loads(pickle.dumps(TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, deferred))) == same
+    assert copy.deepcopy(event) == same
+    with pytest.raises(TypeError):
+        hash(event)
+
+
 # ---------------------------------------------------------------------------- metrics on hand-made traces
 def ev(step: int, time_ms: int, actor: str, kind: str, payload: dict[str, Any]) -> TraceEvent:
     return TraceEvent(step, time_ms, actor, EventKind(kind), payload)

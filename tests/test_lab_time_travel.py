@@ -44,9 +44,10 @@ class RecordingLab(Lab):
         super().__init__(*args, **kwargs)
         self.captures[0] = capture(self)
 
-    def step(self):
-        stepped = super().step()
-        self.captures[self.step_count] = capture(self)
+    def _step_due(self, until):  # every step, whether run() or step() takes it
+        stepped = super()._step_due(until)
+        if stepped is not None:
+            self.captures[self.step_count] = capture(self)
         return stepped
 
 

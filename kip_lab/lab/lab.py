@@ -260,13 +260,24 @@ class Lab:
 
     def step(self) -> list[TraceEvent]:
         """Run one event; returns the events it added to the trace."""
+        events = self._step_due(None)
+        if events is None:
+            raise IndexError("no timer is armed and no action is applied at the next step")
+        return events
+
+    def _step_due(self, until: int | None) -> list[TraceEvent] | None:
+        """The next step — the action applied at it, or else the next timer if one is due by
+        ``until`` (any, when None) — with its events; None, and no step, when there is none."""
         number = self.step_count + 1
         world = self.world
         action = self._applied.get(number)
         if action is not None:
             self._perform(action)
         else:
-            world.trace_fired(world.scheduler.step())
+            fired = world.scheduler.fire_next(until)
+            if fired is None:
+                return None
+            world.trace_fired(fired)
         self.step_count = number
         if number > self.horizon:
             self.horizon = number
@@ -297,7 +308,10 @@ class Lab:
     def _flush(self, step: int) -> list[TraceEvent]:
         now = self.world.scheduler.now_ms
         kinds = _KINDS
-        events = [TraceEvent(step, now, actor, kinds[kind], payload) for actor, kind, payload in self.world.events]
+        new = tuple.__new__  # TraceEvent's own constructor, minus a Python call per event
+        events = [
+            new(TraceEvent, (step, now, actor, kinds[kind], payload)) for actor, kind, payload in self.world.events
+        ]
         self.world.events.clear()
         self.trace.extend(events)
         return events
@@ -311,14 +325,7 @@ class Lab:
         if until is None and steps is None:
             raise ValueError("run() needs until= (ms) or steps=")
         taken = 0
-        while steps is None or taken < steps:
-            if (self.step_count + 1) in self._applied:
-                self.step()
-            else:
-                due = self.world.scheduler.peek()
-                if due is None or (until is not None and due > until):
-                    break
-                self.step()
+        while (steps is None or taken < steps) and self._step_due(until) is not None:
             taken += 1
         if until is not None and self.now < until and (steps is None or taken < steps):
             self.apply(a.AdvanceTo(time_ms=until))

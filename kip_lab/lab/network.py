@@ -110,14 +110,14 @@ class Network:
                 extra = faults.delay_ms
         if reason is None and config.drop_probability and world.rng.random() < config.drop_probability:
             reason = "random loss"
-        message = (message_id, source, destination, api, correlation_id, payload)
+        envelope = Envelope(message_id, source, destination, api, payload, correlation_id, now)
         if reason is not None:
-            world.emit("network", "message_dropped", partial(_message_payload, *message, "reason", reason))
+            world.emit("network", "message_dropped", partial(_message_payload, envelope, "reason", reason, True))
             return message_id
         latency = config.latency.sample(world.rng) + extra
-        self.in_flight[message_id] = Envelope(message_id, source, destination, api, payload, correlation_id, now)
+        self.in_flight[message_id] = envelope
         world.scheduler.schedule(self, message_id, latency)
-        world.emit(source, "message_sent", partial(_message_payload, *message, "latency_ms", latency))
+        world.emit(source, "message_sent", partial(_message_payload, envelope, "latency_ms", latency, True))
         return message_id
 
     def fire_timer(self, key: int) -> None:
@@ -125,46 +125,28 @@ class Network:
         world = self.world
         faults = self.faults.get(frozenset((envelope.source, envelope.destination))) if self.faults else None
         if faults is not None and faults.down_until_ms > world.scheduler.now_ms:
-            world.emit(
-                "network",
-                "message_dropped",
-                {
-                    "id": envelope.message_id,
-                    "from": envelope.source,
-                    "to": envelope.destination,
-                    "api": envelope.api,
-                    "correlation_id": envelope.correlation_id,
-                    "reason": "link partitioned",
-                },
-            )
+            world.emit("network", "message_dropped", partial(_message_payload, envelope, "reason", "link partitioned"))
             return
-        world.emit(
-            envelope.destination,
-            "message_delivered",
-            {
-                "id": envelope.message_id,
-                "from": envelope.source,
-                "to": envelope.destination,
-                "api": envelope.api,
-                "correlation_id": envelope.correlation_id,
-            },
-        )
+        world.emit(envelope.destination, "message_delivered", partial(_message_payload, envelope))
         world.endpoint(envelope.destination).receive(envelope)
 
 
-def _message_payload(
-    message_id: int, source: str, destination: str, api: str, correlation_id: int, body: Any, detail: str, value: Any
-) -> dict[str, Any]:
-    """A sent or dropped message's trace payload, built when the event is first read (``TraceEvent``)."""
-    return {
-        "id": message_id,
-        "from": source,
-        "to": destination,
-        "api": api,
-        "correlation_id": correlation_id,
-        detail: value,
-        "body": summarize(body),
+def _message_payload(envelope: Envelope, detail: str = "", value: Any = None, body: bool = False) -> dict[str, Any]:
+    """A message event's trace payload, built when the event is first read (``TraceEvent``):
+    its id, ends, API and correlation id; the ``detail`` of the event (latency, why it was
+    dropped) and, where the message leaves its sender, its ``body``."""
+    payload = {
+        "id": envelope.message_id,
+        "from": envelope.source,
+        "to": envelope.destination,
+        "api": envelope.api,
+        "correlation_id": envelope.correlation_id,
     }
+    if detail:
+        payload[detail] = value
+    if body:
+        payload["body"] = summarize(envelope.payload)
+    return payload
 
 
 def summarize(payload: Any) -> dict[str, Any]:
