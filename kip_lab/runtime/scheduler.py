@@ -148,7 +148,7 @@ class Scheduler:
         del self._deadlines[(number, key)]
         self._now = due
         owner = self._owners[number]
-        return FiredTimer(due, owner, key, owner.fire_timer(key))
+        return tuple.__new__(FiredTimer, (due, owner, key, owner.fire_timer(key)))  # FiredTimer(...), at C speed
 
     def step(self) -> FiredTimer:
         """Advance the clock to the next timer and fire it."""
