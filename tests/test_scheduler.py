@@ -40,3 +40,23 @@ def test_a_re_armed_or_cancelled_timer_fires_at_its_new_time_or_not_at_all() -> 
     assert [f.key for f in scheduler.run(until=100)] == ["moved"] and scheduler.now_ms == 100
     with pytest.raises(IndexError, match="no timer"):
         scheduler.step()
+
+
+def test_cancelled_timers_do_not_pile_up_and_the_firing_order_is_unchanged() -> None:
+    """Re-arm, postpone and cancel at random: the heap stays within twice the armed timers (plus
+    a little), and timers fire exactly in (deadline, last arming) order, as armed."""
+    import random
+
+    rng = random.Random(4)
+    scheduler, owner = Scheduler(), Owner()
+    armed: dict[str, tuple[int, int]] = {}  # key -> (due, arming number): the order it must fire in
+    for arming in range(5_000):
+        key = f"t{rng.randrange(400)}"
+        if key in armed and rng.random() < 0.6:
+            assert scheduler.cancel(owner, key)
+            del armed[key]
+        else:
+            armed[key] = (scheduler.schedule(owner, key, rng.randrange(1, 10_000)), arming)
+        assert len(scheduler._heap) <= 2 * len(armed) + 64
+    scheduler.run(until=20_000)
+    assert owner.fired == sorted(armed, key=armed.__getitem__)

@@ -21,6 +21,8 @@ import heapq
 from collections.abc import Hashable
 from typing import Any, NamedTuple, Protocol
 
+_COMPACT_SLACK = 64  # a small heap is never worth rebuilding
+
 
 class TimerOwner(Protocol):
     """Anything that can own timers: it is told which of its keys fired."""
@@ -95,9 +97,10 @@ class Scheduler:
     def cancel(self, owner: TimerOwner, key: Hashable) -> bool:
         """Disarm a timer; returns whether it was armed."""
         number = self._owner_ids.get(id(owner))
-        if number is None:
+        if number is None or self._deadlines.pop((number, key), None) is None:
             return False
-        return self._deadlines.pop((number, key), None) is not None
+        self._compact_if_mostly_dead()
+        return True
 
     def cancel_all(self, owner: TimerOwner) -> None:
         """Disarm every timer of ``owner`` (a coordinator being unloaded)."""
@@ -106,6 +109,20 @@ class Scheduler:
             return
         for slot in [slot for slot in self._deadlines if slot[0] == number]:
             del self._deadlines[slot]
+        self._compact_if_mostly_dead()
+
+    def _compact_if_mostly_dead(self) -> None:
+        """Rebuild the heap from the live deadlines once it holds more dead entries than live ones.
+
+        Every request arms a timeout that its answer cancels: without this, a stable group's
+        heap held three cancelled timeouts per live timer until their time came (longer heap
+        operations, and more for each snapshot to sift). The rebuilt heap holds each timer at
+        its live (due, seq), where the lazy path would have moved it, so timers fire in the same
+        order; when it is rebuilt depends only on the counts, so runs stay deterministic.
+        """
+        if len(self._heap) > 2 * len(self._deadlines) + _COMPACT_SLACK:
+            self._heap = [(due, seq, number, key) for (number, key), (due, seq) in self._deadlines.items()]
+            heapq.heapify(self._heap)
 
     def deadline(self, owner: TimerOwner, key: Hashable) -> int | None:
         """When ``owner``'s timer ``key`` fires, or None if it is not armed."""
