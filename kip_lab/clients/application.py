@@ -40,7 +40,7 @@ def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
     return grouped
 
 
-@dataclass
+@dataclass(slots=True)
 class Fetch:
     """A partition being consumed: from ``offset`` at ``since_ms``."""
 
