@@ -13,18 +13,16 @@ copying, the objects nothing ever changes in place:
   object and its batch count, and a restore gets a new log cut back to that many batches,
   sharing the entries.
 
-The scheduler indexes its timer owners by ``id()``, which a copy changes; it is rebuilt on
-load, and the copy leaves out the heap entries of timers cancelled or moved earlier (the
-scheduler would drop them unfired when they surface, so the order timers fire in is the same).
-A consumer's ``Fetch`` per fetching partition — thousands in a large group — pickles as its
-two numbers. A world holding something pickle cannot handle (a user's listener defined inside a
-function, say) falls back to ``copy.deepcopy`` for that snapshot.
+The scheduler copies itself (``Scheduler.__getstate__``: its live timers, its owners indexed
+again on load), for a snapshot as for ``copy.deepcopy``. A consumer's ``Fetch`` per fetching
+partition — thousands in a large group — pickles as its two numbers. A world holding something
+pickle cannot handle (a user's listener defined inside a function, say) falls back to
+``copy.deepcopy`` for that snapshot.
 """
 
 from __future__ import annotations
 
 import copy
-import heapq
 import io
 import pickle
 import threading
@@ -36,7 +34,6 @@ from kip_lab.clients.application import Fetch
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.offsets import GroupOffsets
 from kip_lab.runtime.log import PartitionLog
-from kip_lab.runtime.scheduler import Scheduler
 
 _loading = threading.local()  # the shared objects of the snapshot being loaded
 
@@ -52,28 +49,6 @@ def _copy_of_shared(cls: type, index: int) -> Any:
 def _log() -> PartitionLog:
     log, batches = _loading.log
     return log.truncated(batches)
-
-
-def _new_scheduler() -> Scheduler:
-    return Scheduler.__new__(Scheduler)
-
-
-def _scheduler_state(scheduler: Scheduler) -> dict[str, Any]:
-    state = {k: v for k, v in scheduler.__dict__.items() if k != "_owner_ids"}
-    deadlines = scheduler._deadlines
-    live = []
-    for entry in scheduler._heap:
-        deadline = deadlines.get((entry[2], entry[3]))
-        if deadline is not None and deadline[0] >= entry[0]:
-            live.append(entry)
-    heapq.heapify(live)
-    state["_heap"] = live
-    return state
-
-
-def _set_scheduler_state(scheduler: Scheduler, state: dict[str, Any]) -> None:
-    scheduler.__dict__.update(state)
-    scheduler._owner_ids = {id(owner): number for number, owner in scheduler._owners.items()}
 
 
 def _frozen_models() -> list[type]:
@@ -117,7 +92,6 @@ class _Pickler(pickle.Pickler):
         table[ConsumerGroupMember] = share
         table[GroupOffsets] = share_copy
         table[PartitionLog] = lambda obj: (_log, ())
-        table[Scheduler] = lambda obj: (_new_scheduler, (), _scheduler_state(obj), None, None, _set_scheduler_state)
         table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset))
         self.dispatch_table = table
 

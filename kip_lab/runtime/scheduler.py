@@ -55,17 +55,16 @@ class Scheduler:
         self._owners: dict[int, TimerOwner] = {}
         self._owner_ids: dict[int, int] = {}  # id(owner) -> stable owner number
 
-    def __deepcopy__(self, memo: dict) -> Scheduler:
-        # Owners are looked up by id(); a copy holds copied owners, so re-index them.
-        import copy
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a snapshot holds: the live timers only, and no ``id()`` index (a copy's
+        owners are new objects; ``__setstate__`` indexes them again)."""
+        state = {k: v for k, v in self.__dict__.items() if k != "_owner_ids"}
+        state["_heap"] = self._live_heap()
+        return state
 
-        clone = Scheduler.__new__(Scheduler)
-        memo[id(self)] = clone
-        for key, value in self.__dict__.items():
-            if key != "_owner_ids":
-                setattr(clone, key, copy.deepcopy(value, memo))
-        clone._owner_ids = {id(owner): number for number, owner in clone._owners.items()}
-        return clone
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._owner_ids = {id(owner): number for number, owner in self._owners.items()}
 
     @property
     def now_ms(self) -> int:
@@ -116,13 +115,18 @@ class Scheduler:
 
         Every request arms a timeout that its answer cancels: without this, a stable group's
         heap held three cancelled timeouts per live timer until their time came (longer heap
-        operations, and more for each snapshot to sift). The rebuilt heap holds each timer at
-        its live (due, seq), where the lazy path would have moved it, so timers fire in the same
-        order; when it is rebuilt depends only on the counts, so runs stay deterministic.
+        operations). The rebuilt heap (``_live_heap``) fires timers in the same order; when it
+        is rebuilt depends only on the counts, so runs stay deterministic.
         """
         if len(self._heap) > 2 * len(self._deadlines) + _COMPACT_SLACK:
-            self._heap = [(due, seq, number, key) for (number, key), (due, seq) in self._deadlines.items()]
-            heapq.heapify(self._heap)
+            self._heap = self._live_heap()
+
+    def _live_heap(self) -> list[tuple[int, int, int, Hashable]]:
+        """A heap of the armed timers alone, each at its live (due, seq): the order they fire in
+        is the lazy heap's, without the entries of cancelled or moved timers."""
+        heap = [(due, seq, number, key) for (number, key), (due, seq) in self._deadlines.items()]
+        heapq.heapify(heap)
+        return heap
 
     def deadline(self, owner: TimerOwner, key: Hashable) -> int | None:
         """When ``owner``'s timer ``key`` fires, or None if it is not armed."""
