@@ -20,22 +20,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_lab import Clock, Row, bench_join, bench_steady, check_stable, format_table, group
+from benchmarks.bench_lab import Clock, Row, bench_join, bench_steady, check_stable, format_table, stable_group
 from benchmarks.common import benchmark_parser, report
-from kip_lab.lab import Lab
 from kip_lab.lab import actions as a
 
-STRATEGY = ["cooperative-sticky"]
-
-
-def classic_group(members: int, partitions: int) -> Lab:
-    return group(members, partitions, group_protocol="classic", partition_assignment_strategy=STRATEGY)
+CLASSIC = {"group_protocol": "classic", "partition_assignment_strategy": ["cooperative-sticky"]}  # every member
 
 
 def bench_rolling_bounce(members: int, partitions: int) -> tuple[float, float, int]:
-    lab = classic_group(members, partitions)
-    if not lab.run_until_stable():
-        raise AssertionError("the group never became stable")
+    lab = stable_group(members, partitions, **CLASSIC)
     start = lab.now
     for i, name in enumerate(sorted(lab.clients)):
         lab.schedule(a.Close(member=name), start + 10_000 * (i + 1))
@@ -54,9 +47,7 @@ def run_benchmarks(quick: bool) -> list[Row]:
     members, partitions = (10, 100) if quick else (100, 1_000)
     bounce_members, bounce_partitions = (5, 50) if quick else (20, 200)
     minutes = 1 if quick else 10
-    join_wall, join_cpu, lab = bench_join(
-        members, partitions, 1, group_protocol="classic", partition_assignment_strategy=STRATEGY
-    )
+    join_wall, join_cpu, lab = bench_join(members, partitions, 1, **CLASSIC)
     steady_wall, steady_cpu, steady_steps = bench_steady(lab, partitions, minutes)
     del lab
     bounce_wall, bounce_cpu, bounce_steps = bench_rolling_bounce(bounce_members, bounce_partitions)

@@ -52,6 +52,14 @@ def group(members: int, partitions: int, **consumer: object) -> Lab:
     return lab
 
 
+def stable_group(members: int, partitions: int, **consumer: object) -> Lab:
+    """The group, run until it is stable (an error if it never is)."""
+    lab = group(members, partitions, **consumer)
+    if not lab.run_until_stable():
+        raise AssertionError(f"the group ({consumer or 'defaults'}) never became stable")
+    return lab
+
+
 def check_stable(lab: Lab, partitions: int) -> None:
     owners = [tp for c in lab.clients.values() if c.alive for tp in c.owned]
     if not lab.is_stable() or len(owners) != len(set(owners)) or len(owners) != partitions:
@@ -79,9 +87,7 @@ def bench_join(members: int, partitions: int, repeats: int, **consumer: object) 
         lab = None
         gc.collect()  # the previous repeat's world is garbage: do not time its collection
         with Clock() as clock:
-            lab = group(members, partitions, **consumer)
-            if not lab.run_until_stable():
-                raise AssertionError("the group never became stable")
+            lab = stable_group(members, partitions, **consumer)
         walls.append(clock.wall)
         cpus.append(clock.cpu)
         check_stable(lab, partitions)
@@ -134,13 +140,6 @@ def bench_seek(lab: Lab, seeks: int) -> tuple[list[float], list[float]]:
         if lab.step_count != target:
             raise AssertionError(f"seek({target}) reached {lab.step_count}")
     return walls, cpus
-
-
-def stable_group(members: int, partitions: int, **consumer: object) -> Lab:
-    lab = group(members, partitions, **consumer)
-    if not lab.run_until_stable():
-        raise AssertionError(f"the group ({consumer or 'defaults'}) never became stable")
-    return lab
 
 
 def run_benchmarks(quick: bool) -> list[Row]:
