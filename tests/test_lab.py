@@ -62,6 +62,20 @@ def faulty_run(seed: int, link: LinkConfig = LOSSY) -> Lab:
 
 
 # ---------------------------------------------------------------------------- faults
+def test_with_nothing_due_step_refuses_and_run_stops_without_a_step() -> None:
+    """``step`` and ``run`` share one path: with no timer armed and no action applied, ``step``
+    raises and takes no step; ``run(steps=)`` takes none; ``run(until=)`` only moves the clock."""
+    lab = Lab(seed=0)
+    lab.create_topic("foo", 2)
+    steps, events = lab.step_count, len(lab.trace)
+    with pytest.raises(IndexError, match="no timer is armed"):
+        lab.step()
+    assert (lab.step_count, len(lab.trace)) == (steps, events)
+    assert lab.run(steps=5) == 0 and lab.step_count == steps
+    assert lab.run(until=1_000) == 1 and lab.now == 1_000  # the one step is the clock's advance
+    assert lab.trace[-1].kind is EventKind.ACTION_APPLIED and lab.trace[-1].payload["action"] == "advance_to"
+
+
 def test_crash_stops_the_process_and_the_session_timeout_removes_the_member() -> None:
     lab = make_lab()
     crashed_at = lab.now

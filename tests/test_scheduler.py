@@ -58,5 +58,10 @@ def test_cancelled_timers_do_not_pile_up_and_the_firing_order_is_unchanged() -> 
         else:
             armed[key] = (scheduler.schedule(owner, key, rng.randrange(1, 10_000)), arming)
         assert len(scheduler._heap) <= 2 * len(armed) + 64
+    other = Owner()
+    for i in range(500):
+        scheduler.schedule(other, f"o{i}", 1 + i)
+    scheduler.cancel_all(other)  # an unloaded coordinator: its timers go, and so do their heap entries
+    assert len(scheduler._heap) <= 2 * len(armed) + 64
     scheduler.run(until=20_000)
-    assert owner.fired == sorted(armed, key=armed.__getitem__)
+    assert owner.fired == sorted(armed, key=armed.__getitem__) and other.fired == []
