@@ -437,7 +437,7 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
         stopped = self._stop_fetching(set(revoked))
         then = partial(self._prepare_after_commit, round_, revoked)
         if self.config.enable_auto_commit and (self.fetching or stopped):
-            self._commit(sorted(self.fetching), then, extra=stopped)
+            self._commit(self.fetching, then, extra=stopped)
         else:
             then(True)
 

@@ -156,5 +156,5 @@ def summarize(payload: Any) -> dict[str, Any]:
     serializer = getattr(payload, "__pydantic_serializer__", None)
     if serializer is None:  # a plain value record (``OffsetCommitValue``): JSON-safe fields
         return payload.model_dump(exclude_defaults=True)
-    # model_dump(mode="json", exclude_defaults=True), minus its wrapper: this runs for every message.
+    # model_dump(mode="json", exclude_defaults=True), minus its wrapper: a saved trace summarises every message.
     return serializer.to_python(payload, mode="json", exclude_defaults=True)
