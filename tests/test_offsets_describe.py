@@ -357,3 +357,55 @@ def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields
         ("partitions.1.offset", "extra_forbidden"),
         ("partitions.2.committed_offset", "missing"),
     }
+
+
+def test_message_model_construct_is_pydantics_without_the_loop() -> None:
+    """``Message.model_construct`` (P15) builds what validation would from trusted values: defaults
+    filled in declaration order, factories called per model, the fields set recorded; an unknown
+    or a missing required field is an error instead of a half-built model."""
+    from kip_lab.protocol import ConsumerGroupHeartbeatRequest
+
+    built = ConsumerGroupHeartbeatRequest.model_construct(group_id="g", member_id="m", member_epoch=3)
+    validated = ConsumerGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=3)
+    assert built == validated and repr(built) == repr(validated)
+    assert list(built.__dict__) == list(ConsumerGroupHeartbeatRequest.model_fields)
+    assert built.model_fields_set == {"group_id", "member_id", "member_epoch"} == validated.model_fields_set
+    assert built.model_dump() == validated.model_dump()
+    assert OffsetFetchRequestGroup.model_construct(group_id="g") == OffsetFetchRequestGroup(group_id="g")
+    from kip_lab.protocol.records import ConsumerGroupMemberMetadataValue
+
+    a, b = (ConsumerGroupMemberMetadataValue.model_construct(group_epoch=1) for _ in range(2))
+    assert a.subscribed_topic_names == [] and a.subscribed_topic_names is not b.subscribed_topic_names
+    with pytest.raises(TypeError, match=r"unknown fields \['epoch'\], missing fields \['group_id'\]"):
+        OffsetFetchRequestGroup.model_construct(epoch=1)
+
+
+def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) -> None:
+    """The consumer builds its OffsetCommit without validating it (P15): each must equal the
+    request validating its own dump gives back, its partitions the NamedTuple they claim to be."""
+    from lab_support import make_lab
+
+    from kip_lab.lab.network import Network
+
+    sent = []
+    send = Network.send
+
+    def recording(self, source, destination, api, payload, correlation_id):
+        if isinstance(payload, OffsetCommitRequest):
+            sent.append(payload)
+        return send(self, source, destination, api, payload, correlation_id)
+
+    monkeypatch.setattr(Network, "send", recording)
+    lab = make_lab(members="AB", partitions=6, auto_commit_interval_ms=1_000)
+    assert lab.run_until_stable()
+    sent.clear()  # from here on each member commits what it owns: 3 partitions
+    lab.run(until=lab.now + 3_000)
+    assert len(sent) >= 4
+    for request in sent:
+        assert OffsetCommitRequest.model_validate(request.model_dump()) == request
+        assert all(type(p) is OffsetCommitRequestPartition for t in request.topics for p in t.partitions)
+        owner = next(c for c in lab.clients.values() if c.member_id == request.member_id)
+        assert {(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions} == set(owner.owned)
+        for topic in request.topics:
+            for p in topic.partitions:
+                assert 0 < p.committed_offset <= lab.world.log_end_offset((topic.topic_id, p.partition_index), lab.now)
