@@ -65,3 +65,31 @@ def test_cancelled_timers_do_not_pile_up_and_the_firing_order_is_unchanged() -> 
     assert len(scheduler._heap) <= 2 * len(armed) + 64
     scheduler.run(until=20_000)
     assert owner.fired == sorted(armed, key=armed.__getitem__) and other.fired == []
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copy_fires_what_the_original_fires_in_the_same_order(how: str) -> None:
+    """A snapshot or a deep copy holds the live deadlines only and rebuilds its heap from them:
+    postponed, cancelled and pending timers come out of the copy exactly as out of the original."""
+    import copy
+    import pickle
+
+    scheduler, owner = Scheduler(), Owner()
+    for i in range(60):
+        scheduler.schedule(owner, f"t{i}", (i * 37) % 100)
+    for i in range(0, 60, 3):
+        scheduler.schedule(owner, f"t{i}", 150 + i)  # postponed: stale entries stay in the heap
+    for i in range(1, 60, 5):
+        scheduler.cancel(owner, f"t{i}")
+    scheduler.run(until=40)
+    state = (scheduler, owner)
+    twin, twin_owner = copy.deepcopy(state) if how == "deepcopy" else pickle.loads(pickle.dumps(state))
+    assert "_heap" not in scheduler.__getstate__()
+    assert twin.now_ms == 40 and twin.timers(twin_owner) == scheduler.timers(owner)
+    already = len(owner.fired)
+    twin_owner.fired = list(owner.fired)
+    scheduler.run(until=1_000)
+    twin.run(until=1_000)
+    assert twin_owner.fired == owner.fired and len(owner.fired) > already + 20
+    twin.schedule(twin_owner, "new", 5)  # the copy's owners are indexed again: one arming, not a new owner
+    assert twin.timers(twin_owner) == {"new": 1_005} and len(twin._owners) == 1

@@ -13,8 +13,8 @@ copying, the objects nothing ever changes in place:
   object and its batch count, and a restore gets a new log cut back to that many batches,
   sharing the entries.
 
-The scheduler copies itself (``Scheduler.__getstate__``: its live timers, its owners indexed
-again on load), for a snapshot as for ``copy.deepcopy``. A consumer's ``Fetch`` per fetching
+The scheduler copies itself (``Scheduler.__getstate__``: its live deadlines; its heap and
+owner index are rebuilt on load), for a snapshot as for ``copy.deepcopy``. A consumer's ``Fetch`` per fetching
 partition — thousands in a large group — pickles as its two numbers. A world holding something
 pickle cannot handle (a user's listener defined inside a function, say) falls back to
 ``copy.deepcopy`` for that snapshot.

@@ -56,14 +56,14 @@ class Scheduler:
         self._owner_ids: dict[int, int] = {}  # id(owner) -> stable owner number
 
     def __getstate__(self) -> dict[str, Any]:
-        """What a copy or a snapshot holds: the live timers only, and no ``id()`` index (a copy's
-        owners are new objects; ``__setstate__`` indexes them again)."""
-        state = {k: v for k, v in self.__dict__.items() if k != "_owner_ids"}
-        state["_heap"] = self._live_heap()
-        return state
+        """What a copy or a snapshot holds: the clock, the live deadlines and the owners. Neither
+        the heap nor the ``id()`` index: ``__setstate__`` rebuilds both from those (the heap of the
+        live timers alone, as compaction does; a copy's owners are new objects)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_heap", "_owner_ids")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._heap = self._live_heap()
         self._owner_ids = {id(owner): number for number, owner in self._owners.items()}
 
     @property
