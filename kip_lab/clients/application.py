@@ -317,17 +317,14 @@ class ApplicationLoop:
         # stable group commits every fetching partition every interval, so this is among the Lab's
         # most frequent work. Each partition is made by tuple.__new__, as its NamedTuple would be.
         new = tuple.__new__
+        topics: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for (topic_id, p), offset in sorted(offsets.items()):  # the wire's order: by topic, then partition
+            topics.setdefault(topic_id, []).append(new(OffsetCommitRequestPartition, (p, offset, -1, None)))
         request = OffsetCommitRequest.model_construct(
             group_id=self.config.group_id,
             member_id=self.member_id,
             generation_id_or_member_epoch=self.member_epoch,
-            topics=[
-                OffsetCommitRequestTopic.model_construct(
-                    topic_id=t,
-                    partitions=[new(OffsetCommitRequestPartition, (p, offsets[(t, p)], -1, None)) for p in ps],
-                )
-                for t, ps in by_topic(offsets).items()
-            ],
+            topics=[OffsetCommitRequestTopic.model_construct(topic_id=t, partitions=ps) for t, ps in topics.items()],
         )
         correlation = self._send("OffsetCommit", request, (offsets, then))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)

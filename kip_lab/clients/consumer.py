@@ -302,38 +302,33 @@ class Consumer(MemberPlumbing, ApplicationLoop):
 
     def _heartbeat_request(self) -> ConsumerGroupHeartbeatRequest:
         """Only fields that changed since they were last sent (all of them on a join)."""
-        leaving = self.state is MemberState.LEAVING
-        if leaving:
-            epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
-        else:
-            epoch = self.member_epoch
+        config = self.config
+        body: dict[str, Any] = {"group_id": config.group_id, "member_id": self.member_id}
+        if self.state is MemberState.LEAVING:
+            body["member_epoch"] = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
+            return ConsumerGroupHeartbeatRequest(**body, instance_id=config.instance_id)
+        epoch = body["member_epoch"] = self.member_epoch
         full = epoch == 0
-        owned = sorted(self.owned)
-        fields = {
-            "instance_id": self.config.instance_id,
-            "rack_id": self.config.rack_id,
-            "rebalance_timeout_ms": self.config.max_poll_interval_ms,
-            "subscribed_topic_names": self.config.subscribed_topic_names,
-            "subscribed_topic_regex": self.config.subscribed_topic_regex,
-            "server_assignor": self.config.server_assignor,
-            "topic_partitions": owned,
-        }
-        body: dict[str, Any] = {"group_id": self.config.group_id, "member_id": self.member_id, "member_epoch": epoch}
-        if leaving:
-            body["instance_id"] = self.config.instance_id
-            return ConsumerGroupHeartbeatRequest(**body)
-        for name, value in fields.items():
-            if value is None:
-                continue
-            if full or self._sent.get(name) != value:
-                body[name] = value
-                self._sent[name] = value
+        sent = self._sent
+        for name, value in (
+            ("instance_id", config.instance_id),
+            ("rack_id", config.rack_id),
+            ("rebalance_timeout_ms", config.max_poll_interval_ms),
+            ("subscribed_topic_names", config.subscribed_topic_names),
+            ("subscribed_topic_regex", config.subscribed_topic_regex),
+            ("server_assignor", config.server_assignor),
+            ("topic_partitions", frozenset(self.owned)),
+        ):
+            if value is not None and (full or sent.get(name) != value):
+                body[name] = sent[name] = value
         if "topic_partitions" in body:
-            body["topic_partitions"] = [TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(owned).items()]
-        if self.config.instance_id is not None:
-            body["instance_id"] = self.config.instance_id  # the coordinator needs it to find static members
+            body["topic_partitions"] = [
+                TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(body["topic_partitions"]).items()
+            ]
+        if config.instance_id is not None:
+            body["instance_id"] = config.instance_id  # the coordinator needs it to find static members
         if len(body) == 3:  # group, member and epoch only
-            return _steady_heartbeat(**body)
+            return _steady_heartbeat(config.group_id, self.member_id, epoch)
         return ConsumerGroupHeartbeatRequest(**body)
 
     def _request_timed_out(self, correlation: int) -> None:

@@ -271,12 +271,15 @@ class GroupCoordinator(
         return result
 
     def _replay_offsets(self, records: Iterable[Record]) -> None:
-        """Offset records (a commit writes one per partition, all replayed in one loop)."""
+        """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
         offsets = self.offsets
+        group_id = group = None
         for key, value in records:
-            group = offsets.get(key.group)
-            if group is None:
-                group = offsets[key.group] = GroupOffsets()
+            if key.group != group_id:
+                group_id = key.group
+                group = offsets.get(group_id)
+                if group is None:
+                    group = offsets[group_id] = GroupOffsets()
             if value is None:
                 group.pop((key.topic, key.partition), None)
             else:

@@ -7,6 +7,7 @@ for the topic incarnation (topic id) that committed it, so a recreated topic sta
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import attrgetter
 
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
@@ -29,14 +30,29 @@ from kip_lab.protocol.records import (
 from kip_lab.runtime.log import Record
 
 
-@lru_cache(maxsize=1 << 16)
-def _commit_key(group: str, topic: str, partition: int) -> OffsetCommitKey:
-    """The record key of one partition's offset: a frozen value, so every commit of it shares one.
+class _CommitKeys(dict):
+    """partition -> the record key of its offset, for one group's topic: frozen values, each made
+    once and shared by every commit of that partition.
 
-    A stable group commits every partition every few seconds; building (and validating) the
-    same key and the same per-partition answer each time was a good part of the cost of a run.
+    A stable group commits every partition every few seconds; building (and validating) the same
+    key each time was a good part of the cost of a run.
     """
-    return OffsetCommitKey(group=group, topic=topic, partition=partition)
+
+    def __init__(self, group: str, topic: str) -> None:
+        super().__init__()
+        self.group, self.topic = group, topic
+
+    def __missing__(self, partition: int) -> OffsetCommitKey:
+        key = self[partition] = OffsetCommitKey(group=self.group, topic=self.topic, partition=partition)
+        return key
+
+
+@lru_cache(maxsize=1 << 12)
+def _commit_keys(group: str, topic: str) -> _CommitKeys:
+    return _CommitKeys(group, topic)
+
+
+_partition_index = attrgetter("partition_index")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -115,20 +131,12 @@ class OffsetHandlers:
                 # Record(key, OffsetCommitValue(...)), made by tuple.__new__ as those NamedTuples'
                 # own constructors do, minus two Python calls per partition of every commit.
                 new = tuple.__new__
+                keys = _commit_keys(group_id, name)
                 records += [
-                    new(
-                        Record,
-                        (
-                            _commit_key(group_id, name, p.partition_index),
-                            new(
-                                OffsetCommitValue,
-                                (p.committed_offset, now, p.committed_leader_epoch, p.committed_metadata, topic_id),
-                            ),
-                        ),
-                    )
-                    for p in topic.partitions
+                    new(Record, (keys[index], new(OffsetCommitValue, (offset, now, leader_epoch, metadata, topic_id))))
+                    for index, offset, leader_epoch, metadata in topic.partitions
                 ]
-            topics.append((topic.name, topic.topic_id, tuple(p.partition_index for p in topic.partitions), code))
+            topics.append((topic.name, topic.topic_id, tuple(map(_partition_index, topic.partitions)), code))
         batches = (tuple(records),) if records else ()
         return self._apply(CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit"))
 

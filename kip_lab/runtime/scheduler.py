@@ -17,8 +17,8 @@ heartbeats cheap without changing the order timers fire in.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Hashable
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any, NamedTuple, Protocol
 
 _COMPACT_SLACK = 64  # a small heap is never worth rebuilding
@@ -85,12 +85,13 @@ class Scheduler:
         if number is None:
             number = self._register(owner)
         due = self._now + delay_ms
-        self._seq += 1
+        seq = self._seq = self._seq + 1
         slot = (number, key)
-        previous = self._deadlines.get(slot)
-        self._deadlines[slot] = (due, self._seq)
+        deadlines = self._deadlines
+        previous = deadlines.get(slot)
+        deadlines[slot] = (due, seq)
         if previous is None or due < previous[0]:
-            heapq.heappush(self._heap, (due, self._seq, number, key))
+            heappush(self._heap, (due, seq, number, key))
         return due
 
     def cancel(self, owner: TimerOwner, key: Hashable) -> bool:
@@ -125,7 +126,7 @@ class Scheduler:
         """A heap of the armed timers alone, each at its live (due, seq): the order they fire in
         is the lazy heap's, without the entries of cancelled or moved timers."""
         heap = [(due, seq, number, key) for (number, key), (due, seq) in self._deadlines.items()]
-        heapq.heapify(heap)
+        heapify(heap)
         return heap
 
     def deadline(self, owner: TimerOwner, key: Hashable) -> int | None:
@@ -140,32 +141,36 @@ class Scheduler:
         return {key: due for (num, key), (due, _) in self._deadlines.items() if num == number}
 
     # -- stepping -------------------------------------------------------------------------
-    def _settle(self) -> None:
-        """Make the heap top a live deadline: drop dead entries, move postponed ones."""
+    def _settle(self) -> tuple[int, int, int, Hashable] | None:
+        """The heap's top once it is a live deadline (dead entries dropped, postponed ones moved);
+        None when nothing is armed. An entry is live when its sequence number is its timer's: each
+        arming has its own."""
         heap = self._heap
+        deadlines = self._deadlines
         while heap:
-            due, seq, number, key = heap[0]
-            live = self._deadlines.get((number, key))
-            if live == (due, seq):
-                return
-            if live is None or live[0] < due:
-                heapq.heappop(heap)  # cancelled, or an earlier deadline has its own entry
+            top = heap[0]
+            live = deadlines.get((top[2], top[3]))
+            if live is not None and live[1] == top[1]:
+                return top
+            if live is None or live[0] < top[0]:
+                heappop(heap)  # cancelled, or an earlier deadline has its own entry
             else:
-                heapq.heapreplace(heap, (live[0], live[1], number, key))  # postponed
+                heapreplace(heap, (live[0], live[1], top[2], top[3]))  # postponed
+        return None
 
     def peek(self) -> int | None:
         """Due time of the next timer, or None when nothing is armed."""
-        self._settle()
-        return self._heap[0][0] if self._heap else None
+        top = self._settle()
+        return None if top is None else top[0]
 
     def fire_next(self, until: int | None = None) -> FiredTimer | None:
         """Advance the clock to the next timer and fire it, if one is armed and due at or before
         ``until`` (any time when None); None otherwise."""
-        self._settle()
-        heap = self._heap
-        if not heap or (until is not None and heap[0][0] > until):
+        top = self._settle()
+        if top is None or (until is not None and top[0] > until):
             return None
-        due, _, number, key = heapq.heappop(heap)
+        heappop(self._heap)
+        due, _, number, key = top
         del self._deadlines[(number, key)]
         self._now = due
         owner = self._owners[number]
