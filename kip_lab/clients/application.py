@@ -221,7 +221,8 @@ class ApplicationLoop:
             end = ends.get(tp[0])
             if end is None:
                 end = ends[tp[0]] = self.world.log_end_offset(tp, now)
-            positions[tp] = min(end, fetch.offset + int((now - fetch.since_ms) * rate))
+            reached = fetch.offset + int((now - fetch.since_ms) * rate)
+            positions[tp] = reached if reached < end else end
         return positions
 
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
@@ -331,7 +332,7 @@ class ApplicationLoop:
 
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
         offsets, then = context
-        ok = {p.error_code for t in response.topics for p in t.partitions} <= {Errors.NONE}  # one pass, no generator
+        ok = response.error_codes <= {Errors.NONE}
         if ok:
             self.committed.update(offsets)
         if then is not None:

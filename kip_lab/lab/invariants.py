@@ -8,7 +8,6 @@ nothing. A violation is written to the trace at the step that caused it, or rais
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import attrgetter
 from typing import Any
 
 from kip_lab.clients.member_state import MemberState as ClientState
@@ -16,7 +15,7 @@ from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import MemberState
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
-from kip_lab.lab.trace import EventKind
+from kip_lab.lab.trace import EventKind, TraceEvent
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.protocol.records import OffsetCommitKey
 
@@ -48,7 +47,7 @@ OWNERSHIP_INPUTS = frozenset({"ConsumerGroupMemberMetadataKey", "ConsumerGroupCu
 ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
 NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
 NOTHING_WRITTEN: frozenset[str] = frozenset()
-_kind_of = attrgetter("kind")
+_kind_of = TraceEvent.kind.fget  # the property's own getter: no descriptor call per event
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
 QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
 

@@ -9,6 +9,7 @@ an error code as Kafka does.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import NamedTuple
 
 from pydantic import Field
@@ -232,6 +233,12 @@ class OffsetCommitResponseTopic(Message):
 class OffsetCommitResponse(Message):
     throttle_time_ms: int = 0
     topics: list[OffsetCommitResponseTopic]
+
+    @cached_property
+    def error_codes(self) -> frozenset[Errors]:
+        """The distinct error codes of its partitions, worked out once: the coordinator answers a
+        member's every commit of the same partitions with the same (interned) response."""
+        return frozenset(p.error_code for t in self.topics for p in t.partitions)
 
 
 # -- OffsetFetch v9 -----------------------------------------------------------------------
