@@ -224,6 +224,35 @@ def test_snapshot_steps_depend_on_the_run_alone() -> None:
     assert max(gaps) > min(gaps)  # spaced by work, not by a fixed count of steps
 
 
+def test_a_failover_counts_the_log_its_new_coordinator_replays_as_work() -> None:
+    """Rebuilding the coordinator from the log costs what replaying it costs, whatever the step
+    traces (P3): the work measure counts each replayed record, so the next snapshot comes sooner
+    and a seek across the failover replays less; a replay of the failover counts it again the same."""
+    lab = Lab(seed=2, config=LabConfig(snapshot_every=16))
+    lab.create_topic("foo", 30)
+    for i in range(3):
+        lab.add_consumer(f"c{i}", subscribed_topic_names=["foo"])
+    assert lab.run_until_stable()
+    lab.run(until=lab.now + 20_000)
+    log_end, events, work, checks = (
+        lab.world.log.end_offset,
+        len(lab.trace),
+        lab._work(),
+        lab.invariants.ownership_checks,
+    )
+    assert log_end > 100 and lab.world.records_loaded == 0
+    lab.fail_over()
+    assert lab.world.records_loaded == log_end
+    written = lab.world.log.end_offset // 2 - log_end // 2
+    rebalancing = 25 * (lab.invariants.ownership_checks - checks)
+    assert lab._work() - work == (len(lab.trace) - events) + written + log_end + rebalancing
+    at = lab.step_count
+    lab.run(steps=50)
+    lab.seek(at - 1)
+    lab.seek(at + 10)
+    assert lab.world.records_loaded == log_end
+
+
 def test_a_snapshot_keeps_its_offsets_and_members_while_the_run_goes_on() -> None:
     """Committed offsets and coordinator members are shared with the snapshot, not pickled one
     by one: later commits and reconciliations must not reach into it, and every restore is its

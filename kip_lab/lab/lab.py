@@ -67,10 +67,12 @@ def _collector_paused(method):
 
 _KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
-# under faults, before session 3 made written records cheaper than events): a step that changed
-# what members own (a rebalance's step) counts as 25 traced events or written records, and one
-# unit of work as much CPU as pickling 430 bytes of snapshot.
+# under faults; records re-weighed in session 5): a step that changed what members own (a
+# rebalance's step) counts as 25 traced events, two records written as one, a record a
+# failover's new coordinator replays as one, and one unit of work as much CPU as pickling 430
+# bytes of snapshot.
 _OWNERSHIP_CHECK_WORK = 25
+_RECORDS_WRITTEN_PER_WORK = 2
 _SNAPSHOT_BYTES_PER_WORK = 430
 _WEIGH_EVERY = 16
 
@@ -451,11 +453,17 @@ class Lab:
         return gap % _WEIGH_EVERY == 0 and self._work() >= self._snapshot_due
 
     def _work(self) -> int:
-        """The run's work so far, a deterministic stand-in for its CPU time: events traced plus
-        records written plus the steps that changed what members own (weighed: a rebalance's
-        step costs far more than its events say). All three are the same at a step in every
-        replay of it, so snapshots fall at the same steps in every run."""
-        return len(self.trace) + self.world.log.end_offset + _OWNERSHIP_CHECK_WORK * self.invariants.ownership_checks
+        """The run's work so far, a deterministic stand-in for its CPU time: events traced, records
+        written and records replayed by failovers, and the steps that changed what members own
+        (weighed: a rebalance's step costs far more than its events say). All are the same at a
+        step in every replay of it, so snapshots fall at the same steps in every run."""
+        world = self.world
+        return (
+            len(self.trace)
+            + world.log.end_offset // _RECORDS_WRITTEN_PER_WORK
+            + world.records_loaded
+            + _OWNERSHIP_CHECK_WORK * self.invariants.ownership_checks
+        )
 
     def _mark_snapshot(self, number: int, snapshot: Snapshot) -> None:
         self._last_snapshot = number

@@ -158,6 +158,7 @@ class World:
         self.network = Network(default_link=link, world=self)
         self.brokers = {f"broker-{i}": Broker(f"broker-{i}", self) for i in range(brokers)}
         self.log = PartitionLog()  # __consumer_offsets-0: replicated, so it survives a failover
+        self.records_loaded = 0  # records new coordinators replayed from the log (failovers): work for the Lab
         self.coordinator_host = "broker-0"
         self.coordinator_config = coordinator_config
         self.coordinator = GroupCoordinator(
@@ -362,6 +363,7 @@ class World:
             raise ValueError(f"unknown broker {target!r}; brokers: {names}")
         self.coordinator.unload()
         self.coordinator_host = target
+        self.records_loaded += self.log.end_offset
         self.coordinator = GroupCoordinator.from_log(
             self.log, self.coordinator_config, self.cluster, scheduler=self.scheduler, seed=self.rng.getrandbits(32)
         )
