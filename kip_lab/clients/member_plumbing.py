@@ -23,7 +23,7 @@ class MemberPlumbing:
         return self.world.scheduler.now_ms
 
     def _timer(self, key: Any, delay_ms: int) -> None:
-        self.world.scheduler.schedule(self, key, max(0, delay_ms))
+        self.world.scheduler.schedule(self, key, delay_ms if delay_ms > 0 else 0)
 
     def _cancel(self, key: Any) -> None:
         self.world.scheduler.cancel(self, key)
