@@ -281,23 +281,25 @@ class Lab:
                 return None
             world.trace_fired(fired)
         self.step_count = number
-        if number > self.horizon:
+        if number > self.horizon:  # a new step: no snapshot of it yet
             self.horizon = number
+            taken = None
+        else:
+            taken = self._snapshots.get(number)
         events = self._flush(number)
         for name, explanation in self.invariants.check(world, events):
             world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
-        world.written_key_types.clear()
+        if world.written_key_types:
+            world.written_key_types.clear()
         if world.events:
             events += self._flush(number)
         ahead = self._ahead
         while ahead and ahead[-1].step <= number:  # replaying known steps: their events are in the trace again
             ahead.pop()
-        gap = number - self._last_snapshot
-        taken = self._snapshots.get(number)
         if taken is not None:  # replaying past a snapshot taken before: the next one is spaced from it
             self._mark_snapshot(number, taken)
-        elif gap >= self.config.snapshot_every and self._snapshot_is_due(gap):
-            self._snapshots[number] = self._snapshot(number)
+        elif number >= self._weigh_at:
+            self._weigh(number)
         return events
 
     def _perform(self, action: Any) -> None:
@@ -308,13 +310,14 @@ class Lab:
             self.world.perform(action)
 
     def _flush(self, step: int) -> list[TraceEvent]:
-        now = self.world.scheduler.now_ms
+        world = self.world
+        now = world.scheduler.now_ms
         kinds = _KINDS
         new = tuple.__new__  # TraceEvent's own constructor, minus a Python call per event
         events = []  # a loop, not a comprehension: a step has one or two events, too few to pay for its frame
-        for actor, kind, payload in self.world.events:
+        for actor, kind, payload in world.events:
             events.append(new(TraceEvent, (step, now, actor, kinds[kind], payload)))
-        self.world.events.clear()
+        world.events.clear()
         self.trace.extend(events)
         return events
 
@@ -445,12 +448,13 @@ class Lab:
         self._mark_snapshot(number, snapshot)
         return snapshot
 
-    def _snapshot_is_due(self, gap: int) -> bool:
-        """Whether the work since the last snapshot pays for the next one; weighed every
-        ``_WEIGH_EVERY`` steps only (a quiet step costs little more than weighing it)."""
-        if not self.config.stepping_per_snapshot:
-            return True
-        return gap % _WEIGH_EVERY == 0 and self._work() >= self._snapshot_due
+    def _weigh(self, number: int) -> None:
+        """Snapshot at step ``number`` if the work since the last snapshot pays for the next one,
+        else weigh again ``_WEIGH_EVERY`` steps on (a quiet step costs little more than weighing it)."""
+        if not self.config.stepping_per_snapshot or self._work() >= self._snapshot_due:
+            self._snapshots[number] = self._snapshot(number)
+        else:
+            self._weigh_at = number + _WEIGH_EVERY
 
     def _work(self) -> int:
         """The run's work so far, a deterministic stand-in for its CPU time: events traced, records
@@ -466,7 +470,13 @@ class Lab:
         )
 
     def _mark_snapshot(self, number: int, snapshot: Snapshot) -> None:
-        self._last_snapshot = number
+        """Space the next snapshot from this one: weighed first ``snapshot_every`` steps on (in
+        whole ``_WEIGH_EVERY``s when spaced by work), at least ``stepping_per_snapshot`` times
+        this one's cost later."""
+        every = self.config.snapshot_every
+        if self.config.stepping_per_snapshot:
+            every = -(-every // _WEIGH_EVERY) * _WEIGH_EVERY
+        self._weigh_at = number + every
         cost = snapshot.size_bytes * self.config.stepping_per_snapshot / _SNAPSHOT_BYTES_PER_WORK
         self._snapshot_due = self._work() + cost
 
@@ -512,6 +522,6 @@ class Lab:
         twin._applied = {k: v for k, v in self._applied.items() if k <= self.step_count}
         twin._snapshots = {k: v for k, v in self._snapshots.items() if k <= self.step_count}
         twin._ahead = []
-        twin._last_snapshot = max(twin._snapshots)
+        twin._weigh_at = self._weigh_at  # spaced from this Lab's last snapshot, which the twin has
         twin._snapshot_due = self._snapshot_due
         return twin
