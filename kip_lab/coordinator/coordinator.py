@@ -837,9 +837,8 @@ class GroupCoordinator(
                 or (before.member_epoch != reconciled.member_epoch)
             ):
                 self._schedule_rebalance(group.group_id, reconciled)
-        else:
-            self.scheduler.cancel(self, ("rebalance", group.group_id, member_id))
-            self._rebalance_epochs.pop((group.group_id, member_id), None)
+        elif self._rebalance_epochs.pop((group.group_id, member_id), None) is not None:
+            self.scheduler.cancel(self, ("rebalance", group.group_id, member_id))  # armed only while that was set
         self._metadata_checked[group.group_id] = self.cluster.version
 
         should_compute = self._should_compute(group.group_id, member_id, reconciled)
@@ -848,7 +847,7 @@ class GroupCoordinator(
             and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None)
             and r.topic_partitions is not None
         )
-        changed = before is None or before.assigned != reconciled.assigned
+        changed = before is None or (before is not reconciled and before.assigned != reconciled.assigned)
         assignment = None
         if full_request or changed:
             pending = {}
