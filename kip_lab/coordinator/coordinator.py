@@ -281,9 +281,9 @@ class GroupCoordinator(
                 if group is None:
                     group = offsets[group_id] = GroupOffsets()
             if value is None:
-                group.pop((key.topic, key.partition), None)
+                group.pop(key.partition_key, None)
             else:
-                group[(key.topic, key.partition)] = value
+                group[key.partition_key] = value
 
     def _replay(self, record: Record) -> None:
         key = record.key

@@ -13,6 +13,7 @@ KIP's member record lacks what a coordinator needs after failover; see docs/deci
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
 from pydantic import Field
@@ -31,6 +32,13 @@ class OffsetCommitKey(RecordKey):
     group: str
     topic: str
     partition: int
+
+    @cached_property
+    def partition_key(self) -> tuple[str, int]:
+        """(topic, partition): where the offset goes in its group's offsets. Made once per key, and
+        the coordinator shares one key per partition across commits, so replaying a commit finds
+        each entry by the very tuple that keys it."""
+        return (self.topic, self.partition)
 
 
 class OffsetCommitValue(NamedTuple):
