@@ -88,9 +88,9 @@ class Network:
     def send(self, source: str, destination: str, api: str, payload: Any, correlation_id: int) -> int:
         """Put a message on the wire; returns its id (it may still be dropped)."""
         world = self.world
-        now = world.scheduler.now_ms
-        self.next_id += 1
-        message_id = self.next_id
+        scheduler = world.scheduler
+        now = scheduler.now_ms
+        message_id = self.next_id = self.next_id + 1
         if self.links or self.faults:  # most runs configure no link: no key to build for them
             link = frozenset((source, destination))
             config = self.links.get(link, self.default_link)
@@ -116,7 +116,7 @@ class Network:
             return message_id
         latency = config.latency.sample(world.rng) + extra
         self.in_flight[message_id] = envelope
-        world.scheduler.schedule(self, message_id, latency)
+        scheduler.schedule(self, message_id, latency)
         world.emit(source, "message_sent", partial(_message_payload, envelope, "latency_ms", latency, True))
         return message_id
 

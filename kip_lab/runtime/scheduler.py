@@ -48,9 +48,10 @@ class Scheduler:
             raise ValueError(f"now_ms must be >= 0, got {now_ms}")
         self._now = now_ms
         self._seq = 0
-        # (due_ms, seq, owner_id, key) — owner_id keeps the tuple comparable.
-        self._heap: list[tuple[int, int, int, Hashable]] = []
-        # (owner_id, key) -> (due_ms, seq) of the live deadline
+        # (due_ms, seq, slot): seq is unique, so entries compare without reaching the slot, the
+        # (owner number, key) tuple that is also the timer's key in _deadlines (no second tuple).
+        self._heap: list[tuple[int, int, tuple[int, Hashable]]] = []
+        # slot -> (due_ms, seq) of the live deadline
         self._deadlines: dict[tuple[int, Hashable], tuple[int, int]] = {}
         self._owners: dict[int, TimerOwner] = {}
         self._owner_ids: dict[int, int] = {}  # id(owner) -> stable owner number
@@ -91,7 +92,7 @@ class Scheduler:
         previous = deadlines.get(slot)
         deadlines[slot] = (due, seq)
         if previous is None or due < previous[0]:
-            heappush(self._heap, (due, seq, number, key))
+            heappush(self._heap, (due, seq, slot))
         return due
 
     def cancel(self, owner: TimerOwner, key: Hashable) -> bool:
@@ -122,10 +123,10 @@ class Scheduler:
         if len(self._heap) > 2 * len(self._deadlines) + _COMPACT_SLACK:
             self._heap = self._live_heap()
 
-    def _live_heap(self) -> list[tuple[int, int, int, Hashable]]:
+    def _live_heap(self) -> list[tuple[int, int, tuple[int, Hashable]]]:
         """A heap of the armed timers alone, each at its live (due, seq): the order they fire in
         is the lazy heap's, without the entries of cancelled or moved timers."""
-        heap = [(due, seq, number, key) for (number, key), (due, seq) in self._deadlines.items()]
+        heap = [(due, seq, slot) for slot, (due, seq) in self._deadlines.items()]
         heapify(heap)
         return heap
 
@@ -141,7 +142,7 @@ class Scheduler:
         return {key: due for (num, key), (due, _) in self._deadlines.items() if num == number}
 
     # -- stepping -------------------------------------------------------------------------
-    def _settle(self) -> tuple[int, int, int, Hashable] | None:
+    def _settle(self) -> tuple[int, int, tuple[int, Hashable]] | None:
         """The heap's top once it is a live deadline (dead entries dropped, postponed ones moved);
         None when nothing is armed. An entry is live when its sequence number is its timer's: each
         arming has its own."""
@@ -149,13 +150,13 @@ class Scheduler:
         deadlines = self._deadlines
         while heap:
             top = heap[0]
-            live = deadlines.get((top[2], top[3]))
+            live = deadlines.get(top[2])
             if live is not None and live[1] == top[1]:
                 return top
             if live is None or live[0] < top[0]:
                 heappop(heap)  # cancelled, or an earlier deadline has its own entry
             else:
-                heapreplace(heap, (live[0], live[1], top[2], top[3]))  # postponed
+                heapreplace(heap, (live[0], live[1], top[2]))  # postponed
         return None
 
     def peek(self) -> int | None:
@@ -170,9 +171,10 @@ class Scheduler:
         if top is None or (until is not None and top[0] > until):
             return None
         heappop(self._heap)
-        due, _, number, key = top
-        del self._deadlines[(number, key)]
+        due, _, slot = top
+        del self._deadlines[slot]
         self._now = due
+        number, key = slot
         owner = self._owners[number]
         return tuple.__new__(FiredTimer, (due, owner, key, owner.fire_timer(key)))  # FiredTimer(...), at C speed
 
