@@ -310,8 +310,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         epoch = body["member_epoch"] = self.member_epoch
         full = epoch == 0
         sent = self._sent
-        for name, value in (
-            ("instance_id", config.instance_id),
+        for name, value in (  # instance_id is not among them: it goes in every request (below)
             ("rack_id", config.rack_id),
             ("rebalance_timeout_ms", config.max_poll_interval_ms),
             ("subscribed_topic_names", config.subscribed_topic_names),
@@ -444,7 +443,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         # whatever the commit's outcome. Revoked partitions stopped fetching above; their
         # positions were recorded at that moment.
         if self.config.enable_auto_commit and (self.fetching or stopped):
-            self._commit(sorted(self.fetching), then, extra=stopped)
+            self._commit(self.fetching, then, extra=stopped)
         else:
             then(True)
 
