@@ -378,6 +378,14 @@ def test_message_model_construct_is_pydantics_without_the_loop() -> None:
     assert a.subscribed_topic_names == [] and a.subscribed_topic_names is not b.subscribed_topic_names
     with pytest.raises(TypeError, match=r"unknown fields \['epoch'\], missing fields \['group_id'\]"):
         OffsetFetchRequestGroup.model_construct(epoch=1)
+    from pydantic import Field
+
+    from kip_lab.protocol.common import Message
+
+    with pytest.raises(TypeError, match=r"no field aliases \(\['epoch'\]\)"):  # refused where it is defined
+
+        class Aliased(Message):
+            epoch: int = Field(alias="memberEpoch")
 
 
 def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) -> None:

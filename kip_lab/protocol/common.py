@@ -18,16 +18,19 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Each Message class is checked, and its construction template made, when it is defined."""
+        super().__pydantic_init_subclass__(**kwargs)
+        _construction(cls)
+
+    @classmethod
     def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
         """pydantic's ``model_construct`` — a model from values its caller vouches for, not
         validated — without pydantic's loop over every field in Python: a stable group's clients
         build a request this way at every commit. A Message has no aliases, private attributes
-        or post-init for that loop to handle (``_construction`` defers to pydantic when one does).
+        or post-init for that loop to handle (a class that declares one is refused when defined).
         Stricter than pydantic's: an unknown field or a missing required one is a TypeError."""
-        construction = _construction(cls)
-        if construction is None:
-            return super().model_construct(_fields_set, **values)
-        template, required, factories = construction
+        template, required, factories = _construction(cls)
         if not values.keys() <= template.keys() or not required <= values.keys():
             unknown = sorted(values.keys() - template.keys())
             missing = sorted(required - values.keys())
@@ -48,16 +51,18 @@ class Message(BaseModel):
 @cache
 def _construction(
     cls: type[Message],
-) -> tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]] | None:
+) -> tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
     """What ``Message.model_construct`` needs of ``cls``: each field at its default (None while
     required or made by a factory), the required fields, the factories (called per model, as
-    pydantic does); None when a field has an alias or the class has private attributes or a
-    post-init (pydantic's own loop handles those)."""
+    pydantic does). A TypeError for a class with a field alias, private attributes or a
+    post-init, which a model built from field names alone would get wrong."""
     fields = cls.model_fields
-    if cls.__private_attributes__ or cls.__pydantic_post_init__:
-        return None
-    if any(f.alias is not None or f.validation_alias is not None for f in fields.values()):
-        return None
+    aliased = sorted(name for name, f in fields.items() if f.alias is not None or f.validation_alias is not None)
+    if aliased or cls.__private_attributes__ or cls.__pydantic_post_init__:
+        raise TypeError(
+            f"{cls.__name__}: a Message has no field aliases ({aliased}), private attributes "
+            f"({sorted(cls.__private_attributes__)}) or post-init: model_construct builds it from field names"
+        )
     template = {
         name: None if f.is_required() or f.default_factory is not None else f.get_default()
         for name, f in fields.items()
