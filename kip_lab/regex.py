@@ -14,7 +14,11 @@ from functools import lru_cache
 
 
 class InvalidRegex(ValueError):
-    """The pattern is not a valid RE2 expression."""
+    """The pattern is not a valid RE2 expression; ``reason`` is RE2's description of the problem."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @lru_cache(maxsize=1024)
@@ -23,7 +27,7 @@ def compile_subscription(pattern: str):
     import re2  # google-re2
 
     if not pattern:
-        raise InvalidRegex("the regular expression is empty")
+        raise InvalidRegex("the regular expression is empty", "empty pattern")
     options = re2.Options()
     options.log_errors = False
     try:
@@ -32,7 +36,7 @@ def compile_subscription(pattern: str):
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode(errors="replace")
-        raise InvalidRegex(f"{pattern!r} is not a valid RE2 regular expression: {reason}") from None
+        raise InvalidRegex(f"{pattern!r} is not a valid RE2 regular expression: {reason}", str(reason)) from None
 
 
 def matching_topics(pattern: str, topic_names: Iterable[str]) -> list[str]:

@@ -95,6 +95,7 @@ class Harness:
     ):
         if names is not None:
             fields["subscribed_topic_names"] = list(names)
+        fields.setdefault("topic_partitions", [])  # a join owns nothing
         return self.heartbeat(member_id, 0, rebalance_timeout_ms=rebalance_timeout_ms, **fields)
 
     def ack(self, member_id: str, **fields: Any):
@@ -153,6 +154,12 @@ class Harness:
 @pytest.fixture
 def h() -> Harness:
     return Harness()
+
+
+@pytest.fixture
+def kip() -> Harness:
+    """A coordinator under the ``kip`` profile (the KIP text's readings where Kafka departs from them)."""
+    return Harness(CoordinatorConfig(fidelity="kip"))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Drive the coordinator through the seed's case studies and read state the seed's way
+"""Drive the coordinator through KIP-848's case studies and read state the KIP's way
 (member cells such as ``e2 [0,1] p[2]``: see ``kip_lab.coordinator.view``)."""
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ class Case:
 
     members: tuple[str, ...] = ("A", "B", "C")
 
-    def __init__(self, partitions: int, start: dict[str, list[int]] | None = None, epoch: int = 0) -> None:
+    def __init__(
+        self, partitions: int, start: dict[str, list[int]] | None = None, epoch: int = 0, fidelity: str = "kafka"
+    ) -> None:
         self.cluster = ClusterMetadata()
         self.foo = self.cluster.create_topic("foo", partitions)
-        self.config = CoordinatorConfig()
+        self.config = CoordinatorConfig(fidelity=fidelity)
         if start is None:
             self.gc = GroupCoordinator(self.config, self.cluster)
         else:
@@ -76,7 +78,7 @@ class Case:
         return snapshot(self.gc, self.members)
 
     def per_batch(self, result: CoordinatorResult) -> list[Snapshot]:
-        """The state after each batch ``result`` wrote: the seed's intermediate snapshots."""
+        """The state after each batch ``result`` wrote: the KIP's intermediate snapshots."""
         return [snapshot(gc, self.members) for gc in states_after_batches(self.gc, result)]
 
     def assert_rebuild_equals_live(self) -> None:

@@ -465,7 +465,12 @@ def test_list_and_describe_groups_cover_classic_and_consumer_groups():
     c = Classic()
     a, b = c.stable_group(2)
     hb = ConsumerGroupHeartbeatRequest(
-        group_id="cg", member_id="n", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]
+        group_id="cg",
+        member_id="n",
+        member_epoch=0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],
     )
     c.gc.consumer_group_heartbeat(hb)
     listed = c.gc.list_groups(ListGroupsRequest()).response.groups

@@ -1,8 +1,10 @@
-"""KIP-848 group coordinator: one test per rule of the digest (§2.2, §2.4, §4.1, §5, §6.1).
+"""KIP-848 group coordinator: join, leave, rebalance triggers, epochs, static members, timeouts.
 
-Rule ids (T1-T9, RC1-RC13, SM1-SM4, F1-F4, R1-R3) refer to
-``/work/shared/research/kip848-inventory.md``. Where the KIP is silent the expected values
-are Apache Kafka's ``GroupMetadataManager`` behaviour.
+The expected values are Apache Kafka's ``GroupMetadataManager`` behaviour (the default
+``kafka`` profile); where KIP-848's text says otherwise, a test under the ``kip`` fixture
+checks the text's reading. Test names keep a short trigger tag (t1 join, t2 leave, t3
+session timeout, t4 subscription change, t5/t6 metadata change, t8 fencing, t9 static
+member timeout) so related tests sort together.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def group_epoch_records(result) -> list[int]:
 # ---------------------------------------------------------------------------------------
 # §4.1.2 request validation
 # ---------------------------------------------------------------------------------------
-JOIN = {"member_epoch": 0, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["foo"]}
+JOIN = {"member_epoch": 0, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["foo"], "topic_partitions": []}
 
 INVALID_HEARTBEATS = {
     "empty group id": ({**JOIN, "group_id": ""}, "GroupId"),
+    "blank group id": ({**JOIN, "group_id": "  "}, "GroupId"),
+    "blank member id, epoch > 0": ({"member_id": " ", "member_epoch": 3}, "MemberId"),
     "empty member id, epoch > 0": ({"member_epoch": 3}, "MemberId"),
     "empty member id, epoch -1": ({"member_epoch": -1}, "MemberId"),
     "empty member id, epoch -2": ({"member_epoch": -2, "instance_id": "i"}, "MemberId"),
@@ -57,23 +61,13 @@ INVALID_HEARTBEATS = {
     "empty rack id": ({**JOIN, "rack_id": ""}, "RackId"),
     "epoch below -2": ({"member_id": "A", "member_epoch": -3}, "MemberEpoch"),
     "join without rebalance timeout": ({**JOIN, "rebalance_timeout_ms": -1}, "RebalanceTimeoutMs"),
-    "join with zero rebalance timeout": ({**JOIN, "rebalance_timeout_ms": 0}, "RebalanceTimeoutMs"),
     "join with owned partitions": (
         {**JOIN, "topic_partitions": [TopicPartitions(topic_id="x" * 22, partitions=[0])]},
         "TopicPartitions",
     ),
+    "join with null owned partitions": ({**JOIN, "topic_partitions": None}, "TopicPartitions"),
     "join without subscription": ({**JOIN, "subscribed_topic_names": None}, "SubscribedTopicNames"),
-    "join with empty names": ({**JOIN, "subscribed_topic_names": []}, "SubscribedTopicNames"),
     "static leave without instance id": ({"member_id": "A", "member_epoch": -2}, "InstanceId"),
-    "names and regex together": ({**JOIN, "subscribed_topic_regex": "foo.*"}, "SubscribedTopicRegex"),
-    "backreference regex": (
-        {**JOIN, "subscribed_topic_names": None, "subscribed_topic_regex": r"(a)\1"},
-        "SubscribedTopicRegex",
-    ),
-    "lookahead regex": (
-        {**JOIN, "subscribed_topic_names": None, "subscribed_topic_regex": "(?=x)foo"},
-        "SubscribedTopicRegex",
-    ),
     "server and client assignors": (
         {**JOIN, "server_assignor": "range", "client_assignors": [CUSTOM]},
         "ServerAssignor",
@@ -107,8 +101,28 @@ INVALID_HEARTBEATS = {
 }
 
 
+# What only the KIP's "Request Validation" list refuses (Kafka accepts each of these).
+KIP_ONLY_INVALID = {
+    "join with zero rebalance timeout": ({**JOIN, "rebalance_timeout_ms": 0}, "RebalanceTimeoutMs"),
+    "join with empty names": ({**JOIN, "subscribed_topic_names": []}, "SubscribedTopicNames"),
+    "names and regex together": ({**JOIN, "subscribed_topic_regex": "foo.*"}, "SubscribedTopicRegex"),
+    "backreference regex": (
+        {**JOIN, "subscribed_topic_names": None, "subscribed_topic_regex": r"(a)\1"},
+        "SubscribedTopicRegex",
+    ),
+    "lookahead regex": (
+        {**JOIN, "subscribed_topic_names": None, "subscribed_topic_regex": "(?=x)foo"},
+        "SubscribedTopicRegex",
+    ),
+}
+
+
+@pytest.mark.parametrize("profile", ["kafka", "kip"])
 @pytest.mark.parametrize(("fields", "mentions"), INVALID_HEARTBEATS.values(), ids=INVALID_HEARTBEATS.keys())
-def test_invalid_heartbeat_is_invalid_request_and_changes_nothing(h, fields, mentions):
+def test_invalid_heartbeat_is_invalid_request_and_changes_nothing(make_harness, profile, fields, mentions):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid`` (and, for the client-side
+    assignor fields Kafka does not have, KIP-848 "Request Validation"): refused before anything changes."""
+    h = make_harness(CoordinatorConfig(fidelity=profile))
     stable_ab(h)
     before, log_end, timers = h.snapshot(), h.gc.log.end_offset, h.gc.timers()
     request = ConsumerGroupHeartbeatRequest(**{"group_id": GROUP, **fields})
@@ -120,6 +134,19 @@ def test_invalid_heartbeat_is_invalid_request_and_changes_nothing(h, fields, men
     assert h.gc.log.end_offset == log_end
     assert h.snapshot() == before
     assert h.gc.timers() == timers
+
+
+@pytest.mark.parametrize(("fields", "mentions"), KIP_ONLY_INVALID.values(), ids=KIP_ONLY_INVALID.keys())
+def test_kip_only_validation_is_invalid_request(kip, fields, mentions):
+    """KIP-848 "Request Validation": a positive rebalance timeout, names or a regex, never both, and an
+    invalid regex are INVALID_REQUEST under the ``kip`` profile."""
+    stable_ab(kip)
+    before = kip.snapshot()
+    result = kip.gc.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(**{"group_id": GROUP, **fields}))
+    assert result.response.error_code == Errors.INVALID_REQUEST
+    assert mentions in (result.response.error_message or "")
+    assert result.records == []
+    assert kip.snapshot() == before
 
 
 def test_unknown_server_assignor_is_unsupported_assignor(h):
@@ -134,15 +161,15 @@ def test_unknown_server_assignor_is_unsupported_assignor(h):
     assert "C" not in h.group.members
 
 
-def test_names_then_regex_on_a_later_heartbeat_is_invalid_request(h):
-    """The member's merged subscription may not hold names and a regex together."""
-    stable_ab(h)
-    before = h.snapshot()
-    result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex="ba.*")
+def test_names_then_regex_on_a_later_heartbeat_is_invalid_request_under_kip(kip):
+    """KIP-848 "Request Validation": the member's merged subscription may not hold names and a regex together."""
+    stable_ab(kip)
+    before = kip.snapshot()
+    result = kip.heartbeat("A", kip.member("A").member_epoch, subscribed_topic_regex="ba.*")
     assert result.response.error_code == Errors.INVALID_REQUEST
     assert "SubscribedTopicRegex" in result.response.error_message
     assert result.records == []
-    assert h.snapshot() == before
+    assert kip.snapshot() == before
 
 
 def test_config_rejects_session_timeout_out_of_bounds():
@@ -169,14 +196,26 @@ def test_join_generates_a_deterministic_member_id(make_harness):
     assert h.join("").response.member_id != h.join("").response.member_id
 
 
-def test_join_accepts_a_client_provided_member_id_and_answers_member_id_only_on_join(h):
+def test_join_accepts_a_client_provided_member_id_and_echoes_it_in_every_response(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` sets the member id in every response, a leave's too."""
     joined = h.join("consumer-1-uuid").response
     assert joined.member_id == "consumer-1-uuid"
     assert set(h.group.members) == {"consumer-1-uuid"}
     steady = h.heartbeat("consumer-1-uuid", joined.member_epoch).response
     assert steady.error_code == Errors.NONE
-    assert steady.member_id is None
+    assert steady.member_id == "consumer-1-uuid"
     assert steady.member_epoch == joined.member_epoch
+    assert h.heartbeat("consumer-1-uuid", -1).response.member_id == "consumer-1-uuid"
+
+
+def test_member_id_only_on_join_under_kip(kip):
+    """KIP-848 "Consumer Group Heartbeat API" (response schema): MemberId is only provided on a join."""
+    joined = kip.join("consumer-1-uuid").response
+    assert joined.member_id == "consumer-1-uuid"
+    steady = kip.heartbeat("consumer-1-uuid", joined.member_epoch).response
+    assert steady.error_code == Errors.NONE
+    assert steady.member_id is None
+    assert kip.heartbeat("consumer-1-uuid", -1).response.member_id is None
 
 
 def test_first_join_bumps_computes_and_reconciles_in_three_batches(h):
@@ -229,23 +268,42 @@ def test_t1_join_bumps_once(h):
 
 
 def test_t2_leave_bumps_once_and_frees_partitions_without_revocation(h):
+    """Kafka ``GroupMetadataManager.consumerGroupFenceMember`` and ``removeMember``: the current assignment,
+    target entry and metadata tombstones, in that order, then the epoch bump."""
     stable_ab(h)
     before = h.epoch()
-    a_had = h.owns("A")
     result = h.heartbeat("A", -1)
     assert result.response.error_code == Errors.NONE
     assert result.response.member_epoch == -1
     assert result.response.assignment is None
-    assert batch_kinds(result) == [[CURRENT_ASSIGNMENT, MEMBER_METADATA, GROUP_METADATA]]
-    assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
+    assert batch_kinds(result) == [[CURRENT_ASSIGNMENT, TARGET_MEMBER, MEMBER_METADATA, GROUP_METADATA]]
+    assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (TARGET_MEMBER, "A"), (MEMBER_METADATA, "A")]
     assert group_epoch_records(result) == [before + 1]
     assert "A" not in h.group.members
     assert ("session", GROUP, "A") not in h.gc.timers()
-    # Accepted reading: the removed member's target entry stays until the next computation.
-    assert h.target("A") == a_had
+    assert "A" not in h.group.target  # gone at once
     assert h.group.state is GroupState.ASSIGNING
 
-    # RC7: B's next heartbeat computes the new target; A's partitions are free at once.
+    # B's next heartbeat computes the new target; A's partitions are free at once.
+    b = h.heartbeat("B", h.member("B").member_epoch)
+    assert tombstones(b) == []
+    assert b.response.member_epoch == before + 1
+    assert h.assigned(b) == {"foo": [0, 1, 2, 3, 4, 5]}
+    h.assert_replays()
+
+
+def test_t2_leave_keeps_the_target_entry_until_the_next_target_under_kip(kip):
+    """KIP-848 "Member Failure" example: the target still lists the removed member until the next target
+    is computed, whose batch tombstones it."""
+    h = kip
+    stable_ab(h)
+    before = h.epoch()
+    a_had = h.owns("A")
+    result = h.heartbeat("A", -1)
+    assert batch_kinds(result) == [[CURRENT_ASSIGNMENT, MEMBER_METADATA, GROUP_METADATA]]
+    assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
+    assert h.target("A") == a_had
+    assert h.group.state is GroupState.ASSIGNING
     b = h.heartbeat("B", h.member("B").member_epoch)
     assert (TARGET_MEMBER, "A") in tombstones(b)
     assert b.response.member_epoch == before + 1
@@ -266,7 +324,7 @@ def test_t3_session_timeout_removes_the_member_and_bumps_once(h):
     fired = h.gc.advance(1)
     assert len(fired) == 1
     assert fired[0].origin == "session timeout A"
-    assert tombstones(fired[0]) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
+    assert tombstones(fired[0]) == [(CURRENT_ASSIGNMENT, "A"), (TARGET_MEMBER, "A"), (MEMBER_METADATA, "A")]
     assert group_epoch_records(fired[0]) == [before + 1]
     assert set(h.group.members) == {"B"}
     assert h.gc.timers() == {("session", GROUP, "B"): 2 * SESSION_MS - 5_000}
@@ -276,14 +334,18 @@ def test_t3_session_timeout_removes_the_member_and_bumps_once(h):
 
 
 @pytest.mark.parametrize(
-    ("change", "expected_target_topics"),
+    ("profile", "change", "expected_target_topics"),
     [
-        ({"subscribed_topic_names": ["foo", "bar"]}, {"foo", "bar"}),
-        ({"server_assignor": "range"}, {"foo"}),
+        ("kafka", {"subscribed_topic_names": ["foo", "bar"]}, {"foo", "bar"}),
+        ("kip", {"subscribed_topic_names": ["foo", "bar"]}, {"foo", "bar"}),
+        ("kip", {"server_assignor": "range"}, {"foo"}),
     ],
-    ids=["names", "server assignor"],
+    ids=["names", "names under kip", "server assignor under kip"],
 )
-def test_t4_subscription_change_bumps_once(h, change, expected_target_topics):
+def test_t4_subscription_change_bumps_once(make_harness, profile, change, expected_target_topics):
+    """Kafka ``GroupMetadataManager.hasMemberSubscriptionChanged`` (names); under ``kip`` also a server
+    assignor change (KIP-848 "Group Epoch - Trigger a rebalance")."""
+    h = make_harness(CoordinatorConfig(fidelity=profile))
     stable_ab(h)
     before = h.epoch()
     result = h.heartbeat("A", h.member("A").member_epoch, **change)
@@ -401,7 +463,33 @@ def test_topic_recreation_revokes_old_id_then_assigns_new_id(h):
     h.assert_replays()
 
 
-def test_t8_fenced_member_is_removed_and_bumps_once(h):
+def test_server_assignor_change_writes_the_member_without_bump(h):
+    """Kafka ``GroupMetadataManager.hasMemberSubscriptionChanged``: only names or a regex trigger a rebalance;
+    a new server assignor is recorded and used by the next target."""
+    stable_ab(h)
+    before = h.epoch()
+    result = h.heartbeat("A", h.member("A").member_epoch, server_assignor="range")
+    assert result.response.error_code == Errors.NONE
+    assert batch_kinds(result) == [[MEMBER_METADATA]]
+    assert h.epoch() == before
+    assert h.member("A").server_assignor == "range"
+
+
+def test_t8_fenced_member_is_refused_and_stays(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``: FENCED_MEMBER_EPOCH is an
+    error response only; the member, its assignment and the group epoch stay."""
+    stable_ab(h)
+    before, snapshot = h.epoch(), h.snapshot()
+    result = h.heartbeat("A", before + 5)
+    assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
+    assert result.records == []
+    assert h.snapshot() == snapshot
+    assert h.epoch() == before
+
+
+def test_t8_fenced_member_is_removed_and_bumps_once_under_kip(kip):
+    """KIP-848 "Consumer Group Heartbeat API", step 3: the fenced member is also removed from the group."""
+    h = kip
     stable_ab(h)
     before = h.epoch()
     result = h.heartbeat("A", before + 5)
@@ -504,16 +592,49 @@ def test_unknown_member_is_unknown_member_id(h):
     assert h.snapshot() == before
 
 
-@pytest.mark.parametrize("epoch", [1, -1])
-def test_unknown_group_is_unknown_member_id_and_creates_nothing(h, epoch):
+@pytest.mark.parametrize(("epoch", "message"), [(1, "Consumer group nope not found."), (-1, "Group nope not found.")])
+def test_unknown_group_is_group_id_not_found_and_creates_nothing(h, epoch, message):
+    """Kafka ``GroupMetadataManager.getOrMaybeCreateConsumerGroup`` (a heartbeat) and ``consumerGroup``
+    (a leave): GROUP_ID_NOT_FOUND."""
     result = h.heartbeat("A", epoch, group_id="nope")
-    assert result.response.error_code == Errors.UNKNOWN_MEMBER_ID
+    assert result.response.error_code == Errors.GROUP_ID_NOT_FOUND
+    assert result.response.error_message == message
     assert result.records == []
     assert "nope" not in h.gc.groups
 
 
+@pytest.mark.parametrize("epoch", [1, -1])
+def test_unknown_group_is_unknown_member_id_under_kip(kip, epoch):
+    """KIP-848 "Consumer Group Heartbeat API", step 2: a member that does not exist is UNKNOWN_MEMBER_ID."""
+    result = kip.heartbeat("A", epoch, group_id="nope")
+    assert result.response.error_code == Errors.UNKNOWN_MEMBER_ID
+    assert result.records == []
+    assert "nope" not in kip.gc.groups
+
+
 @pytest.mark.parametrize(("delta", "word"), [(+1, "greater"), (-1, "smaller")], ids=["ahead", "behind"])
-def test_wrong_epoch_is_fenced_and_removes_the_member(h, delta, word):
+def test_wrong_epoch_is_fenced_without_removing_the_member(h, delta, word):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``: its messages, nothing written."""
+    stable_ab(h)
+    h.join("C")
+    h.settle()
+    snapshot = h.snapshot()
+    epoch, previous = h.member("A").member_epoch, h.member("A").previous_member_epoch
+    sent = epoch + 1 if delta > 0 else previous - 1
+    result = h.heartbeat("A", sent)
+    assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
+    assert result.response.error_message == (
+        f"The consumer group member has a {word} member epoch ({sent}) than the one known by the group "
+        f"coordinator ({epoch}). The member must abandon all its partitions and rejoin."
+    )
+    assert result.records == []
+    assert h.snapshot() == snapshot
+
+
+@pytest.mark.parametrize(("delta", "word"), [(+1, "greater"), (-1, "smaller")], ids=["ahead", "behind"])
+def test_wrong_epoch_is_fenced_and_removes_the_member_under_kip(kip, delta, word):
+    """KIP-848 "Consumer Group Heartbeat API", step 3: FENCED_MEMBER_EPOCH, and the member is removed."""
+    h = kip
     stable_ab(h)
     h.join("C")
     h.settle()
@@ -560,7 +681,7 @@ def test_previous_epoch_with_owned_not_subset_is_fenced(h):
     lost_response_setup(h)
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2, 3]}))
     assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
-    assert "A" not in h.group.members
+    assert h.member("A").member_epoch == 2
 
 
 def test_previous_epoch_without_owned_partitions_is_fenced(h):
@@ -573,7 +694,7 @@ def test_previous_epoch_is_fenced_when_the_grace_is_switched_off(make_harness):
     lost_response_setup(h)
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2]}))
     assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
-    assert "A" not in h.group.members
+    assert result.records == []
 
 
 # ---------------------------------------------------------------------------------------
@@ -645,7 +766,7 @@ def test_static_member_leaving_with_minus_one_is_removed_with_bump(h):
     before = h.epoch()
     result = h.heartbeat("A", -1, instance_id="i-a")
     assert result.response.member_epoch == -1
-    assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
+    assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (TARGET_MEMBER, "A"), (MEMBER_METADATA, "A")]
     assert group_epoch_records(result) == [before + 1]
     assert h.group.static_member("i-a") is None
     assert h.join("A2", instance_id="i-a").response.error_code == Errors.NONE  # the instance id is free
@@ -686,7 +807,7 @@ def test_member_that_does_not_revoke_in_time_is_removed(h):
     assert h.gc.advance(9_999) == []
     fired = h.gc.advance(1)
     assert [r.origin for r in fired] == ["rebalance timeout A"]
-    assert tombstones(fired[0]) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
+    assert tombstones(fired[0]) == [(CURRENT_ASSIGNMENT, "A"), (TARGET_MEMBER, "A"), (MEMBER_METADATA, "A")]
     assert group_epoch_records(fired[0]) == [before + 1]
     assert "A" not in h.group.members
     b = h.heartbeat("B", h.member("B").member_epoch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,14 +28,19 @@ class ConsumerGroupMigrationPolicy(StrEnum):
 
 
 class CoordinatorConfig(BaseModel):
-    """``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"), snake_case.
+    """``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"), snake_case, and the fidelity profile.
 
     ``group.consumer.assignors`` is not a field: the coordinator takes the assignor objects
     themselves (``GroupCoordinator(..., assignors=[...])``), the first being the default.
+
+    ``fidelity`` picks the profile: ``"kafka"`` (default) behaves as Apache Kafka's group
+    coordinator does; ``"kip"`` follows the KIP text where Kafka departs from it (each such
+    reading is a ``kip`` row of docs/decisions.md).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    fidelity: Literal["kafka", "kip"] = "kafka"
     session_timeout_ms: int = Field(45_000, gt=0, description="group.consumer.session.timeout.ms")
     min_session_timeout_ms: int = Field(45_000, gt=0, description="group.consumer.min.session.timeout.ms")
     max_session_timeout_ms: int = Field(60_000, gt=0, description="group.consumer.max.session.timeout.ms")
@@ -77,3 +83,26 @@ class CoordinatorConfig(BaseModel):
         if self.classic_min_session_timeout_ms > self.classic_max_session_timeout_ms:
             raise ValueError("classic_min_session_timeout_ms must not exceed classic_max_session_timeout_ms")
         return self
+
+
+def lift_fidelity(data: Any) -> Any:
+    """Read ``fidelity`` given beside ``coordinator`` as ``coordinator.fidelity`` (a shorthand for Lab configs).
+
+    For a ``model_validator(mode="before")`` of a model with a ``coordinator: CoordinatorConfig``
+    field. Naming the profile in both places with different values is an error.
+    """
+    if not isinstance(data, dict) or "fidelity" not in data:
+        return data
+    data = dict(data)
+    fidelity = data.pop("fidelity")
+    coordinator = data.get("coordinator", {})
+    if isinstance(coordinator, CoordinatorConfig):
+        coordinator = coordinator.model_dump(exclude_unset=True)
+    elif not isinstance(coordinator, dict):
+        return {**data, "fidelity": fidelity}  # let the field's own validation name the problem
+    if coordinator.get("fidelity", fidelity) != fidelity:
+        raise ValueError(
+            f"fidelity={fidelity!r} contradicts coordinator.fidelity={coordinator['fidelity']!r}; give it once"
+        )
+    data["coordinator"] = {**coordinator, "fidelity": fidelity}
+    return data

@@ -116,11 +116,12 @@ def _assignment_fields(member: ConsumerGroupMember) -> tuple:
 
 @lru_cache(maxsize=1 << 12)
 def _steady_response(
-    member_epoch: int, heartbeat_interval_ms: int, should_compute: bool
+    member_id: str | None, member_epoch: int, heartbeat_interval_ms: int, should_compute: bool
 ) -> ConsumerGroupHeartbeatResponse:
     """The answer to a heartbeat that changes nothing for the member (no assignment to send):
-    a frozen value, the same for every member at that epoch, so it is built once."""
+    a frozen value, built once per member and epoch."""
     return ConsumerGroupHeartbeatResponse(
+        member_id=member_id,
         member_epoch=member_epoch,
         heartbeat_interval_ms=heartbeat_interval_ms,
         should_compute_assignment=should_compute,
@@ -343,9 +344,12 @@ class GroupCoordinator(
         self.scheduler.schedule(self, ("session", group_id, member.member_id), timeout)
 
     def _schedule_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """Kafka ``scheduleConsumerGroupRebalanceTimeout``: the member's own timeout, whatever value it gave
+        (0 or less fires at once); a member that never gave one (-1, built outside a heartbeat) gets the
+        session timeout."""
         self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
-        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
-        self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), timeout)
+        timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms != -1 else self.config.session_timeout_ms
+        self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), max(0, timeout))
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
         for kind in ("session", "rebalance", "join", "sync"):
@@ -433,15 +437,28 @@ class GroupCoordinator(
 
     @staticmethod
     def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
-        """Removal writes the current assignment and member tombstones (KIP W2).
-
-        The member's *target* entry stays until the next target is computed, as the seed's
-        Member Failure case shows ("the target still lists A").
-        """
+        """A member's removal: current assignment, target entry, then metadata (Kafka ``removeMember``'s order)."""
         return [
             Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None),
+            Record(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), None),
             Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
         ]
+
+    @staticmethod
+    def _unknown_member(member_id: str, group_id: str) -> ApiError:
+        """UNKNOWN_MEMBER_ID in Kafka's words (``ConsumerGroup.getOrMaybeCreateMember``)."""
+        return ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+
+    def _subscription_changed(self, old: ConsumerGroupMember, new: ConsumerGroupMember) -> bool:
+        """Whether the member's update needs a new target (a group epoch bump).
+
+        ``kafka``: its topic names or regex changed (Kafka ``hasMemberSubscriptionChanged``).
+        ``kip``: also its server assignor (KIP-848 "Group Epoch - Trigger a rebalance"). In both,
+        a change of client-side assignors or their metadata, which only the KIP has.
+        """
+        if new.subscription_key() != old.subscription_key():
+            return True
+        return self.config.fidelity == "kip" and new.server_assignor != old.server_assignor
 
     # ------------------------------------------------------------------ subscriptions
     def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]:
@@ -558,41 +575,63 @@ class GroupCoordinator(
         return self._apply(result)
 
     def _validate_heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> None:
+        """Refuse a malformed request before any group is looked at.
+
+        ``kafka``: the checks of Kafka's ``GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid``
+        with its messages, as changed to accept topic names and/or a regex (KAFKA-17593); an
+        invalid regex is INVALID_REGULAR_EXPRESSION. ``kip``: the list in KIP-848's "Request
+        Validation" (names and regex exclusive, a positive rebalance timeout, INVALID_REQUEST for
+        an invalid regex). Either way the client-side assignor checks come from the KIP, since
+        Kafka has no client-side assignors.
+        """
+        kip = self.config.fidelity == "kip"
+
         def invalid(message: str) -> ApiError:
             return ApiError(Errors.INVALID_REQUEST, message)
 
-        if not r.group_id:
+        def blank(value: str | None) -> bool:  # Kafka's throwIfEmptyString: set, but only whitespace
+            return value is not None and not value.strip()
+
+        if blank(r.group_id):
             raise invalid("GroupId can't be empty.")
-        if r.instance_id == "":
+        if blank(r.instance_id):
             raise invalid("InstanceId can't be empty.")
-        if r.rack_id == "":
+        if blank(r.rack_id):
             raise invalid("RackId can't be empty.")
         if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not r.member_id:
+            if blank(r.member_id):
                 raise invalid("MemberId can't be empty.")
         elif r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if r.rebalance_timeout_ms == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            if r.topic_partitions:
+            if kip and r.rebalance_timeout_ms <= 0:
+                raise invalid("RebalanceTimeoutMs must be greater than 0.")
+            if r.topic_partitions is None or r.topic_partitions:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not r.subscribed_topic_names and not r.subscribed_topic_regex:
+            if kip and not r.subscribed_topic_names and not r.subscribed_topic_regex:
                 raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if not r.member_id:
+            if blank(r.member_id):
                 raise invalid("MemberId can't be empty.")
             if r.instance_id is None:
                 raise invalid("InstanceId can't be null.")
         else:
             raise invalid("MemberEpoch is invalid.")
-        if r.rebalance_timeout_ms != -1 and r.rebalance_timeout_ms <= 0:
-            raise invalid("RebalanceTimeoutMs must be greater than 0.")
-        if r.subscribed_topic_names and r.subscribed_topic_regex:
+        if kip and r.subscribed_topic_names and r.subscribed_topic_regex:
             raise invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
         if r.subscribed_topic_regex:
             try:
                 compile_subscription(r.subscribed_topic_regex)
             except InvalidRegex as exc:
-                raise invalid(f"SubscribedTopicRegex is invalid: {exc}") from None
+                if kip:
+                    raise invalid(f"SubscribedTopicRegex is invalid: {exc}") from None
+                raise ApiError(
+                    Errors.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: "
+                    f"{exc.reason}.",
+                ) from None
         if r.server_assignor is not None and r.client_assignors:
             raise invalid("ServerAssignor and ClientAssignors cannot be used together.")
         for assignor in r.client_assignors or ():
@@ -629,7 +668,9 @@ class GroupCoordinator(
         joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         if group is None:
             if not joining:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+                if self.config.fidelity == "kip":  # KIP-848 "Consumer Group Heartbeat API": the member is unknown
+                    raise self._unknown_member(r.member_id, r.group_id)
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {r.group_id} not found.")
             group = ConsumerGroup(r.group_id)  # created by replaying this heartbeat's records
         membership: list[Record] = []
         released: Assignment = {}  # partitions an old incarnation gives up with this request
@@ -662,11 +703,16 @@ class GroupCoordinator(
                         f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
                         f"the instance id is owned by member {existing_static.member_id}.",
                     )
-                # KIP-345 replacement: the new member inherits the old one's assignment (no bump).
+                # KIP-345 replacement (Kafka ``replaceMember``): the old member's tombstones, then a copy of it
+                # under the new id with the old target and assignment; the request's changes come after.
                 replaced = existing_static.member_id
                 member = replace(existing_static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
                 membership += self._member_tombstones(group.group_id, replaced)
-                membership.append(self._target_member_record(group.group_id, replaced, None))
+                membership += [
+                    self._member_metadata_record(group.group_id, member, group.group_epoch),
+                    self._target_member_record(group.group_id, member_id, group.target.get(replaced, {})),
+                    self._current_assignment_record(group.group_id, member),
+                ]
             elif waiting:
                 member = members[member_id]
             elif member_id in members:
@@ -688,10 +734,13 @@ class GroupCoordinator(
             else:
                 found = members.get(member_id)
                 if found is None:
-                    raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {r.group_id}.")
+                    raise self._unknown_member(member_id, r.group_id)
                 member = found
             fenced = self._epoch_fencing_message(member, r)
             if fenced is not None:
+                if self.config.fidelity == "kafka":  # the request is refused; the member stays
+                    raise ApiError(Errors.FENCED_MEMBER_EPOCH, fenced)
+                # KIP-848 "Consumer Group Heartbeat API": the member is also removed from the group.
                 response = ConsumerGroupHeartbeatResponse(
                     error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced, member_epoch=r.member_epoch
                 )
@@ -739,20 +788,16 @@ class GroupCoordinator(
                     tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors
                 ),
             )
-        if updated.subscribed_topic_names and updated.subscribed_topic_regex:
+        if self.config.fidelity == "kip" and updated.subscribed_topic_names and updated.subscribed_topic_regex:
             raise ApiError(
                 Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together."
             )
 
-        is_new = member_id not in members
+        is_new = replaced is None and member_id not in members
         if replaced is not None:
-            bump = updated.subscription_key() != members[replaced].subscription_key()
+            bump = self._subscription_changed(member, updated)
         else:
-            bump = (
-                is_new
-                or rejoining
-                or (updated is not member and updated.subscription_key() != member.subscription_key())
-            )
+            bump = is_new or rejoining or (updated is not member and self._subscription_changed(member, updated))
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
         needs_view = bump or replaced is not None or metadata_stale or group.group_epoch > group.assignment_epoch
         # The group with this member's update applied. Built only off the steady-state path:
@@ -772,12 +817,8 @@ class GroupCoordinator(
             bump = bump or metadata_changed
         group_epoch = group.group_epoch + int(bump)
 
-        # W1: changed member, then partition metadata, then the group epoch, last.
-        if (
-            is_new
-            or replaced is not None
-            or (updated is not member and _metadata_fields(updated) != _metadata_fields(member))
-        ):
+        # Changed member, then partition metadata, then the group epoch, last.
+        if is_new or (updated is not member and _metadata_fields(updated) != _metadata_fields(member)):
             membership.append(self._member_metadata_record(group.group_id, updated, group_epoch))
         if metadata_changed:
             membership.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
@@ -787,10 +828,7 @@ class GroupCoordinator(
         target_view = group.target
         if replaced is not None:
             target_view = {m: t for m, t in group.target.items() if m != replaced}
-            if replaced in group.target:
-                target_view[member_id] = group.target[replaced]
-                membership.append(self._target_member_record(group.group_id, member_id, group.target[replaced]))
-            membership.append(self._current_assignment_record(group.group_id, updated))
+            target_view[member_id] = group.target.get(replaced, {})
 
         batches: list[tuple[Record, ...]] = [tuple(membership)] if membership else []
         target_epoch = group.assignment_epoch
@@ -817,8 +855,8 @@ class GroupCoordinator(
 
             reconciled, _ = reconcile(updated, target_epoch, target, held, owned)
         before = members.get(member_id) if replaced is None else None
-        # The replacement's current assignment is already in the membership batch.
-        written = updated if replaced is not None else before
+        # The replacement's current assignment (the copy's) is already in the membership batch.
+        written = member if replaced is not None else before
         if (
             written is None
             or rejoining
@@ -857,16 +895,20 @@ class GroupCoordinator(
                 assigned_topic_partitions=to_topic_partitions(reconciled.assigned),
                 pending_topic_partitions=to_topic_partitions(pending),
             )
+        # Kafka echoes the member id in every response; the KIP's schema only on a join.
+        echoed_id = member_id if joining or self.config.fidelity == "kafka" else None
         if joining or assignment is not None:
             response = ConsumerGroupHeartbeatResponse(
-                member_id=member_id if joining else None,
+                member_id=echoed_id,
                 member_epoch=reconciled.member_epoch,
                 heartbeat_interval_ms=self.config.heartbeat_interval_ms,
                 should_compute_assignment=should_compute,
                 assignment=assignment,
             )
         else:
-            response = _steady_response(reconciled.member_epoch, self.config.heartbeat_interval_ms, should_compute)
+            response = _steady_response(
+                echoed_id, reconciled.member_epoch, self.config.heartbeat_interval_ms, should_compute
+            )
         return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
 
     def _epoch_fencing_message(self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest) -> str | None:
@@ -888,20 +930,24 @@ class GroupCoordinator(
         return None
 
     def _leave(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        """A leave (epoch -1) or a static member's temporary leave (-2): Kafka ``consumerGroupLeave``."""
+        kip = self.config.fidelity == "kip"
         group = self.groups.get(r.group_id)
         if group is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            if kip:
+                raise self._unknown_member(r.member_id, r.group_id)
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
         if r.instance_id is None:
             member = group.members.get(r.member_id)
             if member is None:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+                raise self._unknown_member(r.member_id, r.group_id)
         else:
             member = group.static_member(r.instance_id)
             if member is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
             if member.member_id != r.member_id:
                 raise fenced_instance_error(r.member_id, r.instance_id, member.member_id)
-        response = ConsumerGroupHeartbeatResponse(member_epoch=r.member_epoch)
+        response = ConsumerGroupHeartbeatResponse(member_id=None if kip else r.member_id, member_epoch=r.member_epoch)
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Temporary leave: keep the assignment until the session timeout (KIP-345 in KIP-848).
             leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
@@ -920,6 +966,10 @@ class GroupCoordinator(
         if self._downgrade_allowed(remaining):
             return self._downgrade(group, member, response, origin)
         records = self._member_tombstones(group_id, member.member_id)
+        if self.config.fidelity == "kip":
+            # KIP-848 "Member Failure" example: the target still lists the member until the next
+            # target is computed, which then drops it.
+            records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
         epoch = group.group_epoch + 1
         metadata = self._subscription_metadata(remaining)
         if metadata != group.subscription_metadata:

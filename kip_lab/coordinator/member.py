@@ -103,10 +103,5 @@ class ConsumerGroupMember:
         return self.state is MemberState.STABLE and self.member_epoch == target_epoch
 
     def subscription_key(self) -> tuple:
-        """What, when it changes, requires a new target (a group epoch bump)."""
-        return (
-            self.subscribed_topic_names,
-            self.subscribed_topic_regex,
-            self.server_assignor,
-            self.client_assignors,
-        )
+        """What, when it changes, requires a new target under either profile (a group epoch bump)."""
+        return (self.subscribed_topic_names, self.subscribed_topic_regex, self.client_assignors)

@@ -23,7 +23,7 @@ import functools
 import gc
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
@@ -31,6 +31,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumer, ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
 from kip_lab.coordinator.classic_group import ClassicGroupState
+from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.lab import actions as a
 from kip_lab.lab.invariants import InvariantChecker
 from kip_lab.lab.network import LinkConfig
@@ -78,6 +79,11 @@ _WEIGH_EVERY = 16
 
 
 class LabConfig(BaseModel):
+    """The Lab's cluster.
+
+    ``LabConfig(fidelity="kip")`` is short for ``LabConfig(coordinator=CoordinatorConfig(fidelity="kip"))``.
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     brokers: int = Field(3, ge=1)
@@ -96,6 +102,13 @@ class LabConfig(BaseModel):
         "0: every snapshot_every steps",
     )
     raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
+
+    _fidelity_shorthand = model_validator(mode="before")(lift_fidelity)
+
+    @property
+    def fidelity(self) -> str:
+        """The coordinator's profile: ``"kafka"`` (Apache Kafka's behaviour) or ``"kip"`` (the KIP text's)."""
+        return self.coordinator.fidelity
 
 
 class Lab:

@@ -99,6 +99,9 @@ class GroupParams(NetworkParams):
     revoke_ms: int = Field(0, ge=0, description="how long on_partitions_revoked takes (commit, flush)")
     assign_ms: int = Field(0, ge=0, description="how long on_partitions_assigned takes (restore state)")
     settle_timeout_ms: int = Field(120_000, gt=0, description="give up waiting for stability this long after")
+    fidelity: Literal["kafka", "kip"] = Field(
+        "kafka", description="the coordinator's profile: Apache Kafka's behaviour, or the KIP text's (kip)"
+    )
 
     @field_validator("protocol")
     @classmethod
@@ -125,6 +128,7 @@ class GroupParams(NetworkParams):
             "session_timeout_ms": self.session_timeout_ms,
             "min_session_timeout_ms": min(defaults.min_session_timeout_ms, self.session_timeout_ms),
             "max_session_timeout_ms": max(defaults.max_session_timeout_ms, self.session_timeout_ms),
+            "fidelity": self.fidelity,
         }
         member = PROTOCOLS[self.protocol].member(self, self.resolved_assignor())
         last = max((e["at_ms"] for e in events), default=0)

@@ -42,6 +42,7 @@ from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupState
+from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.lab import actions as a
 from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
@@ -68,7 +69,10 @@ class _Spec(BaseModel):
 
 
 class LabSpec(_Spec):
-    """The cluster: brokers, the client-broker links, the coordinator's configs."""
+    """The cluster: brokers, the client-broker links, the coordinator's configs.
+
+    ``fidelity: kip`` here is short for ``coordinator: {fidelity: kip}``.
+    """
 
     brokers: int = Field(3, ge=1)
     link: LinkConfig = LinkConfig()
@@ -77,6 +81,8 @@ class LabSpec(_Spec):
     share: SharePartitionConfig = Field(
         SharePartitionConfig(), description="share-partition leaders' group.share.* settings (KIP-932)"
     )
+
+    _fidelity_shorthand = model_validator(mode="before")(lift_fidelity)
 
     def config(self) -> LabConfig:
         return LabConfig(
