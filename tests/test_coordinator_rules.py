@@ -1044,3 +1044,126 @@ def test_has_unseen_metadata_until_a_heartbeat_notices_the_change():
     assert case.gc.has_unseen_metadata("g") is False
     case.cluster.create_topic("bar", 1)  # a change the group does not subscribe to
     assert case.gc.has_unseen_metadata("g") is False
+
+
+# ---------------------------------------------------------------------------------------
+# Behaviours where Kafka's implementation and the KIP text part ways
+# ---------------------------------------------------------------------------------------
+def test_member_revoking_across_a_second_target_moves_on_one_epoch(make_harness):
+    """Kafka ``CurrentAssignmentBuilder.build`` (UNREVOKED_PARTITIONS): once the member has revoked, it moves
+    to its epoch + 1 even when a newer target makes it revoke again, and its rebalance timer restarts."""
+    plan: dict[str, list[int]] = {"A": [0, 1, 2, 3, 4, 5]}
+
+    def script(spec):
+        (topic_id,) = spec.topics
+        return {m: {topic_id: plan.get(m, [])} for m in spec.members}
+
+    h = make_harness(assignors=[FakeAssignor("fake", script)])
+    h.join("A", rebalance_timeout_ms=10_000)
+    h.settle()
+    plan.update(A=[0, 1, 2, 3], B=[4, 5])
+    h.join("B")
+    h.heartbeat("A", 1)
+    assert (h.member("A").state, h.member("A").member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    plan.update(A=[0, 1], B=[2, 3, 4, 5])
+    h.join("C")  # a third target (epoch 3) while A still revokes toward the second
+    h.gc.advance(5_000)
+    result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2, 3]}))  # foo-4 and foo-5 revoked
+    member = h.member("A")
+    assert (member.state, member.member_epoch, member.previous_member_epoch) == (
+        MemberState.UNREVOKED_PARTITIONS,
+        2,
+        1,
+    )
+    assert result.response.member_epoch == 2
+    assert h.owns("A") == {"foo": [0, 1]}
+    assert h.gc.timers()[("rebalance", GROUP, "A")] == 15_000  # re-armed for the new epoch
+    h.heartbeat("A", 2, topic_partitions=h.tps({"foo": [0, 1]}))
+    assert (h.member("A").state, h.member("A").member_epoch) == (MemberState.STABLE, 3)
+
+
+def test_names_and_regex_together_subscribe_to_both(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (KAFKA-17593): a member may hold names and a
+    regex; its topics are the union. An empty regex clears the regex, switching back to names alone."""
+    stable_ab(h)
+    result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex="ba.*")
+    assert result.response.error_code == Errors.NONE
+    assert (h.member("A").subscribed_topic_names, h.member("A").subscribed_topic_regex) == (("foo",), "ba.*")
+    h.settle()
+    assert set(h.owns("A")) == {"foo", "bar"}
+    h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex="")  # back to names alone
+    assert h.member("A").subscribed_topic_regex is None
+    h.settle()
+    assert set(h.owns("A")) == {"foo"}
+    h.assert_replays()
+
+
+def test_switching_from_a_regex_to_names_and_back(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (KAFKA-17593): names replace the member's names,
+    an empty regex clears its regex; each change bumps the group epoch once."""
+    h.join("A", None, subscribed_topic_regex="fo.*")
+    h.settle()
+    before = h.epoch()
+    epoch = h.member("A").member_epoch
+    to_names = h.heartbeat("A", epoch, subscribed_topic_names=["bar"], subscribed_topic_regex="")
+    assert to_names.response.error_code == Errors.NONE
+    assert group_epoch_records(to_names) == [before + 1]
+    h.settle()
+    assert h.owns("A") == {"bar": [0, 1, 2]}
+    epoch = h.member("A").member_epoch
+    to_regex = h.heartbeat("A", epoch, subscribed_topic_names=[], subscribed_topic_regex="fo.*")
+    assert group_epoch_records(to_regex) == [before + 2]
+    h.settle()
+    assert h.owns("A") == {"foo": [0, 1, 2, 3, 4, 5]}
+
+
+def test_invalid_regex_is_invalid_regular_expression(h):
+    """Kafka ``GroupMetadataManager.throwIfRegularExpressionIsInvalid`` (KAFKA-17593): INVALID_REGULAR_EXPRESSION
+    naming the regex and the reason; nothing changes."""
+    stable_ab(h)
+    before = h.snapshot()
+    result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex=r"(a)\1")
+    assert result.response.error_code == Errors.INVALID_REGULAR_EXPRESSION
+    assert result.response.error_message.startswith(r"SubscribedTopicRegex `(a)\1` is not a valid regular expression: ")
+    assert result.records == []
+    assert h.snapshot() == before
+
+
+def test_join_with_zero_rebalance_timeout_or_empty_names_is_accepted(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid`` only refuses a missing (-1)
+    rebalance timeout and null names and regex; an empty list joins subscribed to nothing."""
+    assert h.join("A", rebalance_timeout_ms=0).response.error_code == Errors.NONE
+    joined = h.join("E", [])
+    assert joined.response.error_code == Errors.NONE
+    assert h.member("E").subscribed_topic_names == ()
+
+
+def test_static_member_rejoining_with_new_subscriptions_writes_kafkas_records(h):
+    """Kafka ``GroupMetadataManager.replaceMember`` then ``hasMemberSubscriptionChanged``: the old member's
+    tombstones, a copy under the new id with the old target and assignment, then the new subscription,
+    the partition metadata and the epoch bump, the target, and the reconciled assignment."""
+    static_group(h)
+    before = h.epoch()
+    h.heartbeat("A", -2, instance_id="i-a")
+    result = h.join("A2", ["foo", "bar"], instance_id="i-a")
+    assert result.response.error_code == Errors.NONE
+    written = [(type(r.key).__name__, getattr(r.key, "member_id", None), r.value is None) for r in result.records]
+    assert written == [
+        (CURRENT_ASSIGNMENT, "A", True),
+        (TARGET_MEMBER, "A", True),
+        (MEMBER_METADATA, "A", True),
+        (MEMBER_METADATA, "A2", False),
+        (TARGET_MEMBER, "A2", False),
+        (CURRENT_ASSIGNMENT, "A2", False),
+        (MEMBER_METADATA, "A2", False),
+        (PARTITION_METADATA, None, False),
+        (GROUP_METADATA, None, False),
+        *[(TARGET_MEMBER, m, False) for m in ("A2", "B")],
+        (TARGET_METADATA, None, False),
+        (CURRENT_ASSIGNMENT, "A2", False),
+    ]
+    copy = result.records[3].value
+    assert (copy.subscribed_topic_names, result.records[6].value.subscribed_topic_names) == (["foo"], ["bar", "foo"])
+    assert result.records[5].value.member_epoch == 0  # the copy, at epoch 0, with A's partitions
+    assert group_epoch_records(result) == [before + 1]
+    h.assert_replays()

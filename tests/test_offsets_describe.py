@@ -1,11 +1,12 @@
-"""ConsumerGroupDescribe (digest §4.4) and OffsetCommit/OffsetFetch v9 (§4.6, §4.7, §7.2, F6, W5)."""
+"""ConsumerGroupDescribe and OffsetCommit/OffsetFetch v9."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import GROUP, Harness, record_kinds
 
-from kip_lab.coordinator import GroupCoordinator
+from kip_lab.assignors import UniformAssignor
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.protocol import (
     ClientAssignor,
     ConsumerGroupDescribeRequest,
@@ -417,3 +418,61 @@ def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) 
         for topic in request.topics:
             for p in topic.partitions:
                 assert 0 < p.committed_offset <= lab.world.log_end_offset((topic.topic_id, p.partition_index), lab.now)
+
+
+# -- behaviours that follow Kafka's request checks ---------------------------------------
+def test_commit_to_an_unknown_topic_or_partition_is_refused_per_partition(h):
+    """Kafka ``KafkaApis.handleOffsetCommitRequest``: UNKNOWN_TOPIC_OR_PARTITION for a topic or partition the
+    cluster does not have; the other partitions are committed."""
+    h.join("A")
+    h.settle()
+    result = commit(h, [topic("foo", p0=5, p6=1), topic("nope", p0=3)], "A", h.member("A").member_epoch)
+    assert errors(result) == {
+        ("foo", 0): Errors.NONE,
+        ("foo", 6): Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert [(r.key.topic, r.key.partition) for r in result.records] == [("foo", 0)]
+    assert offsets(fetch(h, [OffsetFetchRequestTopic(name="nope", partition_indexes=[0])]))[("nope", 0)][0] == -1
+
+
+def test_commit_of_unknown_partitions_only_does_not_check_the_member(h):
+    """Kafka ``KafkaApis.handleOffsetCommitRequest`` answers unknown partitions itself: with none left, the
+    coordinator (and its member epoch check) is not asked."""
+    h.join("A")
+    h.settle()
+    result = commit(h, [topic("nope", p0=3)], "A", member_epoch=99)
+    assert errors(result) == {("nope", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION}
+    assert errors(commit(h, [topic("foo", p0=3)], "A", member_epoch=99)) == {("foo", 0): Errors.STALE_MEMBER_EPOCH}
+
+
+def test_commit_with_metadata_over_the_limit_is_offset_metadata_too_large(make_harness):
+    """Kafka ``OffsetMetadataManager.commitOffset`` / ``isMetadataInvalid``: metadata longer than
+    offset.metadata.max.bytes (4096 by default) fails that partition alone."""
+    h = make_harness(CoordinatorConfig(offset_metadata_max_bytes=4))
+    assert CoordinatorConfig().offset_metadata_max_bytes == 4096
+    partitions = [
+        OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata="abcd"),
+        OffsetCommitRequestPartition(partition_index=1, committed_offset=2, committed_metadata="abcde"),
+    ]
+    result = commit(h, [OffsetCommitRequestTopic(name="foo", partitions=partitions)])
+    assert errors(result) == {("foo", 0): Errors.NONE, ("foo", 1): Errors.OFFSET_METADATA_TOO_LARGE}
+    assert [r.key.partition for r in result.records] == [0]
+
+
+def test_describe_names_a_server_assignor_the_coordinator_no_longer_has(h):
+    """Kafka ``ConsumerGroup.asDescribedGroup`` reports the members' preferred assignor by name, configured or
+    not; computing a target with it is UNKNOWN_SERVER_ERROR naming it, and the group is unchanged."""
+    h.join("A", server_assignor="range")
+    h.settle()
+    log = h.gc.log.truncated(h.gc.log.batch_count)
+    only_uniform = GroupCoordinator.from_log(log, h.gc.config, h.cluster, assignors=[UniformAssignor()])
+    h.gc = only_uniform
+    (group,) = describe(h, GROUP)
+    assert group.error_code == Errors.NONE
+    assert group.assignor_name == "range"
+    before = h.snapshot()
+    result = h.join("B")
+    assert result.response.error_code == Errors.UNKNOWN_SERVER_ERROR
+    assert "range" in result.response.error_message
+    assert h.snapshot() == before

@@ -48,6 +48,7 @@ class CoordinatorConfig(BaseModel):
     min_heartbeat_interval_ms: int = Field(5_000, gt=0, description="group.consumer.min.heartbeat.interval.ms")
     max_heartbeat_interval_ms: int = Field(15_000, gt=0, description="group.consumer.max.heartbeat.interval.ms")
     max_size: int = Field(INT32_MAX, gt=0, description="group.consumer.max.size")
+    offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
     accept_previous_epoch: bool = Field(
         True,
         description="Accept a heartbeat at the member's previous epoch when its owned partitions are a subset "

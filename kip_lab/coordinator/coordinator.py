@@ -223,8 +223,11 @@ class GroupCoordinator(
             )
         if group_epoch > group.assignment_epoch and group.members:
             if self._client_side_assignor(group.members) is None:
-                _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
-                batches.append(target_batch)
+                try:
+                    _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
+                    batches.append(target_batch)
+                except ApiError:  # e.g. an assignor this coordinator lacks: each heartbeat reports it
+                    pass
             else:
                 self._start_round(group_id, group.members)
         return self._apply(CoordinatorResult(None, tuple(batches), origin=f"load {group_id}"))
@@ -499,14 +502,33 @@ class GroupCoordinator(
         return out
 
     # ------------------------------------------------------------------ assignors
-    def _server_assignor(self, members: dict[str, ConsumerGroupMember]) -> PartitionAssignor:
-        """Most common assignor named by the members; ties by configured order; else the default."""
+    def _preferred_server_assignor(self, members: dict[str, ConsumerGroupMember]) -> str:
+        """The name most members asked for, else the default (Kafka ``ConsumerGroup.computePreferredServerAssignor``).
+
+        Ties go to the assignor configured first. A name may be one this coordinator no longer has
+        (the members named it to an earlier one); it ranks after every configured name.
+        """
         order = list(self.assignors)
         votes = Counter(m.server_assignor for m in members.values() if m.server_assignor)
         if not votes:
-            return self.assignors[order[0]]
-        best = max(votes.items(), key=lambda item: (item[1], -order.index(item[0])))
-        return self.assignors[best[0]]
+            return order[0]
+
+        def rank(item: tuple[str, int]) -> tuple:
+            name, count = item
+            return (count, -order.index(name) if name in self.assignors else -len(order), name)
+
+        return max(votes.items(), key=rank)[0]
+
+    def _server_assignor(self, members: dict[str, ConsumerGroupMember]) -> PartitionAssignor:
+        """The preferred assignor; UNKNOWN_SERVER_ERROR when this coordinator does not have it."""
+        name = self._preferred_server_assignor(members)
+        if name not in self.assignors:
+            raise ApiError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                f"The group's preferred server assignor {name} is not configured. "
+                f"Supported assignors: {', '.join(self.assignors)}.",
+            )
+        return self.assignors[name]
 
     def _assignment_spec(
         self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict

@@ -58,7 +58,7 @@ class DescribeHandler:
             )
 
         try:
-            assignor = self._client_side_assignor(group.members) or self._server_assignor(group.members).name
+            assignor = self._client_side_assignor(group.members) or self._preferred_server_assignor(group.members)
         except ApiError:
             assignor = ""
         members = [

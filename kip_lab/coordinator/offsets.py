@@ -61,17 +61,26 @@ def _partition_answer(partition_index: int, error: Errors) -> OffsetCommitRespon
 
 
 @lru_cache(maxsize=1 << 12)
-def _commit_answer(topics: tuple[tuple[str | None, str | None, tuple[int, ...], Errors], ...]) -> OffsetCommitResponse:
-    """The answer to a commit of ``topics`` (name, id, partitions, error): a member commits the
-    same partitions every interval, so the answer is the same each time."""
+def _commit_answer(
+    topics: tuple[tuple[str | None, str | None, tuple[int, ...], tuple[Errors, ...]], ...],
+) -> OffsetCommitResponse:
+    """The answer to a commit of ``topics`` (name, id, partitions, each partition's error): a member
+    commits the same partitions every interval, so the answer is the same each time."""
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(
-                name=name, topic_id=topic_id, partitions=[_partition_answer(p, error) for p in partitions]
+                name=name,
+                topic_id=topic_id,
+                partitions=[_partition_answer(p, e) for p, e in zip(partitions, errors, strict=True)],
             )
-            for name, topic_id, partitions, error in topics
+            for name, topic_id, partitions, errors in topics
         ]
     )
+
+
+def _metadata_too_large(metadata: str | None, limit: int) -> bool:
+    """Kafka ``OffsetMetadataManager.isMetadataInvalid``: longer than the limit in Java chars (UTF-16 units)."""
+    return metadata is not None and len(metadata) > limit and len(metadata.encode("utf-16-le")) // 2 > limit
 
 
 class GroupOffsets(dict):
@@ -97,7 +106,13 @@ class OffsetHandlers:
         group.member_at_epoch(member_id or "", member_epoch)
 
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit v9: by topic name or id, validated against the member epoch."""
+        """OffsetCommit v9: by topic name or id, validated against the member epoch.
+
+        As Kafka: a partition of a topic the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION
+        before the group is looked at (``KafkaApis.handleOffsetCommitRequest``; when no partition
+        is left, the group is not checked at all); metadata longer than ``offset_metadata_max_bytes``
+        is OFFSET_METADATA_TOO_LARGE for that partition alone (``OffsetMetadataManager.commitOffset``).
+        """
         error: ApiError | None = None
         try:
             if not request.group_id:
@@ -107,36 +122,60 @@ class OffsetHandlers:
                     raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
                 if not topic.name and not topic.topic_id:
                     raise ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
-            self._check_member_epoch(
-                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
-            )
         except ApiError as exc:
             error = exc
-        records: list[Record] = []
-        topics = []
-        group_id, now = request.group_id, self.now_ms
+        resolved_topics = []
         for topic in request.topics:
-            code = error.error if error is not None else Errors.NONE
-            resolved = None
+            resolved, known = None, ()
             if error is None:
                 if topic.topic_id is not None:
                     resolved = self.cluster.topic_by_id(topic.topic_id)
-                    if resolved is None:
-                        code = Errors.UNKNOWN_TOPIC_ID
                 elif topic.name in self.cluster:
                     resolved = self.cluster.topic(topic.name or "")
-            if code is Errors.NONE:
-                name = resolved.name if resolved else (topic.name or "")
-                topic_id = resolved.topic_id if resolved else None
+                if resolved is not None:
+                    known = range(resolved.num_partitions)
+            resolved_topics.append((topic, resolved, known))
+        to_coordinator = any(
+            p.partition_index in known for topic, _, known in resolved_topics for p in topic.partitions
+        )
+        if error is None and to_coordinator:
+            try:
+                self._check_member_epoch(
+                    request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
+                )
+            except ApiError as exc:
+                error = exc
+        records: list[Record] = []
+        topics = []
+        group_id, now, limit = request.group_id, self.now_ms, self.config.offset_metadata_max_bytes
+        for topic, resolved, known in resolved_topics:
+            indexes = tuple(map(_partition_index, topic.partitions))
+            if error is not None:
+                errors = (error.error,) * len(indexes)
+            elif resolved is None and topic.topic_id is not None:
+                errors = (Errors.UNKNOWN_TOPIC_ID,) * len(indexes)
+            else:
+                errors = tuple(
+                    Errors.UNKNOWN_TOPIC_OR_PARTITION
+                    if index not in known
+                    else Errors.OFFSET_METADATA_TOO_LARGE
+                    if _metadata_too_large(metadata, limit)
+                    else Errors.NONE
+                    for index, _, _, metadata in topic.partitions
+                )
+                keys = _commit_keys(group_id, resolved.name) if resolved is not None else None
                 # Record(key, OffsetCommitValue(...)), made by tuple.__new__ as those NamedTuples'
                 # own constructors do, minus two Python calls per partition of every commit.
                 new = tuple.__new__
-                keys = _commit_keys(group_id, name)
                 records += [
-                    new(Record, (keys[index], new(OffsetCommitValue, (offset, now, leader_epoch, metadata, topic_id))))
-                    for index, offset, leader_epoch, metadata in topic.partitions
+                    new(
+                        Record,
+                        (keys[index], new(OffsetCommitValue, (offset, now, leader_epoch, metadata, resolved.topic_id))),
+                    )
+                    for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)
+                    if code is Errors.NONE
                 ]
-            topics.append((topic.name, topic.topic_id, tuple(map(_partition_index, topic.partitions)), code))
+            topics.append((topic.name, topic.topic_id, indexes, errors))
         batches = (tuple(records),) if records else ()
         return self._apply(CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit"))
 

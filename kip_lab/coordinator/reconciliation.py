@@ -55,9 +55,11 @@ def reconcile(
     if state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned_reported, member.pending_revocation):
             return member, None
+        # Having revoked, the member moves on one epoch even if the latest target makes it revoke
+        # again (Kafka ``CurrentAssignmentBuilder.build``, UNREVOKED_PARTITIONS case).
         return _next(
             member,
-            member.member_epoch,
+            member.member_epoch + 1,
             target_epoch,
             target,
             partition_held,
