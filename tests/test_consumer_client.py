@@ -124,16 +124,23 @@ def test_first_member_joins_reconciles_acknowledges() -> None:
     assert lab.clients["A"].member_epoch == lab.coordinator.groups["g"].group_epoch == 1
 
 
-def test_member_with_nothing_to_reconcile_goes_straight_to_stable() -> None:
+def test_join_answered_with_an_empty_assignment_reconciles_it_once() -> None:
+    """Kafka ``AbstractMembershipManager.processAssignmentReceived`` and ``revokeAndAssign``: the first
+    assignment after a join is reconciled even when empty, calling on_partitions_assigned([]) once."""
     lab = make_lab(partitions=1, members="A")
     lab.add_consumer("B", subscribed_topic_names=["foo"])
     assert lab.run_until_stable()
     assert transitions(lab, "B") == [
         ("UNSUBSCRIBED", "JOINING", "subscribe"),
-        ("JOINING", "STABLE", "joined, nothing to reconcile"),
+        ("JOINING", "RECONCILING", "joined with an assignment"),
+        ("RECONCILING", "ACKNOWLEDGING", "reconciled"),
+        ("ACKNOWLEDGING", "STABLE", "acknowledgement sent"),
     ]
     assert partitions_of(lab, "B") == []
-    assert not events(lab, "B", "callback_invoked")  # SM-7: equal target, no callbacks
+    callbacks = [(e.payload["callback"], e.payload["partitions"]) for e in events(lab, "B", "callback_invoked")]
+    assert callbacks == [("on_partitions_assigned", [])]
+    lab.run(until=lab.now + 30_000)  # later heartbeats bring nothing new: no more callbacks
+    assert len(events(lab, "B", "callback_invoked")) == 1
 
 
 def test_stable_member_reconciles_a_new_assignment() -> None:
@@ -620,6 +627,8 @@ def test_failing_assign_callback_is_retried() -> None:
 
 # ---------------------------------------------------------------------------- fencing while leaving
 def test_fenced_while_preparing_to_leave_unsubscribes_without_rejoining() -> None:
+    """Kafka ``AbstractMembershipManager.transitionToFenced`` from PREPARE_LEAVING: through LEAVING
+    (``transitionToSendingLeaveGroup``, which sets the leave epoch -1) to UNSUBSCRIBED, with no leave sent."""
     lab = make_lab(callbacks=CallbackConfig(on_partitions_revoked_ms=1_000))
     lab.partition_link("A", 50_000)
     heal = lab.now + 50_000
@@ -635,6 +644,7 @@ def test_fenced_while_preparing_to_leave_unsubscribes_without_rejoining() -> Non
     assert not [e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_lost"]
     assert all(h.payload["body"]["member_epoch"] >= 0 for h in heartbeats(lab, "A", since))  # no leave sent
     assert lab.clients["A"].owned == set()
+    assert lab.clients["A"].member_epoch == -1
 
 
 def test_close_while_fenced_drops_the_assignment_and_does_not_rejoin() -> None:

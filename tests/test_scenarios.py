@@ -147,7 +147,7 @@ def test_lost_heartbeat_is_accepted_at_the_previous_epoch():
 def test_coordinator_failover_happens_mid_reconciliation():
     scenario = load_library_scenario("coordinator_failover")
     lab = build_lab(scenario)
-    lab.run(until=20_010)  # the failover is due at 20011 ms
+    lab.run(until=20_012)  # the failover is due at 20013 ms
     assert lab.coordinator.groups["g"].state.value == "Reconciling"
     trace = run_scenario(scenario).trace
     not_coordinator = [

@@ -117,10 +117,11 @@ class TimedListener:
         return self.config.on_partitions_revoked_ms
 
     def on_partitions_assigned(self, partitions: list[str]) -> int:
+        """Kafka calls it on every reconciliation; with no new partitions there is nothing to set up (0 ms)."""
         self.assigned_calls += 1
         if self.assigned_calls <= self.config.assigned_failures:
             raise RuntimeError(f"on_partitions_assigned failed (call {self.assigned_calls})")
-        return self.config.on_partitions_assigned_ms
+        return self.config.on_partitions_assigned_ms if partitions else 0
 
     def on_partitions_lost(self, partitions: list[str]) -> int:
         return self.config.on_partitions_lost_ms
@@ -144,6 +145,9 @@ class Consumer(MemberPlumbing, ApplicationLoop):
     _backoff_ms: int = 0
     _reconciliation: int = 0  # bumped by every reconciliation, fence and leave: stale continuations stop
     _stale_released: bool = True  # a STALE member has finished on_partitions_lost and may rejoin
+    # Kafka's currentAssignment is not NONE: an assignment was reconciled since the member (re)joined.
+    _has_assignment: bool = False
+    _reconciled: int = 0  # completed reconciliations: each one's acknowledgement reports the owned partitions
 
     def __post_init__(self) -> None:
         if self.listener is None:
@@ -154,6 +158,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         """Start: join the group (UNSUBSCRIBED -> JOINING) with an immediate heartbeat."""
         self.member_id = self.member_id or self._client_member_id()
         self.member_epoch = 0
+        self._has_assignment = False
         self._sent.clear()
         self._transition(MemberState.JOINING, "subscribe")
         self.last_poll_ms = self.now
@@ -224,6 +229,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         """Kafka's ``maybeRejoinStaleMember``: once polled again and the assignment released, rejoin."""
         self._poll_expired = False
         self.member_epoch = 0
+        self._has_assignment = False
         self._sent.clear()
         self._transition(MemberState.JOINING, "poll")
         self._timer("heartbeat", 0)
@@ -316,13 +322,15 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             ("subscribed_topic_names", config.subscribed_topic_names),
             ("subscribed_topic_regex", config.subscribed_topic_regex),
             ("server_assignor", config.server_assignor),
-            ("topic_partitions", frozenset(self.owned)),
+            # Sent again after every reconciliation, even when the set did not change (Kafka compares
+            # its LocalAssignment, whose epoch each new assignment bumps).
+            ("topic_partitions", (self._reconciled, frozenset(self.owned))),
         ):
             if value is not None and (full or sent.get(name) != value):
                 body[name] = sent[name] = value
         if "topic_partitions" in body:
             body["topic_partitions"] = [
-                TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(body["topic_partitions"]).items()
+                TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic(body["topic_partitions"][1]).items()
             ]
         if config.instance_id is not None:
             body["instance_id"] = config.instance_id  # the coordinator needs it to find static members
@@ -404,7 +412,9 @@ class Consumer(MemberPlumbing, ApplicationLoop):
 
     # ------------------------------------------------------------------ reconciliation
     def _on_new_target(self) -> None:
-        if self.target == frozenset(self.owned) and not self.reconciling:
+        """Kafka ``AbstractMembershipManager.processAssignmentReceived``: the first assignment after a (re)join is
+        always reconciled, even an empty one; a later one only when it differs from what the member owns."""
+        if self.target == frozenset(self.owned) and not self.reconciling and self._has_assignment:
             self.target = None
             if self.state is MemberState.JOINING:
                 self._transition(MemberState.STABLE, "joined, nothing to reconcile")
@@ -472,10 +482,9 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             return
         self.owned -= set(revoked)
         self._emit_assignment()
-        if added:
-            self._call_back("on_partitions_assigned", added, partial(self._reconcile_after_assign, seq, target, added))
-        else:
-            self._reconcile_after_assign(seq, target, added, True)
+        # Kafka ``AbstractMembershipManager.revokeAndAssign``: on_partitions_assigned runs on every
+        # reconciliation, with an empty list when nothing is added.
+        self._call_back("on_partitions_assigned", added, partial(self._reconcile_after_assign, seq, target, added))
 
     def _reconcile_after_assign(self, seq: int, target: frozenset[TP], added: list[TP], ok: bool) -> None:
         if not self._still_reconciling(seq):
@@ -488,6 +497,8 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             self._timer("heartbeat", self.heartbeat_interval_ms)
             return
         self.owned |= set(added)
+        self._has_assignment = True
+        self._reconciled += 1
         self._emit_assignment()
         if added:
             self._fetch_offsets(added)
@@ -498,9 +509,10 @@ class Consumer(MemberPlumbing, ApplicationLoop):
     def _fenced(self, error: Errors) -> None:
         """UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH (Kafka's ``transitionToFenced``)."""
         if self.state in (MemberState.PREPARE_LEAVING, MemberState.LEAVING):
-            # Already leaving: no on_partitions_lost, no leave heartbeat, no rejoin.
+            # Already leaving: no on_partitions_lost, no leave heartbeat, no rejoin. From PREPARE_LEAVING
+            # Kafka still passes through LEAVING, which sets the leave epoch (``transitionToSendingLeaveGroup``).
             if self.state is MemberState.PREPARE_LEAVING:
-                self._transition(MemberState.LEAVING, "fenced while leaving")
+                self._enter_leaving("fenced while leaving")
             self._transition(MemberState.UNSUBSCRIBED, "fenced while leaving")
             self._note(f"fenced: {error.name}")
             self._abandon_membership()
@@ -524,6 +536,7 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         self.owned.clear()
         self._emit_assignment()
         self.member_epoch = 0
+        self._has_assignment = False
         self._sent.clear()
         self._transition(MemberState.JOINING, "partitions lost, rejoin")
         self._timer("heartbeat", 0)
@@ -557,6 +570,13 @@ class Consumer(MemberPlumbing, ApplicationLoop):
         if self.state is not MemberState.PREPARE_LEAVING:
             return  # fenced or failed while the callback ran (Kafka: the leave is dropped)
         self._stop_fetching(set(self.fetching))
-        self._transition(MemberState.LEAVING, "partitions released")
+        self._enter_leaving("partitions released")
         self._cancel("heartbeat")
         self._timer("heartbeat", 0)
+
+    def _enter_leaving(self, trigger: str) -> None:
+        """Kafka ``AbstractMembershipManager.transitionToSendingLeaveGroup``: the member takes the leave epoch
+        (-1, or -2 for a static member) and drops its assignment as reconciled."""
+        self.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if self.is_static else LEAVE_GROUP_MEMBER_EPOCH
+        self._has_assignment = False
+        self._transition(MemberState.LEAVING, trigger)
