@@ -886,16 +886,13 @@ class GroupCoordinator(
         ):
             batches.append((self._current_assignment_record(group.group_id, reconciled),))
 
-        # Timers: session always; rebalance while the member still has partitions to revoke.
+        # Timers: session always; the rebalance timer (re)starts whenever the member's assignment changes
+        # while it has partitions to revoke (Kafka ``GroupMetadataManager.maybeReconcile``).
         if replaced is not None:
             self._cancel_member_timers(group.group_id, replaced)
         self._schedule_session(group.group_id, reconciled)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
-            if (
-                before is None
-                or before.state is not MemberState.UNREVOKED_PARTITIONS
-                or (before.member_epoch != reconciled.member_epoch)
-            ):
+            if before is None or _assignment_fields(before) != _assignment_fields(reconciled):
                 self._schedule_rebalance(group.group_id, reconciled)
         elif self._rebalance_epochs.pop((group.group_id, member_id), None) is not None:
             self.scheduler.cancel(self, ("rebalance", group.group_id, member_id))  # armed only while that was set

@@ -55,11 +55,11 @@ def reconcile(
     if state is MemberState.UNREVOKED_PARTITIONS:
         if _owns_any(owned_reported, member.pending_revocation):
             return member, None
-        # Having revoked, the member moves on one epoch even if the latest target makes it revoke
-        # again (Kafka ``CurrentAssignmentBuilder.build``, UNREVOKED_PARTITIONS case).
+        # Having revoked, a member that must revoke again for a newer target keeps its epoch
+        # (Kafka ``CurrentAssignmentBuilder.build`` as fixed by KAFKA-19974; before, it moved on one).
         return _next(
             member,
-            member.member_epoch + 1,
+            member.member_epoch,
             target_epoch,
             target,
             partition_held,
