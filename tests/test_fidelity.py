@@ -33,7 +33,7 @@ def test_lab_config_takes_the_profile_directly_or_through_the_coordinator():
     assert LabConfig(coordinator=CoordinatorConfig(fidelity="kip")).fidelity == "kip"
     shorthand = LabConfig(fidelity="kip", coordinator=CoordinatorConfig(session_timeout_ms=50_000))
     assert (shorthand.fidelity, shorthand.coordinator.session_timeout_ms) == ("kip", 50_000)
-    with pytest.raises(ValidationError, match="contradicts coordinator.fidelity"):
+    with pytest.raises(ValidationError, match=r"contradicts coordinator\.fidelity"):
         LabConfig(fidelity="kip", coordinator=CoordinatorConfig(fidelity="kafka"))
     assert Lab(config=LabConfig(fidelity="kip")).coordinator.config.fidelity == "kip"
 

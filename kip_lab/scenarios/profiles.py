@@ -77,7 +77,7 @@ class ProfileComparison:
 
 
 def coordinator_writes(trace: Trace) -> list[CoordinatorWrite]:
-    """The coordinator's results in a trace, in order (results that wrote nothing and answered no error are left out)."""
+    """The coordinator's results in a trace, in order, leaving out those that wrote nothing and answered no error."""
     writes = []
     for event in trace.of_kind(EventKind.HANDLER_RESULT):
         payload = event.payload
