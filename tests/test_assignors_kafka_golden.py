@@ -219,7 +219,7 @@ class TestUniformHeterogeneousAssignmentBuilderTest:
         assert as_sets(assignment) == {"A": {T1: {0, 1, 2}}, "B": {T2: {0, 1, 2, 3, 4}}}
 
     def test_reassignment_when_partitions_run_out(self) -> None:
-        """``testReassignmentWhenTopicPartitionsRunOutAndMembersHaveNoPartitions``: equal subscriptions, yet heterogeneous."""
+        """``testReassignmentWhenTopicPartitionsRunOutAndMembersHaveNoPartitions`` (equal subscriptions)."""
         members = {
             "A": member({T1, T2, T3}, {T1: [0, 1], T2: [0, 1], T3: [0, 1]}),
             "B": member({T1, T2, T3}),
