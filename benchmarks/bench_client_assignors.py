@@ -5,7 +5,11 @@ leader's ``assign`` call is timed; building the subscriptions and checking the r
 outside. Every result is checked: exactly-once coverage for the eager cases, and for the
 cooperative rebalances that only partitions changing owner are withheld. The 2 s target for
 cooperative-sticky (from scratch, one joining, one leaving) recalls librdkafka's port, which
-took 30 s near this size before it was fixed. In full mode the exit status is 1 when a case misses its target.
+took 30 s near this size before it was fixed. Range is also timed at 1,000 members x 10,000
+partitions and, when kafka-python is installed (an optional benchmark dependency), against
+kafka-python's ``RangePartitionAssignor`` on the same group: its median is range's target there.
+Each row shows the median wall and CPU time; in full mode the exit status is 1 when a case's
+wall median misses its target.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 if __package__ in (None, ""):  # run as a script: make the repo root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -127,6 +132,31 @@ def check_result(name: str, group: Group, result: dict[str, ConsumerProtocolAssi
         raise AssertionError("a partition went to a new owner while its old owner still claims it")
 
 
+def kafka_python_range() -> Callable[[Group], Callable[[], object]] | None:
+    """kafka-python's range assignor as a call on one group, or None when kafka-python is not installed."""
+    try:
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+    except ImportError:
+        return None
+
+    def prepare(group: Group) -> Callable[[], object]:
+        counts = group.partitions_per_topic
+        cluster = SimpleNamespace(
+            partitions_for_topic=lambda topic: set(range(counts[topic])) if topic in counts else None
+        )
+        members = [
+            SimpleNamespace(member_id=m, group_instance_id=None, metadata=SimpleNamespace(topics=list(s.topics)))
+            for m, s in group.subscriptions.items()
+        ]
+        assignment = RangePartitionAssignor.assign(cluster, members)
+        assigned = sorted((t, p) for a in assignment.values() for t, ps in a.assigned_partitions for p in ps)
+        if assigned != sorted((t, p) for t, count in counts.items() for p in range(count)):
+            raise AssertionError("kafka-python's range did not cover the partitions exactly once")
+        return partial(RangePartitionAssignor.assign, cluster, members)
+
+    return prepare
+
+
 def _cases(quick: bool) -> list[ClientBenchCase]:
     members, topics, per_topic = (50, 5, 100) if quick else (500, 10, 500)
     size = f"{members}x{topics * per_topic:,}"
@@ -162,6 +192,25 @@ def _cases(quick: bool) -> list[ClientBenchCase]:
     ]
 
 
+def range_against_kafka_python(quick: bool, runs: int) -> list[BenchRow]:
+    """Range at each size, and kafka-python's range on the same group when it is installed (its median: the target)."""
+    sizes = [(50, 5, 100)] if quick else [(500, 10, 500), (1_000, 10, 1_000)]
+    theirs = kafka_python_range()
+    rows = []
+    for members, topics, per_topic in sizes:
+        group = scratch_group(members, topics, per_topic)
+        size = f"{members:,}x{topics * per_topic:,}"
+        target = None
+        if theirs is not None:
+            reference = time_runs(f"kafka-python range {size}", lambda group=group: theirs(group), runs, None)
+            rows.append(reference)
+            target = None if quick else reference.median_ms
+        rows.append(
+            time_case(ClientBenchCase(f"range vs kafka-python {size}", "range", lambda g=group: g, target), runs)
+        )
+    return rows
+
+
 def time_case(case: ClientBenchCase, runs: int) -> BenchRow:
     """Median wall time of ``runs`` assign calls on one prebuilt group, after a checked warm-up."""
     group = case.build()
@@ -173,7 +222,7 @@ def time_case(case: ClientBenchCase, runs: int) -> BenchRow:
 
 def run_benchmarks(quick: bool = False, runs: int | None = None) -> list[BenchRow]:
     runs = runs if runs is not None else (3 if quick else 7)
-    return [time_case(case, runs) for case in _cases(quick)]
+    return [time_case(case, runs) for case in _cases(quick)] + range_against_kafka_python(quick, runs)
 
 
 def main(argv: list[str] | None = None) -> int:

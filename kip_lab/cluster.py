@@ -1,16 +1,16 @@
 """Cluster metadata as the coordinator sees it: topics with ids and partition counts.
 
 Tests and scenarios change it (create, add partitions, delete, recreate) and the
-coordinator compares it with each group's stored partition metadata. Topic ids are Kafka
-style (22 characters of URL-safe base64 of a 128-bit UUID) but derived from the topic
-name and an incarnation counter, so a run is reproducible: recreating ``foo`` gives a new
-id, and the same script always gives the same ids.
+coordinator compares it with each group's stored partition metadata. Topic ids are made as
+Kafka makes them (``Uuid.randomUuid``, written as ``Uuid.toString``: a random version-4 UUID in
+22 characters of URL-safe base64), from a random generator seeded by the cluster's seed, so the
+same script with the same seed always gives the same ids, and recreating ``foo`` gives a new one.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
+import random
 from dataclasses import dataclass
 
 
@@ -21,18 +21,31 @@ class Topic:
     num_partitions: int
 
 
-def make_topic_id(name: str, incarnation: int) -> str:
-    digest = hashlib.sha256(f"{name}\x00{incarnation}".encode()).digest()[:16]
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+def random_topic_id(rng: random.Random) -> str:
+    """Kafka's ``Uuid.randomUuid().toString()``: 16 random bytes marked as a version-4 UUID, in base64.
+
+    As Kafka, an id whose text starts with "-" is drawn again (the all-zero and one ids Kafka
+    reserves cannot occur: the version bits are set).
+    """
+    while True:
+        raw = bytearray(rng.randbytes(16))
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4, as java.util.UUID.randomUUID
+        raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
+        topic_id = base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+        if not topic_id.startswith("-"):
+            return topic_id
 
 
 class ClusterMetadata:
-    """Mutable topic metadata with a version number that moves on every change."""
+    """Mutable topic metadata with a version number that moves on every change.
 
-    def __init__(self) -> None:
+    ``seed`` seeds the generator of topic ids (the Lab passes its own seed).
+    """
+
+    def __init__(self, seed: int = 0) -> None:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[str, Topic] = {}
-        self._incarnations: dict[str, int] = {}
+        self._topic_ids = random.Random(seed)
         self.version = 0
 
     # -- changes --------------------------------------------------------------------
@@ -44,9 +57,7 @@ class ClusterMetadata:
             raise ValueError(f"partitions must be >= 1, got {partitions}")
         if name in self._by_name:
             raise ValueError(f"topic {name!r} already exists")
-        incarnation = self._incarnations.get(name, 0)
-        self._incarnations[name] = incarnation + 1
-        topic = Topic(make_topic_id(name, incarnation), name, partitions)
+        topic = Topic(random_topic_id(self._topic_ids), name, partitions)
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
         self.version += 1

@@ -8,8 +8,10 @@ import pytest
 
 from kip_lab.assignors import (
     AssignmentSpec,
+    MapOrder,
     MemberSubscription,
     PartitionAssignor,
+    PartitionAssignorError,
     RangeAssignor,
     TopicMetadata,
     UniformAssignor,
@@ -82,73 +84,78 @@ class TestUniformKipCaseStudies:
         assert foo_lists(2, {"A": [0], "B": []}) == {"A": [0], "B": [1]}
 
     def test_member_joins_between_uneven_members(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.maybeRevokePartitions``: C keeps the first two of its
+        ``HashSet`` {2, 4, 5} (2 and 4), where the KIP's table keeps 2 and 5; B gets 3 and 5."""
         assert foo_lists(6, {"A": [0, 1, 3], "C": [2, 5, 4], "B": []}) == {
             "A": [0, 1],
-            "B": [3, 4],
-            "C": [2, 5],
+            "B": [3, 5],
+            "C": [2, 4],
         }
 
 
 class TestUniformHomogeneousRules:
-    def test_from_scratch_hands_out_round_robin_in_member_id_order(self) -> None:
-        # Step 4 with everybody empty: fewest first, ties by id, so partition k goes to
-        # member k mod N; the extra slot goes to the lowest id.
-        assert foo_lists(7, {"m2": [], "m1": [], "m3": []}) == {
-            "m1": [0, 3, 6],
-            "m2": [1, 4],
-            "m3": [2, 5],
-        }
+    def test_from_scratch_each_member_takes_a_block_in_hash_map_order(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.assignRemainingPartitions``: members below quota, in
+        ``HashMap`` order ("m1", "m2", "m3": buckets 4, 5, 6), each take the next partitions until full."""
+        assert foo_lists(7, {"m2": [], "m1": [], "m3": []}) == {"m1": [0, 1, 2], "m2": [3, 4], "m3": [5, 6]}
 
-    def test_extra_slots_go_to_the_members_holding_most(self) -> None:
-        # 7 partitions over 3 members: quotas 2, 2, 2 plus one extra slot, which goes to
-        # "c" (holds 4) rather than "a" (lowest id). "c" releases 6, which "a" picks up.
+    def test_extra_slots_go_to_the_first_members_in_iteration_order(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.maybeRevokePartitions``: the ``P % N`` extra slots go to the
+        first members iterated ("a"), not to those holding most; "c" gives back 5 and 6, which "a" takes."""
         assert foo_lists(7, {"a": [0], "b": [1, 2], "c": [3, 4, 5, 6]}) == {
-            "a": [0, 6],
+            "a": [0, 5, 6],
             "b": [1, 2],
-            "c": [3, 4, 5],
+            "c": [3, 4],
         }
 
-    def test_extra_slot_ties_go_to_the_lower_member_id(self) -> None:
-        # 4 partitions over 3 members: one extra slot, "a" and "b" both hold 2.
-        assert foo_lists(4, {"b": [0, 1], "a": [2, 3], "c": []}) == {"a": [2, 3], "b": [0], "c": [1]}
+    def test_previous_target_is_read_in_hash_set_order(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.maybeRevokePartitions`` iterates the ``HashSet<Integer>`` a
+        target record is read into: 22 partitions in a table of 32, so 32-39 come between 0-7, and 30, 31 go."""
+        held = [*range(0, 11), *range(29, 40)]
+        assert foo_lists(40, {"a": held, "b": list(range(11, 29))}) == {
+            "a": [0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 9, 10, 29],
+            "b": [*range(11, 29), 30, 31],
+        }
 
-    def test_previous_target_read_in_topic_id_order_then_list_order(self) -> None:
-        # Quota 2 each; "a" keeps the first two of bar [5, 1] then foo [0]: bar-5 and bar-1.
-        spec = make_spec(
-            {"bar": 6, "foo": 2},
-            {"a": ["foo", "bar"], "b": ["foo", "bar"], "c": ["foo", "bar"], "d": ["foo", "bar"]},
-            {"a": {"foo": [0], "bar": [5, 1]}},
-        )
+    def test_previous_target_as_given_when_the_spec_says_so(self) -> None:
+        """``MapOrder.AS_GIVEN``: the target's own list order, as Kafka's assignor iterates an ordered set."""
+        held = [*range(29, 40), *range(0, 11)]
+        spec = foo_spec(40, {"a": held, "b": list(range(11, 29))})
+        spec = AssignmentSpec(spec.members, spec.topics, map_order=MapOrder.AS_GIVEN)
         assignment = uniform_assign(spec)
-        assert assignment["a"] == {"bar": [5, 1]}
-        # Unassigned in (topic, partition) order: bar-0, bar-2, bar-3, bar-4, foo-0, foo-1,
-        # handed out to the least loaded (b, c, d at 0) in id order.
-        assert assignment["b"] == {"bar": [0, 4]}
-        assert assignment["c"] == {"bar": [2], "foo": [0]}
-        assert assignment["d"] == {"bar": [3], "foo": [1]}
-
-    def test_stale_partitions_and_topics_are_dropped(self) -> None:
-        spec = make_spec(
-            {"foo": 2},
-            {"a": ["foo"], "b": ["foo"]},
-            {"a": {"foo": [5, 0], "deleted": [0]}, "b": {"foo": [-1]}},
-        )
-        assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"foo": [1]}}
+        assert assignment["a"] == {"foo": held[:20]}
+        assert assignment["b"] == {"foo": [*range(11, 29), 9, 10]}
 
     def test_unsubscribed_topic_is_dropped(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.maybeRevokePartitions`` removes unsubscribed topics."""
         spec = make_spec({"foo": 2, "bar": 2}, {"a": ["foo"], "b": ["foo"]}, {"a": {"bar": [0, 1]}})
         assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"foo": [1]}}
 
-    def test_subscription_to_missing_topic_is_ignored(self) -> None:
-        spec = make_spec({"foo": 2}, {"a": ["foo", "missing"], "b": ["foo"]})
-        assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"foo": [1]}}
+    def test_subscription_to_missing_topic_is_refused(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder.build`` throws ``PartitionAssignorException``."""
+        spec = make_spec({"foo": 2}, {"a": ["foo", "missing"], "b": ["foo", "missing"]})
+        with pytest.raises(PartitionAssignorError, match="topic missing which doesn't exist"):
+            uniform_assign(spec)
 
-    def test_partition_claimed_twice_stays_with_the_lower_member_id(self) -> None:
-        spec = make_spec({"foo": 4}, {"a": ["foo"], "b": ["foo"]}, {"b": {"foo": [0, 1]}, "a": {"foo": [1, 1]}})
-        # "a" keeps 1 (once), "b" keeps 0; the rest is handed out.
-        assert uniform_assign(spec) == {"a": {"foo": [1, 2]}, "b": {"foo": [0, 3]}}
+    @pytest.mark.parametrize(
+        ("targets", "message"),
+        [
+            ({"a": {"foo": [0, 1]}, "b": {"foo": [1]}}, "partition 1 of topic foo is in two members' previous targets"),
+            ({"a": {"foo": [1, 1]}}, "partition 1 of topic foo is in two"),
+            ({"a": {"foo": [4]}}, "holds partition 4 of topic foo, which has 4"),
+            ({"a": {"foo": [-1]}}, "holds partition -1 of topic foo"),
+        ],
+    )
+    @pytest.mark.parametrize("subscription", [["foo"], None])
+    def test_an_inconsistent_previous_target_is_refused(self, targets, message, subscription) -> None:
+        """Kafka's coordinator never builds such a target; its builders would hand the partition out twice."""
+        b_topics = subscription if subscription is not None else ["foo", "bar"]  # None: heterogeneous
+        spec = make_spec({"foo": 4, "bar": 1}, {"a": ["foo"], "b": b_topics}, targets)
+        with pytest.raises(PartitionAssignorError, match=message):
+            uniform_assign(spec)
 
     def test_more_members_than_partitions(self) -> None:
+        """Kafka ``UniformHomogeneousAssignmentBuilder``: with fewer partitions than members, the last get none."""
         assert foo_lists(2, {"a": [], "b": [1], "c": []}) == {"a": [0], "b": [1], "c": []}
 
     def test_every_member_listed_even_without_partitions(self) -> None:
@@ -165,12 +172,16 @@ class TestUniformHeterogeneous:
         spec = make_spec({"foo": 3, "bar": 3}, {"a": ["foo"], "b": ["foo", "bar"]})
         assert uniform_assign(spec) == {"a": {"foo": [0, 1, 2]}, "b": {"bar": [0, 1, 2]}}
 
-    def test_balances_across_overlapping_subscriptions(self) -> None:
+    def test_balance_is_per_topic_along_a_chain_of_subscriptions(self) -> None:
+        """Kafka ``UniformHeterogeneousAssignmentBuilder.balanceTopics`` (its javadoc's 9/10/11 example): each topic's
+        subscribers differ by at most one (t1: a 3, b 4; t2: b 4, c 5), though moving one partition of each topic
+        down the chain would even the totals."""
         spec = make_spec({"t1": 6, "t2": 6}, {"a": ["t1"], "b": ["t1", "t2"], "c": ["t2"]})
         counts = {m: sum(map(len, topics.values())) for m, topics in uniform_assign(spec).items()}
-        assert counts == {"a": 4, "b": 4, "c": 4}
+        assert counts == {"a": 3, "b": 4, "c": 5}
 
     def test_joining_member_only_takes_what_balance_needs(self) -> None:
+        """Kafka ``UniformHeterogeneousAssignmentBuilder.balanceTopic``: only the newcomer gains."""
         previous = {"a": {"t1": [0, 1, 2, 3]}, "b": {"t1": [4, 5], "t2": [0, 1]}, "c": {"t2": [2, 3, 4, 5]}}
         spec = make_spec(
             {"t1": 6, "t2": 6},
@@ -184,20 +195,22 @@ class TestUniformHeterogeneous:
         for member_id, topics in previous.items():
             for topic_id, partitions in assignment[member_id].items():
                 assert set(partitions) <= set(topics[topic_id])
-        # Givers are the most loaded (ties: lowest id) and give their last partition.
+        # Givers are the most loaded (ties: the last in iteration order first), each giving its highest partition.
         assert assignment["d"] == {"t1": [3, 5], "t2": [5]}
 
     def test_balanced_valid_target_is_kept_as_is(self) -> None:
         previous = {"a": {"t1": [3, 0]}, "b": {"t1": [1], "t2": [1]}, "c": {"t2": [0], "t1": [2]}}
         spec = make_spec({"t1": 4, "t2": 2}, {"a": ["t1"], "b": ["t1", "t2"], "c": ["t1", "t2"]}, previous)
-        assert uniform_assign(spec) == previous
+        as_sets = {m: {t: set(p) for t, p in topics.items()} for m, topics in uniform_assign(spec).items()}
+        assert as_sets == {m: {t: set(p) for t, p in topics.items()} for m, topics in previous.items()}
 
-    def test_unsubscribed_claim_does_not_win_a_contested_partition(self) -> None:
-        # "a" no longer subscribes to bar, so its old claim on bar-0 must not beat "z"'s.
+    def test_unsubscribed_claim_does_not_count(self) -> None:
+        """Kafka ``UniformHeterogeneousAssignmentBuilder.maybeRevokePartitions``: "a" no longer subscribes to bar,
+        so its old claim on bar-0 is dropped and does not clash with "z"'s."""
         spec = make_spec(
             {"foo": 1, "bar": 3},
             {"a": ["foo"], "b": ["bar"], "c": ["bar"], "z": ["bar"]},
-            {"a": {"bar": [0]}, "b": {"bar": [1, 1]}, "z": {"bar": [0]}},
+            {"a": {"bar": [0]}, "b": {"bar": [1]}, "z": {"bar": [0]}},
         )
         assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"bar": [1]}, "c": {"bar": [2]}, "z": {"bar": [0]}}
 
@@ -236,12 +249,19 @@ class TestRange:
         assert range_assign(after)["z"] == range_assign(before)["a"]
 
     def test_previous_target_is_ignored(self) -> None:
-        spec = make_spec({"t": 2}, {"a": ["t"], "b": ["t"]}, {"b": {"t": [0, 1, 7], "gone": [3]}})
+        """Kafka ``RangeAssignor`` (October 2024) has no stickiness."""
+        spec = make_spec({"t": 2}, {"a": ["t"], "b": ["t"]}, {"b": {"t": [0, 1], "gone": [3]}})
         assert range_assign(spec) == {"a": {"t": [0]}, "b": {"t": [1]}}
 
-    def test_more_members_than_partitions_and_missing_topic(self) -> None:
-        spec = make_spec({"t": 1}, {"a": ["t", "missing"], "b": ["t"]})
+    def test_more_members_than_partitions(self) -> None:
+        spec = make_spec({"t": 1}, {"a": ["t"], "b": ["t"]})
         assert range_assign(spec) == {"a": {"t": [0]}, "b": {}}
+
+    def test_missing_topic_is_refused(self) -> None:
+        """Kafka ``RangeAssignor.assignHeterogeneousGroup`` throws ``PartitionAssignorException``."""
+        spec = make_spec({"t": 1}, {"a": ["t", "missing"], "b": ["t"]})
+        with pytest.raises(PartitionAssignorError, match="Member a is subscribed to a non-existent topic missing"):
+            range_assign(spec)
 
 
 @pytest.mark.parametrize(("assignor", "name"), [(UniformAssignor(), "uniform"), (RangeAssignor(), "range")])

@@ -25,8 +25,11 @@ def test_quick_benchmark_returns_checked_rows(bench: ModuleType) -> None:
         "sticky scratch",
         "range",
         "roundrobin",
+        *(["kafka-python range"] if bench.kafka_python_range() is not None else []),
+        "range vs kafka-python",
     ]
     assert all(row.median_ms > 0 and row.target_ms is None and row.verdict == "-" for row in rows)
+    assert all(row.median_cpu_ms is not None and row.median_cpu_ms >= 0 for row in rows)
 
 
 def test_quick_mode_exits_zero(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:

@@ -336,3 +336,14 @@ def test_bad_input_is_named(partitions_per_topic: object, subscriptions: object,
     for name in ("range", "cooperative-sticky"):
         with pytest.raises(ClientAssignorError, match=message):
             client_assignor(name).assign(partitions_per_topic, subscriptions)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_assignments_are_built_as_validation_would_build_them(name: str) -> None:
+    """The assignments are made without validating each partition; they equal validated ones field for field."""
+    topics = {"a": 5, "b": 3, "c": 2}
+    subscriptions = {"m2": sub(["a", "b"], owned="bp2 ap4"), "m1": sub(["a", "c"], owned="ap0"), "m3": sub(["b"])}
+    for member_id, assignment in client_assignor(name).assign(topics, subscriptions).items():
+        validated = ConsumerProtocolAssignment.model_validate(assignment.model_dump())
+        assert assignment == validated, member_id
+        assert assignment.assigned_partitions == sorted(set(assignment.assigned_partitions))

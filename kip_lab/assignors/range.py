@@ -6,15 +6,15 @@ static first (by instance id), then dynamic (by member id); each topic's subscri
 that order, take consecutive ranges of ``P // N`` partitions, the first ``P % N`` one more.
 Members with the same subscriptions therefore get the same partition indexes in every
 topic with the same partition count. Kafka leaves ties between equal instance ids to its
-input order; here the member id breaks them.
+input order (its coordinator never has two); here the member id breaks them.
 
-A member subscribed to a topic that is missing from ``spec.topics`` simply does not get that
-topic, as in the uniform assignor.
+A member subscribed to a topic that is missing from ``spec.topics`` is refused with
+``PartitionAssignorError``, as Kafka's ``RangeAssignor`` refuses it.
 """
 
 from __future__ import annotations
 
-from kip_lab.assignors.spec import AssignmentSpec, GroupAssignment, MemberId, TopicId
+from kip_lab.assignors.spec import AssignmentSpec, GroupAssignment, MemberId, PartitionAssignorError, TopicId
 
 RANGE_ASSIGNOR_NAME = "range"
 
@@ -50,7 +50,10 @@ def range_assign(spec: AssignmentSpec) -> GroupAssignment:
         subscribed = members[member_id].subscribed_topic_ids
         existing = topics_of.get(subscribed)
         if existing is None:
-            existing = topics_of[subscribed] = sorted(t for t in subscribed if t in topics)
+            if not subscribed <= topics.keys():
+                missing = min(subscribed - topics.keys())
+                raise PartitionAssignorError(f"Member {member_id} is subscribed to a non-existent topic {missing}")
+            existing = topics_of[subscribed] = sorted(subscribed)
         member_topics.append(existing)
         for topic_id in existing:
             subscriber_counts[topic_id] = subscriber_counts.get(topic_id, 0) + 1

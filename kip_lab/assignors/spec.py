@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 TopicId = str
@@ -41,12 +42,50 @@ class TopicMetadata:
     num_partitions: int
 
 
+class SubscriptionType(StrEnum):
+    """Whether every member subscribes to the same topics (Kafka's ``SubscriptionType``)."""
+
+    HOMOGENEOUS = "HOMOGENEOUS"
+    HETEROGENEOUS = "HETEROGENEOUS"
+
+
+class MapOrder(StrEnum):
+    """In which order an assignor iterates the members and each member's previous target.
+
+    Kafka's assignors iterate the maps and sets they are handed. In Kafka's coordinator those are a
+    ``HashMap`` of the members and, per member, the ``HashMap<Uuid, HashSet<Integer>>`` its target
+    record is read into, so ``JAVA_HASH`` (the default) iterates as those would
+    (``kip_lab.assignors.java_hash_order``). ``AS_GIVEN`` iterates the spec's own mapping and list
+    order instead, as Kafka's unit tests do where they hand the assignor ordered maps.
+    """
+
+    JAVA_HASH = "JAVA_HASH"
+    AS_GIVEN = "AS_GIVEN"
+
+
 @dataclass(frozen=True, slots=True)
 class AssignmentSpec:
-    """Everything an assignor may look at."""
+    """Everything an assignor may look at (Kafka's ``GroupSpec`` and ``SubscribedTopicDescriber``).
+
+    ``subscription_type`` is the group's, as Kafka's group keeps it up to date; when it is not
+    given, the assignor compares the members' subscriptions itself.
+    """
 
     members: Mapping[MemberId, MemberSubscription]
     topics: Mapping[TopicId, TopicMetadata]
+    subscription_type: SubscriptionType | None = None
+    map_order: MapOrder = MapOrder.JAVA_HASH
+
+
+def subscription_type(spec: AssignmentSpec) -> SubscriptionType:
+    """The spec's subscription type, or, when it gives none, whether all members subscribe to the same topics."""
+    if spec.subscription_type is not None:
+        return spec.subscription_type
+    subscriptions = iter(spec.members.values())
+    first = next(subscriptions).subscribed_topic_ids if spec.members else frozenset()
+    if all(member.subscribed_topic_ids == first for member in subscriptions):
+        return SubscriptionType.HOMOGENEOUS
+    return SubscriptionType.HETEROGENEOUS
 
 
 # member id -> topic id -> partitions. Every member of the spec has an entry (possibly empty).

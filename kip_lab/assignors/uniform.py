@@ -1,62 +1,72 @@
-"""The "uniform" server-side assignor, KIP-848's default.
+"""The "uniform" server-side assignor, KIP-848's default, as Kafka's ``UniformAssignor`` computes it.
 
-The KIP only promises "uniform and sticky", so the behaviour is pinned down here:
+Kafka picks one of two builders by the group's subscription type:
 
-* Homogeneous groups (every member effectively subscribes to the same topics) follow a
-  fixed reference algorithm, because the golden tests of the KIP's case studies replay it:
+* **Homogeneous** (every member subscribes to the same topics; Kafka's
+  ``UniformHomogeneousAssignmentBuilder``). With P partitions over N members each member's quota is
+  ``P // N``, and the first ``P % N`` members *in iteration order* get one more. Each member, in that
+  order, keeps its previous target up to its quota (topics and partitions in iteration order) and
+  gives back the rest. The partitions nobody holds (each topic's in ascending order, topics in
+  iteration order), followed by the ones given back, are then dealt out in consecutive runs: each
+  member below its quota, in iteration order, takes the next ones until it is full. From scratch
+  that gives each member a contiguous block.
+* **Heterogeneous** (Kafka's ``UniformHeterogeneousAssignmentBuilder``). Every still-subscribed
+  partition of the previous target is kept. The free partitions are handed out topic by topic (most
+  partitions per subscriber first, then fewest subscribers, then topic id as ``Uuid.compareTo``
+  orders it), each to the least-loaded subscriber (ties: member index). Then, in up to 16 sweeps
+  over the topics with two or more subscribers, partitions move from the most- to the least-loaded
+  subscriber of a topic, the giver's highest partition first, until a full sweep moves nothing. The
+  balance is per topic: along chains of overlapping subscriptions the totals can still differ by
+  more than one.
 
-  1. P partitions over N members: everyone gets ``P // N``; the ``P % N`` extra slots go to
-     the members that hold the most still-valid target partitions (ties: member id).
-  2. Each member keeps the first ``quota`` valid partitions of its previous target, read
-     topic by topic in topic-id order, each topic's list in the order given.
-  3. The partitions left over, in (topic id, partition) order, go one at a time to the
-     member with the fewest partitions that is still below its quota (ties: member id).
+"Iteration order" is the order of Kafka's hash maps: members as a ``HashMap<String, ...>`` holding
+the whole group iterates them, topics as a ``HashSet<Uuid>``, each member's previous partitions as
+the ``HashSet<Integer>`` a target record is read into (``kip_lab.assignors.java_hash_order``). The
+heterogeneous builder's member index is the member's position in that order. So for the same member
+ids, topic ids and previous targets the assignment is Kafka's, partition for partition.
 
-* Heterogeneous groups (different subscriptions) get a design in the spirit of Kafka's
-  ``UniformHeterogeneousAssignmentBuilder``: keep every still-valid target partition; hand
-  out the rest topic by topic (most partitions per subscriber first, as Kafka does), each
-  to the least-loaded subscriber; then move partitions one at a time from the most- to the
-  least-loaded subscriber of a topic until no move from X to Y with
-  ``count(X) - count(Y) > 1`` is left. Kafka stops after 16 sweeps and breaks some ties by
-  Java hash order; here the sweeps run to that fixed point (it always terminates: each move
-  lowers the sum of squared counts) and every tie is broken by member id, so the result
-  matches Kafka's balance and stickiness but not necessarily its exact partition choice.
-  Like Kafka's, that balance is per topic: along chains of overlapping subscriptions the
-  totals can still differ by more than one where no single move helps.
+The spec must be consistent, as Kafka's coordinator always makes it: a subscribed topic missing from
+``spec.topics`` is refused with ``PartitionAssignorError`` (as Kafka's builders refuse it), and so is
+a previous target that names a partition that does not exist or one that two members claim (Kafka's
+coordinator never builds one; its builders would hand such a partition out twice).
 
-Targets in the spec are never modified and never shared with the result: every list in the
-result is new. Member ids and topic ids decide every order, never dict or set order.
-
-A member subscribed to a topic that is missing from ``spec.topics`` simply does not get that
-topic; the coordinator only passes existing topics, so this is not treated as an error.
+Targets in the spec are never modified and never shared with the result: every list in the result is
+new. Members come in iteration order; a member's kept topics first, then the topics it gains.
 """
 
 from __future__ import annotations
 
 import gc
-from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from fractions import Fraction
-from heapq import heapify, heappop, heappush
 from itertools import chain
 
+from kip_lab.assignors.java_hash_order import (
+    capacity_after_puts,
+    capacity_for_copy,
+    member_order,
+    partition_order,
+    topic_id_order,
+    topic_order,
+)
 from kip_lab.assignors.spec import (
     AssignmentSpec,
     GroupAssignment,
+    MapOrder,
     MemberId,
-    MemberSubscription,
+    PartitionAssignorError,
+    SubscriptionType,
     TopicId,
     TopicMetadata,
+    subscription_type,
 )
 
 UNIFORM_ASSIGNOR_NAME = "uniform"
 
-# Per member (by position in member-id order): topic id -> partitions, in output order.
-_Assignment = list[dict[TopicId, list[int]]]
-# One step of a fill plan: the members taking turns (ascending position) and how many
-# items they share; item k of the step goes to members[k % len(members)].
-_FillStep = tuple[list[int], int]
+# Kafka's UniformHeterogeneousAssignmentBuilder.MAX_ITERATION_COUNT: sweeps of the balancing phase.
+MAX_BALANCING_SWEEPS = 16
+
+_UNASSIGNED = -1
 
 
 class UniformAssignor:
@@ -69,18 +79,30 @@ class UniformAssignor:
 
 
 def uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
-    """Compute the uniform target assignment; pure and independent of dict order."""
+    """Compute the uniform target assignment, as Kafka's ``UniformAssignor.assign`` does."""
+    if not spec.members:
+        return {}
     with _collector_paused():
-        return _uniform_assign(spec)
+        if spec.map_order is MapOrder.JAVA_HASH:
+            members_in_order = member_order(spec.members, capacity_after_puts(len(spec.members)))
+        else:
+            members_in_order = list(spec.members)
+        if subscription_type(spec) is SubscriptionType.HOMOGENEOUS:
+            subscribed = spec.members[members_in_order[0]].subscribed_topic_ids
+            _check_topics_exist(subscribed, spec.topics)
+            return _assign_homogeneous(spec, members_in_order, subscribed)
+        for subscribed in {member.subscribed_topic_ids for member in spec.members.values()}:
+            _check_topics_exist(subscribed, spec.topics)
+        return _HeterogeneousBuilder(spec, members_in_order).build()
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Hold off CPython's cyclic garbage collector for the duration.
 
-    A large assignment allocates one list per (member, topic), every one of which survives,
-    so the collector's passes during it find nothing and cost a third of the run time at
-    100,000 partitions. No cycles are created, so nothing is lost by waiting.
+    A large assignment allocates one list per (member, topic), every one of which survives, so the
+    collector's passes during it find nothing and cost a third of the run time at 100,000
+    partitions. No cycles are created, so nothing is lost by waiting.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -91,356 +113,310 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
-    member_ids = sorted(spec.members)
-    subscriptions, distinct = _effective_subscriptions(member_ids, spec.members, spec.topics)
-    if distinct <= 1:
-        assignment = _assign_homogeneous(member_ids, spec.members, spec.topics, subscriptions)
-    else:
-        assignment = _assign_heterogeneous(member_ids, spec.members, spec.topics, subscriptions)
-    return dict(zip(member_ids, assignment, strict=True))
-
-
-def _effective_subscriptions(
-    member_ids: list[MemberId],
-    members: Mapping[MemberId, MemberSubscription],
-    topics: Mapping[TopicId, TopicMetadata],
-) -> tuple[list[frozenset[TopicId]], int]:
-    """Each member's subscribed topics that exist, and how many different sets that makes.
-
-    Equal subscriptions are filtered once, so the count costs nothing per member.
-    """
-    filtered: dict[frozenset[TopicId], frozenset[TopicId]] = {}
-    result = []
-    for member_id in member_ids:
-        subscribed = members[member_id].subscribed_topic_ids
-        existing = filtered.get(subscribed)
-        if existing is None:
-            existing = filtered[subscribed] = frozenset(t for t in subscribed if t in topics)
-        result.append(existing)
-    return result, len(set(filtered.values()))
-
-
-def _previous_targets(
-    member_ids: list[MemberId],
-    members: Mapping[MemberId, MemberSubscription],
-    topics: Mapping[TopicId, TopicMetadata],
-    subscriptions: list[frozenset[TopicId]],
-) -> tuple[list[Mapping[TopicId, Sequence[int]]], dict[TopicId, list[Sequence[int]]]]:
-    """Each member's still-valid previous target, and per topic the lists claimed in them.
-
-    Drops topics the member no longer subscribes to, partitions that no longer exist and
-    empty lists. Should two members claim the same partition (the coordinator never does
-    that), the lower member id keeps it. When nothing needs dropping, the common case, the
-    members' own mappings come back untouched, to be read only; the result copies them.
-    """
-    targets = [members[member_id].target_partitions for member_id in member_ids]
-    claims, untidy = _collect_claims(targets, subscriptions)
-    contested = {
-        topic_id: bytearray(topics[topic_id].num_partitions)
-        for topic_id, lists in claims.items()
-        if not _claims_are_clean(lists, topics[topic_id].num_partitions)
-    }
-    for position in range(len(targets)) if contested else untidy:
-        targets[position] = _tidy_target(targets[position], subscriptions[position], contested)
-    if contested:
-        claims, _ = _collect_claims(targets, subscriptions)
-    return targets, claims
-
-
-def _collect_claims(
-    targets: list[Mapping[TopicId, Sequence[int]]], subscriptions: list[frozenset[TopicId]]
-) -> tuple[dict[TopicId, list[Sequence[int]]], list[int]]:
-    """Group the non-empty subscribed target lists by topic, in member-id order.
-
-    Also returns the positions of members whose target has entries to drop.
-    """
-    claims: defaultdict[TopicId, list[Sequence[int]]] = defaultdict(list)
-    untidy = []
-    for position, target in enumerate(targets):
-        subscribed = subscriptions[position]
-        if target.keys() <= subscribed and all(target.values()):
-            for topic_id, partitions in target.items():
-                claims[topic_id].append(partitions)
-        else:
-            untidy.append(position)
-            for topic_id, partitions in target.items():
-                if partitions and topic_id in subscribed:
-                    claims[topic_id].append(partitions)
-    return claims, untidy
-
-
-def _claims_are_clean(lists: list[Sequence[int]], num_partitions: int) -> bool:
-    """True when every claimed partition exists and is claimed once (checked at C speed)."""
-    claimed = list(chain.from_iterable(lists))
-    return min(claimed) >= 0 and max(claimed) < num_partitions and len(set(claimed)) == len(claimed)
-
-
-def _tidy_target(
-    target: Mapping[TopicId, Sequence[int]],
-    subscribed: frozenset[TopicId],
-    taken_by_topic: dict[TopicId, bytearray],
-) -> dict[TopicId, Sequence[int]]:
-    """A member's target without unsubscribed topics, empty lists and taken partitions.
-
-    ``taken_by_topic`` marks, for contested topics only, partitions already kept by a member
-    with a lower id; this member's own valid partitions get marked as it keeps them.
-    """
-    tidy: dict[TopicId, Sequence[int]] = {}
-    for topic_id, partitions in target.items():
-        if topic_id not in subscribed:
-            continue
-        taken = taken_by_topic.get(topic_id)
-        if taken is None:
-            valid = partitions
-        else:
-            valid = []
-            for partition in partitions:
-                if 0 <= partition < len(taken) and not taken[partition]:
-                    taken[partition] = 1
-                    valid.append(partition)
-        if valid:
-            tidy[topic_id] = valid
-    return tidy
-
-
-def _copy_sorted(target: Mapping[TopicId, Sequence[int]]) -> dict[TopicId, list[int]]:
-    """A fresh copy of a target, topics in id order so that dict order never leaks through."""
-    return {topic_id: list(target[topic_id]) for topic_id in sorted(target)}
-
-
-def _release_beyond(held: dict[TopicId, list[int]], quota: int, released: dict[TopicId, list[int]]) -> None:
-    """Keep the first ``quota`` partitions of a topic-sorted copy, in place; collect the rest."""
-    room = quota
-    for topic_id in list(held):
-        partitions = held[topic_id]
-        if len(partitions) > room:
-            released.setdefault(topic_id, []).extend(partitions[room:])
-            del partitions[room:]
-            if not partitions:
-                del held[topic_id]
-        room -= len(partitions)
-
-
-def _unassigned_partitions(
-    num_partitions: int, claimed_lists: list[Sequence[int]] | None, released: list[int] | None
-) -> list[int]:
-    """A topic's partitions nobody keeps, ascending: never claimed, or released over quota."""
-    if not claimed_lists:
-        free = list(range(num_partitions))
-    elif sum(map(len, claimed_lists)) == num_partitions:
-        free = []
-    else:
-        free = sorted(set(range(num_partitions)).difference(chain.from_iterable(claimed_lists)))
-    if released:
-        free.extend(released)
-        free.sort()
-    return free
-
-
-def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | None, total: int) -> list[_FillStep]:
-    """Plan handing out ``total`` items, each to the least-loaded candidate below its cap.
-
-    Ties go to the lowest position. Handing items out one by one that way raises every
-    candidate level by level: at level L, every candidate whose load is L and whose cap is
-    above L gets one item, in position order, before anyone reaches L + 1. Between two
-    levels where a candidate joins (its load) or leaves (its cap) the set taking turns is
-    fixed, so the plan is a few round-robin steps instead of one decision per item: linear
-    in the number of items plus the candidates, with no heap.
-    """
-    if total == 0:
-        return []
-    joining = sorted((c for c in candidates if caps is None or loads[c] < caps[c]), key=loads.__getitem__)
-    leaving = [] if caps is None else sorted(joining, key=caps.__getitem__)
-    steps: list[_FillStep] = []
-    turns: list[int] = []
-    next_join = next_leave = 0
-    level = loads[joining[0]]
-    remaining = total
-    while remaining:
-        arrivals = []
-        while next_join < len(joining) and loads[joining[next_join]] == level:
-            arrivals.append(joining[next_join])
-            next_join += 1
-        departures = set()
-        while next_leave < len(leaving) and caps[leaving[next_leave]] == level:
-            departures.add(leaving[next_leave])
-            next_leave += 1
-        if departures:
-            turns = [c for c in turns if c not in departures]
-        if arrivals:
-            turns = sorted(turns + arrivals)
-        next_levels = []
-        if next_join < len(joining):
-            next_levels.append(loads[joining[next_join]])
-        if next_leave < len(leaving):
-            next_levels.append(caps[leaving[next_leave]])
-        next_level = min(next_levels) if next_levels else None
-        if turns:
-            share = remaining if next_level is None else min(remaining, len(turns) * (next_level - level))
-            steps.append((turns, share))
-            remaining -= share
-        elif next_level is None:
-            raise AssertionError("quotas leave partitions without a member")
-        level = next_level
-    return steps
-
-
-def _hand_out(
-    steps: list[_FillStep],
-    topic_items: list[tuple[TopicId, list[int]]],
-    assignment: _Assignment,
-    loads: list[int],
-) -> None:
-    """Apply a fill plan to items laid out topic after topic, appending with strided slices."""
-    topic_index = offset = 0
-    for turns, share in steps:
-        width = len(turns)
-        done = 0
-        while done < share:
-            topic_id, items = topic_items[topic_index]
-            count = min(len(items) - offset, share - done)
-            stop = offset + count
-            for k in range(min(width, count)):
-                member = turns[(done + k) % width]
-                received = items[offset + k : stop : width]
-                loads[member] += len(received)
-                held = assignment[member].get(topic_id)
-                if held is None:
-                    assignment[member][topic_id] = received
-                else:
-                    held.extend(received)
-            done += count
-            offset = stop
-            if offset == len(items):
-                topic_index += 1
-                offset = 0
-
-
-def _assign_homogeneous(
-    member_ids: list[MemberId],
-    members: Mapping[MemberId, MemberSubscription],
-    topics: Mapping[TopicId, TopicMetadata],
-    subscriptions: list[frozenset[TopicId]],
-) -> _Assignment:
-    """The reference algorithm of the module docstring, in O(P + N log N)."""
-    if not member_ids:
-        return []
-    topic_ids = sorted(subscriptions[0])
-    total = sum(topics[t].num_partitions for t in topic_ids)
-    targets, claims = _previous_targets(member_ids, members, topics, subscriptions)
-    loads = [sum(map(len, target.values())) for target in targets]
-
-    base_quota, extra_slots = divmod(total, len(member_ids))
-    quotas = [base_quota] * len(member_ids)
-    # The extra slots go to those holding most; the sort is stable, so ties stay in id order.
-    for position in sorted(range(len(member_ids)), key=loads.__getitem__, reverse=True)[:extra_slots]:
-        quotas[position] += 1
-
-    assignment = [_copy_sorted(target) for target in targets]
-    released: dict[TopicId, list[int]] = {}
-    for position, quota in enumerate(quotas):
-        if loads[position] > quota:
-            _release_beyond(assignment[position], quota, released)
-            loads[position] = quota
-
-    topic_items = []
-    for topic_id in topic_ids:
-        unassigned = _unassigned_partitions(
-            topics[topic_id].num_partitions, claims.get(topic_id), released.get(topic_id)
+def _check_topics_exist(subscribed: frozenset[TopicId], topics: Mapping[TopicId, TopicMetadata]) -> None:
+    if not subscribed <= topics.keys():
+        missing = min(subscribed - topics.keys())
+        raise PartitionAssignorError(
+            f"Members are subscribed to topic {missing} which doesn't exist in the topic metadata."
         )
-        if unassigned:
-            topic_items.append((topic_id, unassigned))
-    unassigned_count = sum(len(items) for _, items in topic_items)
-    steps = _plan_fill(range(len(member_ids)), loads, quotas, unassigned_count)
-    _hand_out(steps, topic_items, assignment, loads)
+
+
+def _free_partitions(topic_id: TopicId, num_partitions: int, claimed_lists: list[Sequence[int]]) -> list[int]:
+    """A topic's partitions no previous target holds, ascending; refuses claims on missing or shared partitions."""
+    if not claimed_lists:
+        return list(range(num_partitions))
+    claimed = list(chain.from_iterable(claimed_lists))
+    distinct = set(claimed)
+    if len(distinct) != len(claimed) or min(distinct) < 0 or max(distinct) >= num_partitions:
+        raise PartitionAssignorError(_bad_claim(topic_id, num_partitions, claimed))
+    if len(distinct) == num_partitions:
+        return []
+    return sorted(set(range(num_partitions)).difference(distinct))
+
+
+def _bad_claim(topic_id: TopicId, num_partitions: int, claimed: list[int]) -> str:
+    seen: set[int] = set()
+    for partition in claimed:
+        if not 0 <= partition < num_partitions:
+            return f"a previous target holds partition {partition} of topic {topic_id}, which has {num_partitions}"
+        if partition in seen:
+            return f"partition {partition} of topic {topic_id} is in two members' previous targets"
+        seen.add(partition)
+    raise AssertionError("no bad claim found")
+
+
+# ------------------------------------------------------------------------------------------ homogeneous
+def _assign_homogeneous(
+    spec: AssignmentSpec, members_in_order: list[MemberId], subscribed: frozenset[TopicId]
+) -> GroupAssignment:
+    """Kafka's ``UniformHomogeneousAssignmentBuilder.build``: quotas, keep, give back, deal out."""
+    if not subscribed:
+        return {member_id: {} for member_id in members_in_order}
+    members = spec.members
+    total = sum(spec.topics[topic_id].num_partitions for topic_id in subscribed)
+    minimum_quota, members_with_one_more = divmod(total, len(members_in_order))
+
+    # One pass over the members, in order: what each keeps, and every partition a previous target held.
+    claims: dict[TopicId, list[Sequence[int]]] = {topic_id: [] for topic_id in subscribed}
+    given_back: list[tuple[TopicId, list[int]]] = []
+    assignment: GroupAssignment = {}
+    unfilled: list[tuple[MemberId, int]] = []
+    for position, member_id in enumerate(members_in_order):
+        quota = minimum_quota + 1 if position < members_with_one_more else minimum_quota
+        target = members[member_id].target_partitions
+        kept: dict[TopicId, list[int]] = {}
+        held = 0
+        for topic_id, partitions in target.items():
+            if topic_id in subscribed:  # Kafka drops the topics nobody subscribes to any more
+                claims[topic_id].append(partitions)
+                kept[topic_id] = list(partitions)
+                held += len(partitions)
+        if held > quota:
+            kept = _keep_up_to_quota(kept, len(target), quota, given_back, spec.map_order)
+            held = quota
+        assignment[member_id] = kept
+        if held < quota:
+            unfilled.append((member_id, quota - held))
+
+    # Dealt in this order: every topic's partitions nobody held (topics in iteration order), then those given back.
+    to_deal = []
+    for topic_id in topic_order(subscribed, capacity_for_copy(len(subscribed))):
+        free = _free_partitions(topic_id, spec.topics[topic_id].num_partitions, claims[topic_id])
+        if free:
+            to_deal.append((topic_id, free))
+    to_deal += given_back
+    _deal_out(to_deal, unfilled, assignment)
     return assignment
 
 
-def _assign_heterogeneous(
-    member_ids: list[MemberId],
-    members: Mapping[MemberId, MemberSubscription],
-    topics: Mapping[TopicId, TopicMetadata],
-    subscriptions: list[frozenset[TopicId]],
-) -> _Assignment:
-    """Keep valid targets, fill the least loaded, then rebalance topic by topic."""
-    subscribers: dict[TopicId, list[int]] = {}
-    for position, subscribed in enumerate(subscriptions):
-        for topic_id in subscribed:
-            subscribers.setdefault(topic_id, []).append(position)
+def _keep_up_to_quota(
+    held: dict[TopicId, list[int]],
+    target_size: int,
+    quota: int,
+    given_back: list[tuple[TopicId, list[int]]],
+    map_order: MapOrder,
+) -> dict[TopicId, list[int]]:
+    """The first ``quota`` partitions a member holds, in iteration order; the rest go to ``given_back``.
 
-    targets, claims = _previous_targets(member_ids, members, topics, subscriptions)
-    assignment = [_copy_sorted(target) for target in targets]
-    loads = [sum(map(len, held.values())) for held in assignment]
-
-    # Kafka's order: most partitions per subscriber first, then fewest subscribers; constrained
-    # topics go first so that widely subscribed ones can even out the loads afterwards.
-    topic_order = sorted(
-        subscribers,
-        key=lambda t: (-Fraction(topics[t].num_partitions, len(subscribers[t])), len(subscribers[t]), t),
-    )
-    for topic_id in topic_order:
-        unassigned = _unassigned_partitions(topics[topic_id].num_partitions, claims.get(topic_id), None)
-        if unassigned:
-            steps = _plan_fill(subscribers[topic_id], loads, None, len(unassigned))
-            _hand_out(steps, [(topic_id, unassigned)], assignment, loads)
-
-    _balance([t for t in topic_order if len(subscribers[t]) > 1], subscribers, assignment, loads)
-    return assignment
-
-
-def _balance(
-    topic_order: list[TopicId],
-    subscribers: dict[TopicId, list[int]],
-    assignment: _Assignment,
-    loads: list[int],
-) -> None:
-    """Sweep the topics until a whole round finds every topic balanced."""
-    if not topic_order:
-        return
-    balanced_in_a_row = 0
-    index = 0
-    while balanced_in_a_row < len(topic_order):
-        moved = _balance_topic(topic_order[index], subscribers[topic_order[index]], assignment, loads)
-        # A topic that just moved partitions is balanced itself, so it counts as one.
-        balanced_in_a_row = 1 if moved else balanced_in_a_row + 1
-        index = (index + 1) % len(topic_order)
-
-
-def _balance_topic(topic_id: TopicId, topic_subscribers: list[int], assignment: _Assignment, loads: list[int]) -> bool:
-    """Move this topic's partitions from most- to least-loaded subscribers while that helps.
-
-    The giver is the most loaded holder (ties: member id), the receiver the least loaded
-    subscriber (ties: member id), and the partition the giver's last one, which is its most
-    recently added. Heaps with lazily discarded stale entries keep each move O(log N).
+    Under ``JAVA_HASH``, topics come as the target's ``HashMap<Uuid, Set<Integer>>`` iterates them and
+    partitions as the ``HashSet<Integer>`` read from the target record does; ``target_size`` is the
+    number of topics in that record (unsubscribed ones included), which sets the map's capacity.
     """
-    least = min(loads[m] for m in topic_subscribers)
-    holders = [m for m in topic_subscribers if topic_id in assignment[m]]
-    if not holders or max(loads[m] for m in holders) - least <= 1:
-        return False
-    givers = [(-loads[m], m) for m in holders]
-    receivers = [(loads[m], m) for m in topic_subscribers]
-    heapify(givers)
-    heapify(receivers)
-    moved = False
-    while True:
-        giver_load, giver = heappop(givers)
-        if -giver_load != loads[giver] or topic_id not in assignment[giver]:
+    hashed = map_order is MapOrder.JAVA_HASH
+    kept: dict[TopicId, list[int]] = {}
+    for topic_id in topic_order(held, capacity_after_puts(target_size)) if hashed else list(held):
+        partitions = held[topic_id]
+        if len(partitions) <= quota:
+            kept[topic_id] = partitions
+            quota -= len(partitions)
             continue
-        receiver_load, receiver = heappop(receivers)
-        while receiver_load != loads[receiver]:
-            receiver_load, receiver = heappop(receivers)
-        if loads[giver] - loads[receiver] <= 1:
-            return moved
-        moved = True
-        given = assignment[giver][topic_id]
-        partition = given.pop()
-        if not given:
-            del assignment[giver][topic_id]
-        assignment[receiver].setdefault(topic_id, []).append(partition)
-        loads[giver] -= 1
-        loads[receiver] += 1
-        for member in (giver, receiver):
-            heappush(receivers, (loads[member], member))
-            if topic_id in assignment[member]:
-                heappush(givers, (-loads[member], member))
+        in_order = partition_order(partitions, capacity_for_copy(len(partitions))) if hashed else partitions
+        if quota:
+            kept[topic_id] = in_order[:quota]
+        given_back.append((topic_id, in_order[quota:]))
+        quota = 0
+    return kept
+
+
+def _deal_out(
+    to_deal: list[tuple[TopicId, list[int]]], unfilled: list[tuple[MemberId, int]], assignment: GroupAssignment
+) -> None:
+    """Each member below its quota, in order, takes the next partitions until it is full."""
+    members = iter(unfilled)
+    member_id, room = None, 0
+    for topic_id, partitions in to_deal:
+        offset, count = 0, len(partitions)
+        while offset < count:
+            if not room:
+                member_id, room = next(members, (None, 0))
+                if member_id is None:
+                    raise PartitionAssignorError("Partitions were left unassigned")
+            taken = partitions[offset : offset + room]
+            offset += len(taken)
+            room -= len(taken)
+            held = assignment[member_id]
+            if topic_id in held:
+                held[topic_id] += taken
+            else:
+                held[topic_id] = taken
+
+
+# ------------------------------------------------------------------------------------------ heterogeneous
+class _LoadBalancer:
+    """Kafka's ``MemberAssignmentBalancer``: the least- and most-loaded subscribers of one topic.
+
+    Members are sorted by load (ties: member index). Two ranges are tracked: at the bottom the
+    members with the least load, handed one partition each in turn before the level rises; at the
+    top the most loaded, each giving up one in turn (from the highest index down) before the level
+    falls. Each call assumes the previous hand-out or give-up happened.
+    """
+
+    def __init__(self, loads: list[int]) -> None:
+        self.loads = loads
+        self.sorted_members: list[int] = []
+
+    def initialize(self, members: list[int]) -> int:
+        """Start on a topic's subscribers; returns the spread between the most and least loaded."""
+        loads = self.loads
+        self.sorted_members = sorted(members, key=lambda m: (loads[m], m))
+        first, last = self.sorted_members[0], self.sorted_members[-1]
+        self.least_loaded_end = 0  # exclusive
+        self.least_loaded_level = loads[first] - 1
+        self.next_least_loaded = 0
+        self.most_loaded_start = len(self.sorted_members)  # inclusive
+        self.most_loaded_end = len(self.sorted_members)  # exclusive
+        self.most_loaded_level = loads[last] + 1
+        self.next_most_loaded = len(self.sorted_members) - 1
+        return loads[last] - loads[first]
+
+    def take_least_loaded(self) -> int:
+        """The member to hand the next partition to."""
+        members, loads = self.sorted_members, self.loads
+        if self.next_least_loaded >= self.least_loaded_end:
+            self.least_loaded_level += 1
+            end = self.least_loaded_end
+            while end < len(members) and loads[members[end]] == self.least_loaded_level:
+                end += 1
+            self.least_loaded_end = end
+            self.next_least_loaded = 0
+        member = members[self.next_least_loaded]
+        self.next_least_loaded += 1
+        return member
+
+    def take_most_loaded(self) -> int:
+        """The member to take the next partition from, or -1 when none is left."""
+        members, loads = self.sorted_members, self.loads
+        if self.next_most_loaded < self.most_loaded_start:
+            if self.most_loaded_end <= self.most_loaded_start and self.most_loaded_start > 0:
+                # Every member of the range was excluded: restart the level from the next one down.
+                self.most_loaded_level = loads[members[self.most_loaded_start - 1]]
+            else:
+                self.most_loaded_level -= 1
+            while self.most_loaded_start > 0 and loads[members[self.most_loaded_start - 1]] == self.most_loaded_level:
+                self.most_loaded_start -= 1
+            self.next_most_loaded = self.most_loaded_end - 1
+        if self.next_most_loaded < 0:
+            return _UNASSIGNED
+        member = members[self.next_most_loaded]
+        self.next_most_loaded -= 1
+        return member
+
+    def exclude_most_loaded(self) -> None:
+        """Drop the member ``take_most_loaded`` just returned (it holds nothing of the topic)."""
+        members = self.sorted_members
+        excluded = self.next_most_loaded + 1
+        members[excluded], members[self.most_loaded_end - 1] = members[self.most_loaded_end - 1], members[excluded]
+        self.most_loaded_end -= 1
+
+    def is_balanced(self) -> bool:
+        return self.most_loaded_level - self.least_loaded_level <= 1
+
+
+class _HeterogeneousBuilder:
+    """Kafka's ``UniformHeterogeneousAssignmentBuilder``; members are indexes into the iteration order."""
+
+    def __init__(self, spec: AssignmentSpec, members_in_order: list[MemberId]) -> None:
+        self.spec = spec
+        self.member_ids = members_in_order
+        self.subscribers: dict[TopicId, list[int]] = {}
+        for index, member_id in enumerate(members_in_order):
+            for topic_id in spec.members[member_id].subscribed_topic_ids:
+                self.subscribers.setdefault(topic_id, []).append(index)
+        self.num_partitions = {topic_id: spec.topics[topic_id].num_partitions for topic_id in self.subscribers}
+        self.owners = {topic_id: [_UNASSIGNED] * count for topic_id, count in self.num_partitions.items()}
+        self.loads = [0] * len(members_in_order)
+
+    def build(self) -> GroupAssignment:
+        self._keep_subscribed_targets()
+        self._assign_free_partitions()
+        self._balance()
+        return self._result()
+
+    def _topic_rank(self, topic_id: TopicId) -> tuple[float, int, tuple]:
+        """Most partitions per subscriber first, then fewest subscribers, then ``Uuid.compareTo`` order."""
+        subscriber_count = len(self.subscribers[topic_id])
+        return (-self.num_partitions[topic_id] / subscriber_count, subscriber_count, topic_id_order(topic_id))
+
+    def _keep_subscribed_targets(self) -> None:
+        for index, member_id in enumerate(self.member_ids):
+            member = self.spec.members[member_id]
+            for topic_id, partitions in member.target_partitions.items():
+                if topic_id not in member.subscribed_topic_ids:
+                    continue
+                owners = self.owners[topic_id]
+                for partition in partitions:
+                    if not 0 <= partition < len(owners) or owners[partition] != _UNASSIGNED:
+                        raise PartitionAssignorError(_bad_claim(topic_id, len(owners), [*partitions, partition]))
+                    owners[partition] = index
+                self.loads[index] += len(partitions)
+
+    def _assign_free_partitions(self) -> None:
+        balancer = _LoadBalancer(self.loads)
+        for topic_id in sorted(self.subscribers, key=self._topic_rank):
+            free = [partition for partition, owner in enumerate(self.owners[topic_id]) if owner == _UNASSIGNED]
+            if free:
+                balancer.initialize(self.subscribers[topic_id])
+                for partition in free:
+                    self._move(topic_id, partition, balancer.take_least_loaded())
+
+    def _balance(self) -> None:
+        """Sweep the shared topics until one whole sweep moves nothing, at most ``MAX_BALANCING_SWEEPS`` times."""
+        shared = sorted((t for t, members in self.subscribers.items() if len(members) >= 2), key=self._topic_rank)
+        balancer = _LoadBalancer(self.loads)
+        last_moved = -1
+        for _ in range(MAX_BALANCING_SWEEPS):
+            for index, topic_id in enumerate(shared):
+                if index == last_moved:
+                    return
+                if self._balance_topic(topic_id, balancer) > 0 or last_moved == -1:
+                    last_moved = index
+
+    def _balance_topic(self, topic_id: TopicId, balancer: _LoadBalancer) -> int:
+        """Move this topic's partitions from its most- to its least-loaded subscribers; returns how many moved."""
+        if balancer.initialize(self.subscribers[topic_id]) <= 1:
+            return 0
+        owners = self.owners[topic_id]
+        by_owner = sorted(range(len(owners)), key=lambda p: (owners[p], p))
+        start: dict[int, int] = {}
+        end: dict[int, int] = {}  # exclusive
+        for position, partition in enumerate(by_owner):
+            start.setdefault(owners[partition], position)
+            end[owners[partition]] = position + 1
+        moved = 0
+        while not balancer.is_balanced():
+            giver = balancer.take_most_loaded()
+            while giver != _UNASSIGNED and end.get(giver, 0) - start.get(giver, 0) <= 0:
+                balancer.exclude_most_loaded()
+                giver = balancer.take_most_loaded()
+            if giver == _UNASSIGNED:
+                break
+            end[giver] -= 1
+            partition = by_owner[end[giver]]
+            receiver = balancer.take_least_loaded()
+            if balancer.is_balanced():
+                break
+            self._move(topic_id, partition, receiver)
+            moved += 1
+        return moved
+
+    def _move(self, topic_id: TopicId, partition: int, member: int) -> None:
+        owners = self.owners[topic_id]
+        if owners[partition] != _UNASSIGNED:
+            self.loads[owners[partition]] -= 1
+        owners[partition] = member
+        self.loads[member] += 1
+
+    def _result(self) -> GroupAssignment:
+        """Members in iteration order; each member's kept topics first, partitions ascending."""
+        held: list[dict[TopicId, list[int]]] = [{} for _ in self.member_ids]
+        for index, member_id in enumerate(self.member_ids):
+            for topic_id in self.spec.members[member_id].target_partitions:
+                if topic_id in self.spec.members[member_id].subscribed_topic_ids:
+                    held[index][topic_id] = []
+        for topic_id in sorted(self.owners, key=topic_id_order):
+            for partition, owner in enumerate(self.owners[topic_id]):
+                held[owner].setdefault(topic_id, []).append(partition)
+        return {
+            member_id: {topic_id: partitions for topic_id, partitions in topics.items() if partitions}
+            for member_id, topics in zip(self.member_ids, held, strict=True)
+        }

@@ -154,7 +154,7 @@ class World:
         self.seed = seed
         self.rng = random.Random(seed)
         self.scheduler = Scheduler()
-        self.cluster = ClusterMetadata()
+        self.cluster = ClusterMetadata(seed)
         self.network = Network(default_link=link, world=self)
         self.brokers = {f"broker-{i}": Broker(f"broker-{i}", self) for i in range(brokers)}
         self.log = PartitionLog()  # __consumer_offsets-0: replicated, so it survives a failover

@@ -70,9 +70,11 @@ class ConsumerPartitionAssignor(ABC):
         subscribed = set().union(*(subscription.topics for subscription in subscriptions.values()))
         existing = {topic: count for topic, count in sorted(partitions_per_topic.items()) if topic in subscribed}
         partitions = self._assign_partitions(existing, subscriptions)
+        # Built, not validated: the partitions come from the checked input, each assigned once; sorted
+        # here as the model keeps them (already in order for range and roundrobin, so that is one pass).
         return {
-            member_id: ConsumerProtocolAssignment(
-                version=HIGHEST_CONSUMER_PROTOCOL_VERSION, assigned_partitions=partitions[member_id]
+            member_id: ConsumerProtocolAssignment.model_construct(
+                version=HIGHEST_CONSUMER_PROTOCOL_VERSION, assigned_partitions=sorted(partitions[member_id])
             )
             for member_id in sorted(subscriptions)
         }

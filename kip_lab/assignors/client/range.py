@@ -10,6 +10,7 @@ by instance id: the embedded subscription does not carry the instance id.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 
 from kip_lab.assignors.client.api import ConsumerPartitionAssignor, MemberPartitions
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolSubscription
@@ -32,6 +33,6 @@ class RangeAssignor(ConsumerPartitionAssignor):
             start = 0
             for position, member_id in enumerate(members):
                 length = per_member + (1 if position < extra else 0)
-                assignment[member_id].extend((topic, partition) for partition in range(start, start + length))
+                assignment[member_id].extend(zip(repeat(topic, length), range(start, start + length), strict=True))
                 start += length
         return assignment

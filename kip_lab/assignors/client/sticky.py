@@ -15,11 +15,11 @@ the assignor's user data). When several members claim one partition, the claim f
 highest generation wins; equal highest generations cancel each other, so nobody is treated as
 its owner (Kafka's ``AbstractStickyAssignor``).
 
-The balancing itself is the server-side uniform assignor (``kip_lab.assignors.uniform``),
-whose homogeneous and heterogeneous paths give exactly these guarantees and match Kafka's
-"constrained" fast path for equal subscriptions and its general path otherwise; it is fed the
-resolved ownership as each member's previous target, with topic names standing in for topic
-ids. Ties are broken by member id rather than Java hash order. Rack awareness is omitted.
+The balancing itself is ``kip_lab.assignors.client.sticky_balance``, whose equal-subscription and
+general paths give exactly these guarantees and match Kafka's "constrained" fast path for equal
+subscriptions and its general path otherwise; it is fed the resolved ownership as each member's
+previous target, with topic names standing in for topic ids. Ties are broken by member id rather
+than Java hash order. Rack awareness is omitted.
 
 "cooperative-sticky" then obeys KIP-429's rule for COOPERATIVE assignors: a partition is never
 given to a new owner in the round in which another member still lists it as owned. It is
@@ -35,8 +35,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from kip_lab.assignors.client.api import ConsumerPartitionAssignor, MemberPartitions, RebalanceProtocol
+from kip_lab.assignors.client.sticky_balance import sticky_balance
 from kip_lab.assignors.spec import AssignmentSpec, MemberSubscription, TopicMetadata
-from kip_lab.assignors.uniform import uniform_assign
 from kip_lab.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolError,
@@ -72,7 +72,7 @@ class _AbstractStickyAssignor(ConsumerPartitionAssignor):
         )
         return {
             member_id: [(topic, partition) for topic, partitions in held.items() for partition in partitions]
-            for member_id, held in uniform_assign(spec).items()
+            for member_id, held in sticky_balance(spec).items()
         }
 
     def _resolve_ownership(

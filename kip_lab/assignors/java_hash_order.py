@@ -1,0 +1,159 @@
+"""The order in which Java's ``HashMap`` and ``HashSet`` hand out their keys, for the keys Kafka's assignors use.
+
+Kafka's server-side assignors iterate hash maps and hash sets of member ids (``String``), topic ids
+(Kafka's ``Uuid``) and partition indexes (``Integer``), and where they hand out partitions in that
+order the assignment depends on it. To give the same assignment as Kafka for the same member and
+topic ids, the uniform assignor asks this module for the order Kafka would see. Everything about
+Java hashing the assignors rely on is said here, once.
+
+How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its keys:
+
+* a key's bucket is ``spread(hashCode) & (capacity - 1)``, where ``spread(h) = h ^ (h >>> 16)``;
+* iteration walks the buckets in index order;
+* the capacity is a power of two; a map grows (doubles) when a put takes its size above 0.75 of its
+  capacity, and never shrinks;
+* within one bucket, keys come in insertion order; a bucket of 8 or more keys in a table of 64 or
+  more becomes a tree.
+
+The last point is where this module departs from Java on purpose: keys that share a bucket are given
+in their natural order (member ids as strings, topic ids as ``Uuid.compareTo`` orders them, partitions
+ascending), so that the order is a function of the keys and the capacity alone, not of the history
+of inserts and removals that built the collection. Kafka's result can differ from ours only where it
+depends on the order of two keys in one bucket.
+
+The capacities Kafka's code gives the collections it iterates:
+
+* ``new HashMap<>()`` then puts (``capacity_after_puts``): 16, doubled until the keys fit under 0.75;
+* ``new HashMap<>(n)`` / ``new HashSet<>(n)`` (``capacity_for_expected``): the least power of two at
+  least ``n``;
+* ``new HashSet<>(collection)`` (``capacity_for_copy``): room for ``size / 0.75 + 1`` keys, at least 16.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from collections.abc import Iterable
+from functools import lru_cache
+
+_INT_MASK = 0xFFFFFFFF
+_DEFAULT_CAPACITY = 16
+_LOAD_FACTOR = 0.75
+_MAXIMUM_CAPACITY = 1 << 30
+
+
+# ---------------------------------------------------------------------------------------- hash codes
+@lru_cache(maxsize=1 << 17)
+def string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` as an unsigned 32-bit value: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 units.
+
+    Cached, as Java's ``String`` caches its own hash: member ids outlive many assignments.
+    """
+    units = text.encode("utf-16-be")
+    value = 0
+    for unit in struct.unpack(f">{len(units) // 2}H", units):
+        value = (value * 31 + unit) & _INT_MASK
+    return value
+
+
+@lru_cache(maxsize=1 << 14)
+def uuid_bits(topic_id: str) -> tuple[int, int] | None:
+    """The two signed 64-bit halves of a Kafka ``Uuid`` written as ``Uuid.toString`` writes it, else None.
+
+    ``Uuid.toString`` is the 16 bytes in URL-safe base64 without padding: 22 characters. As Java's
+    decoder, the unused low bits of the last character are ignored.
+    """
+    if len(topic_id) != 22:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(topic_id + "==")
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 16:
+        return None
+    return struct.unpack(">qq", raw)
+
+
+def topic_id_hash(topic_id: str) -> int:
+    """``Uuid.hashCode`` (the two halves xored, then folded to 32 bits) for a Kafka topic id.
+
+    A topic id that is not a Kafka ``Uuid`` (the client-side sticky assignors key topics by name)
+    hashes as the ``String`` it is, as Kafka's client-side assignors' maps of topic names do.
+    """
+    bits = uuid_bits(topic_id)
+    if bits is None:
+        return string_hash(topic_id)
+    folded = (bits[0] ^ bits[1]) & 0xFFFFFFFFFFFFFFFF
+    return ((folded >> 32) ^ folded) & _INT_MASK
+
+
+def topic_id_order(topic_id: str) -> tuple[int, int] | tuple[int, str]:
+    """A sort key that orders topic ids as ``Uuid.compareTo`` does: signed high half, then signed low half.
+
+    Ids that are not ``Uuid``s (topic names) sort after them, by name.
+    """
+    bits = uuid_bits(topic_id)
+    return (0, *bits) if bits is not None else (1, topic_id)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------- capacities
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def table_size_for(capacity: int) -> int:
+    """``HashMap.tableSizeFor``: the least power of two at least ``capacity`` (1 for 0 or less)."""
+    if capacity <= 1:
+        return 1
+    return min(1 << (capacity - 1).bit_length(), _MAXIMUM_CAPACITY)
+
+
+def capacity_after_puts(size: int) -> int:
+    """The table size of a ``new HashMap<>()`` after ``size`` distinct keys were put into it."""
+    capacity = _DEFAULT_CAPACITY
+    while size > capacity * _LOAD_FACTOR:
+        capacity *= 2
+    return capacity
+
+
+def capacity_for_expected(initial_capacity: int) -> int:
+    """The table size of ``new HashMap<>(initial_capacity)`` (it grows like any other once over 0.75)."""
+    return table_size_for(initial_capacity)
+
+
+def capacity_for_copy(size: int) -> int:
+    """The table size of ``new HashSet<>(collection)`` for a collection of ``size`` elements.
+
+    The constructor asks for ``max((int) (size / .75f) + 1, 16)``; the division is in float.
+    """
+    return table_size_for(max(int(_float32(size / _LOAD_FACTOR)) + 1, _DEFAULT_CAPACITY))
+
+
+def bucket(hash_code: int, capacity: int) -> int:
+    """The bucket ``HashMap`` puts a key with this (32-bit) hash code in."""
+    return (hash_code ^ (hash_code >> 16)) & (capacity - 1)
+
+
+# ---------------------------------------------------------------------------------------- orders
+def member_order(member_ids: Iterable[str], capacity: int) -> list[str]:
+    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them."""
+    mask = capacity - 1
+    return sorted(member_ids, key=lambda m: (_spread_string_hash(m) & mask, m))
+
+
+@lru_cache(maxsize=1 << 17)
+def _spread_string_hash(text: str) -> int:
+    hash_code = string_hash(text)
+    return hash_code ^ (hash_code >> 16)
+
+
+def topic_order(topic_ids: Iterable[str], capacity: int) -> list[str]:
+    """Topic ids as a ``HashMap<Uuid, ...>`` / ``HashSet<Uuid>`` of that capacity iterates them."""
+    return sorted(topic_ids, key=lambda t: (bucket(topic_id_hash(t), capacity), topic_id_order(t)))
+
+
+def partition_order(partitions: Iterable[int], capacity: int) -> list[int]:
+    """Partition indexes as a ``HashSet<Integer>`` of that capacity iterates them (the hash is the value)."""
+    mask = capacity - 1
+    return sorted(partitions, key=lambda p: ((p ^ (p >> 16)) & mask, p))

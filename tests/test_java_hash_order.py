@@ -1,0 +1,92 @@
+"""``kip_lab.assignors.java_hash_order``: Java's hash codes, table sizes and iteration orders."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from kip_lab.assignors.java_hash_order import (
+    bucket,
+    capacity_after_puts,
+    capacity_for_copy,
+    capacity_for_expected,
+    member_order,
+    partition_order,
+    string_hash,
+    topic_id_hash,
+    topic_id_order,
+    topic_order,
+    uuid_bits,
+)
+from kip_lab.cluster import ClusterMetadata
+
+
+@pytest.mark.parametrize(
+    ("text", "java_hash_code"),
+    [("", 0), ("A", 65), ("hello", 99162322), ("polygenelubricants", -(2**31))],
+)
+def test_string_hash_is_java_string_hash_code(text: str, java_hash_code: int) -> None:
+    """Java ``String.hashCode`` (as an unsigned 32-bit value): s[0]*31^(n-1) + ... + s[n-1], wrapping."""
+    assert string_hash(text) == java_hash_code & 0xFFFFFFFF
+
+
+def test_string_hash_counts_utf16_units() -> None:
+    """Java ``String.hashCode`` runs over UTF-16 code units: a character beyond U+FFFF is two."""
+    high, low = 0xD83D, 0xDE00  # U+1F600
+    assert string_hash("\U0001f600") == (high * 31 + low)
+
+
+def test_uuid_bits_hash_and_order_follow_kafka_uuid() -> None:
+    """Kafka ``Uuid.fromString``, ``Uuid.hashCode`` and ``Uuid.compareTo`` (signed halves)."""
+    most, least = 0x0123456789ABCDEF, -0x0123456789ABCDF0
+    text = base64.urlsafe_b64encode(most.to_bytes(8, "big") + least.to_bytes(8, "big", signed=True)).decode()[:22]
+    assert uuid_bits(text) == (most, least)
+    folded = (most ^ least) & 0xFFFFFFFFFFFFFFFF
+    assert topic_id_hash(text) == ((folded >> 32) ^ folded) & 0xFFFFFFFF
+    negative = base64.urlsafe_b64encode(b"\xff" * 16).decode()[:22]  # (-1, -1) sorts before any positive
+    assert topic_id_order(negative) < topic_id_order(text)
+    assert uuid_bits("not-a-uuid") is None and topic_id_hash("not-a-uuid") == string_hash("not-a-uuid")
+
+
+@pytest.mark.parametrize(
+    ("size", "after_puts", "for_copy"), [(0, 16, 16), (12, 16, 32), (13, 32, 32), (24, 32, 64), (25, 64, 64)]
+)
+def test_capacities_follow_java_util_hash_map(size: int, after_puts: int, for_copy: int) -> None:
+    """``HashMap.resize`` at 0.75 load; ``HashSet(Collection)`` sizes for ``size / .75f + 1`` (at least 16)."""
+    assert capacity_after_puts(size) == after_puts
+    assert capacity_for_copy(size) == for_copy
+
+
+def test_capacity_for_expected_is_table_size_for() -> None:
+    """``HashMap.tableSizeFor``: the least power of two at least the request."""
+    assert [capacity_for_expected(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
+
+
+def test_orders_walk_buckets_then_break_ties_by_value() -> None:
+    """``HashMap`` iteration: bucket ``spread(hash) & (capacity - 1)`` ascending; keys sharing one come by value."""
+    assert partition_order([3, 17, 16, 0, 33], 16) == [0, 16, 17, 33, 3]
+    assert partition_order([3, 17, 16, 0, 33], 64) == [0, 3, 16, 17, 33]
+    assert bucket(0x10000, 16) == 1  # the high half is folded in: 0x10000 ^ 0x1
+    members = ["b", "BB", "Aa", "a"]  # "Aa" and "BB" share the hash 2112 (bucket 0); "a" is 97, "b" 98
+    assert member_order(members, 16) == ["Aa", "BB", "a", "b"]
+
+
+def test_topic_order_of_kafka_test_ids() -> None:
+    """Kafka ``OptimizedUniformAssignmentBuilderTest``'s topic ids: topic 3 before topic 1 in a ``HashSet`` of 16."""
+    t1, t3 = "T1-A4s3VTwiI5CTbEp6POw", "T3-CU8fVTLCz5YMkLoDQsa"
+    assert topic_order([t1, t3], 16) == [t3, t1]
+
+
+def test_cluster_topic_ids_are_random_version_4_uuids_from_the_seed() -> None:
+    """Kafka ``Uuid.randomUuid``: version 4, IETF variant, never starting with "-"; same seed, same ids."""
+    first, second = ClusterMetadata(seed=7), ClusterMetadata(seed=7)
+    ids = [first.create_topic(f"t{k}", 1) for k in range(50)]
+    assert ids == [second.create_topic(f"t{k}", 1) for k in range(50)]
+    assert ids != [ClusterMetadata(seed=8).create_topic(f"t{k}", 1) for k in range(50)]
+    for topic_id in ids:
+        raw = base64.urlsafe_b64decode(topic_id + "==")
+        assert len(topic_id) == 22 and not topic_id.startswith("-")
+        assert raw[6] >> 4 == 4 and raw[8] >> 6 == 0b10
+    recreated = first.recreate_topic("t0")
+    assert recreated != ids[0] and first.topic_id("t0") == recreated
