@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import html
 import io
+import itertools
 import json
 import re
 import shutil
@@ -32,10 +33,10 @@ import widgets.stepper as stepper_module  # noqa: E402
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE  # noqa: E402
 from kip_lab.lab import Lab  # noqa: E402
 from kip_lab.lab import actions as a  # noqa: E402
-from kip_lab.lab.invariants import INVARIANTS, InvariantChecker  # noqa: E402
+from kip_lab.lab.invariants import InvariantChecker  # noqa: E402
+from kip_lab.lab.share_invariants import SHARE_INVARIANTS  # noqa: E402
 from kip_lab.viz.dot import CURRENT_FILL, DOT_MISSING_MESSAGE, TAKEN_COLOR  # noqa: E402
 from widgets import FaultPanel, Stepper, explore  # noqa: E402
-from kip_lab.lab.share_invariants import SHARE_INVARIANTS  # noqa: E402
 from widgets.stepper import CURSOR_SENTINEL, DIAGRAMS, RUN_AHEAD_STEPS, TIMELINES, VEGA_LITE_MIMETYPE  # noqa: E402
 
 GREEN, RED = "🟢", "🔴"
@@ -207,7 +208,9 @@ def test_opens_at_the_start_step_given(frontend: None) -> None:
     assert "group epoch" in stepper.counter.value
 
 
-@pytest.mark.parametrize(("start", "error"), [(-1, ValueError), (10**6, ValueError), ("3", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    ("start", "error"), [(-1, ValueError), (10**6, ValueError), ("3", TypeError), (True, TypeError)]
+)
 def test_a_start_step_outside_the_run_is_refused_with_the_range(frontend: None, start: Any, error: type) -> None:
     lab = small_lab()
     with pytest.raises(error, match="start_step"):
@@ -234,7 +237,7 @@ def test_step_axis_cursor_moves_on_every_step(stepper: Stepper) -> None:
         assert cursor and int(cursor.group(1)) == stepper.lab.step_count
         positions.append(float(cursor.group(2)))
     assert stepper.lab.step_count == 6
-    assert all(b > a for a, b in zip(positions, positions[1:])), positions
+    assert all(b > a for a, b in itertools.pairwise(positions)), positions
 
 
 def test_next_change_jumps_to_the_next_state_ownership_or_epoch_change(stepper: Stepper) -> None:
