@@ -39,14 +39,13 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.pipeline import PROTOCOLS, TEMPLATES, load_sweep, run_sweep
 from kip_lab.pipeline.analytics import metric_percentiles, run_metrics, sweep_tables
 from kip_lab.pipeline.charts import distribution_chart, metric_panels, percentile_chart
 from kip_lab.pipeline.session import SparkSettings, spark_session
 from kip_lab.scenarios import ScenarioError
-from kip_lab.viz import to_svg
+from kip_lab.viz import picture
 
 pd.set_option("display.width", 160)
 OUT = Path(tempfile.mkdtemp(prefix="kip-lab-sweeps-"))
@@ -77,7 +76,7 @@ except ScenarioError as error:
 # a member every 10 s; as in notebook 07 the callbacks take time — revoking commits and flushes
 # (300 ms), assigning restores state (800 ms) — so a needless revocation costs something.
 # `member_failures`: one member's process crashes and never returns; its session (10 s here) has
-# to run out first. Each grid point runs with two seeds (the seed drives the network's
+# to run out first. Each grid point runs with two seeds (the KIP drives the network's
 # latencies; with fixed 1 ms links the runs differ only where timers tie).
 #
 # The metrics that compare the protocols are counted **from the first fault on**
@@ -152,7 +151,7 @@ metric_panels(bounce_stats, COST, x="members")
 # A static copy of the unavailability panel (so the picture shows where JavaScript does not run):
 
 # %%
-SVG(to_svg(percentile_chart(bounce_stats, "unavailability_after_first_event_ms", x="members")))
+picture(percentile_chart(bounce_stats, "unavailability_after_first_event_ms", x="members"))
 
 # %% [markdown]
 # ## Member failures: the session timeout dominates
@@ -247,3 +246,6 @@ for lock in (2_000, 15_000):
     release = p50(share_stats, "share_redeliveries", record_lock_duration_ms=lock, failure="release")
     print(f"share lock {lock:>6} ms: redeliveries hang={hang} release={release}")
 spark.stop()
+
+# %% [markdown]
+# **Next:** [00_tour](00_tour.ipynb) — that was the last notebook: back to the tour and its list of notebooks.
