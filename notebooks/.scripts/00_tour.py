@@ -365,7 +365,7 @@ explore(lab, member="A")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-end = lab.step_count
+end = lab.horizon  # the last step run (the stepper above may have moved the Lab)
 lab.seek(first_c)
 print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
       f"C is {lab.clients['C'].state.value}")

@@ -321,8 +321,9 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # %% [markdown]
 # ## Step through it yourself
 #
-# `explore(lab)`: press **Play**, or drag the slider to C's join (around step 67) and **Step**
-# through it. Choose *group* in the diagram choices to see the coordinator's picture at each
+# `explore(lab, start_step=...)` opens the stepper on the step where C's join reaches the coordinator:
+# press **Step ▶** to go one event at a time, or **Next change ▶▶** to jump to the next change of a
+# state, an owner or an epoch; **Play** runs on by itself and **Pause** stops it. Choose *group* in the diagram choices to see the coordinator's picture at each
 # step; *member state* for the chosen consumer's state machine. The records table lists what the
 # coordinator wrote at each step. Try a fault: **crash** A in the middle of the reconciliation.
 #
@@ -331,7 +332,8 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # %%
 from widgets import explore
 
-explore(lab, member="C")
+c_join = min(e.step for e in lab.trace if e.kind.value == "message_delivered" and e.payload["from"] == "C")
+explore(lab, member="C", start_step=c_join)
 
 # %% [markdown]
 # ## Summary
@@ -342,6 +344,7 @@ for name, case in (("Basic", basic), ("third member joins", third)):
     group = case.gc.groups[GROUP]
     print(f"{name}: {group.state.value}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch},",
           "members", {m: cell(group, m) for m in sorted(group.members)}, "| log batches", case.gc.log.batch_count)
+lab.seek(lab.horizon)  # the stepper above moved the Lab: back to the end of the run
 g = lab.coordinator.groups["g"]
 print(f"Lab third_member_joins: {g.state.value}, group epoch {g.group_epoch},",
       {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},

@@ -249,9 +249,9 @@ frames = trace_frames(stale.trace)
 # %% [markdown]
 # ## Explore
 #
-# The fenced run in the stepper. Choose *member state* in the diagram choices and member **A**, then
-# drag the slider across 70 s: the highlighted state and the red edge follow A through FENCED and
-# back. *(Needs a live kernel.)*
+# The fenced run in the stepper, on member **A**'s state machine. Press **Next change ▶▶** to jump
+# from one change of A's state (or of an owner or an epoch) to the next: the highlighted state and
+# the red edge follow A through FENCED and back; tick *whole machine* to see all of it. *(Needs a live kernel.)*
 
 # %%
 from widgets import explore
@@ -263,6 +263,7 @@ explore(fenced, member="A")
 
 # %%
 # NBVAL_CHECK_OUTPUT
+fenced.seek(fenced.horizon)  # the stepper above moved the run: back to its end
 for name, run in (("callbacks", lab), ("failing callback", failing), ("fenced", fenced), ("close", leaving), ("STALE", stale)):
     g = run.coordinator.groups["g"]
     transitions = sum(1 for e in run.trace if e.kind.value == "state_transition")
