@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import html
 import io
+import itertools
 import json
 import re
 import shutil
@@ -32,7 +33,8 @@ import widgets.stepper as stepper_module  # noqa: E402
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE  # noqa: E402
 from kip_lab.lab import Lab  # noqa: E402
 from kip_lab.lab import actions as a  # noqa: E402
-from kip_lab.lab.invariants import INVARIANTS, InvariantChecker  # noqa: E402
+from kip_lab.lab.invariants import InvariantChecker  # noqa: E402
+from kip_lab.lab.share_invariants import SHARE_INVARIANTS  # noqa: E402
 from kip_lab.viz.dot import CURRENT_FILL, DOT_MISSING_MESSAGE, TAKEN_COLOR  # noqa: E402
 from widgets import FaultPanel, Stepper, explore  # noqa: E402
 from widgets.stepper import CURSOR_SENTINEL, DIAGRAMS, RUN_AHEAD_STEPS, TIMELINES, VEGA_LITE_MIMETYPE  # noqa: E402
@@ -139,7 +141,8 @@ def frontend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def stepper(frontend: None) -> Iterator[Stepper]:
-    stepper = Stepper(small_lab())
+    lab = small_lab()
+    stepper = Stepper(lab, start_step=lab.horizon)  # most tests start from the settled group
     yield stepper
     # A callback error is caught and shown, so it would not fail a test by itself: check the pane.
     assert stepper.errors.layout.display == "none", "a widget callback failed (see captured stdout)"
@@ -185,14 +188,88 @@ def steps_with(lab: Lab, kind: str, actor: str | None = None) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------- controls
-def test_opens_on_the_labs_current_step(stepper: Stepper) -> None:
+def test_opens_at_step_zero_with_the_whole_run_computed(frontend: None) -> None:
+    stepper = Stepper(small_lab())
     lab = stepper.lab
-    assert lab.step_count == lab.horizon > 10
-    assert counter_step(stepper) == (lab.horizon, lab.horizon)
-    assert stepper.slider.value == lab.step_count
+    assert lab.horizon > 10 and lab.step_count == 0
+    assert counter_step(stepper) == (0, lab.horizon)
+    assert stepper.slider.value == 0
     assert stepper.slider.max == stepper.play.max == lab.horizon
+    assert "t = 0 ms" in stepper.counter.value
+    assert 'data-step="0"' in stepper.axis.value
+
+
+def test_opens_at_the_start_step_given(frontend: None) -> None:
+    lab = small_lab()
+    stepper = Stepper(lab, start_step=12)
+    assert lab.step_count == stepper.slider.value == 12
+    assert counter_step(stepper) == (12, lab.horizon)
     assert f"t = {lab.now} ms" in stepper.counter.value
-    assert "Stable" in stepper.counter.value and "group epoch" in stepper.counter.value
+    assert "group epoch" in stepper.counter.value
+
+
+@pytest.mark.parametrize(
+    ("start", "error"), [(-1, ValueError), (10**6, ValueError), ("3", TypeError), (True, TypeError)]
+)
+def test_a_start_step_outside_the_run_is_refused_with_the_range(frontend: None, start: Any, error: type) -> None:
+    lab = small_lab()
+    with pytest.raises(error, match="start_step"):
+        Stepper(lab, start_step=start)
+
+
+def test_each_click_says_what_the_step_did(stepper: Stepper) -> None:
+    lab = stepper.lab
+    sent = next(e for e in lab.trace if e.kind.value == "message_sent" and e.payload["api"] == "ConsumerGroupHeartbeat")
+    stepper.slider.value = sent.step
+    line = stepper.happened.value
+    assert f"{sent.payload['from']} sent ConsumerGroupHeartbeat" in line and f"to {sent.payload['to']}" in line
+    moved = next(e for e in lab.trace if e.kind.value == "state_transition")
+    stepper.slider.value = moved.step
+    assert f"{moved.actor}: {moved.payload['from']} → {moved.payload['to']}" in html.unescape(stepper.happened.value)
+
+
+def test_step_axis_cursor_moves_on_every_step(stepper: Stepper) -> None:
+    stepper.slider.value = 1
+    positions = []
+    for _ in range(5):
+        stepper.step_button.click()
+        cursor = re.search(r'class="kip-step-cursor" data-step="(\d+)"><line x1="([\d.]+)"', stepper.axis.value)
+        assert cursor and int(cursor.group(1)) == stepper.lab.step_count
+        positions.append(float(cursor.group(2)))
+    assert stepper.lab.step_count == 6
+    assert all(b > a for a, b in itertools.pairwise(positions)), positions
+
+
+def test_next_change_jumps_to_the_next_state_ownership_or_epoch_change(stepper: Stepper) -> None:
+    lab = stepper.lab
+    changes = {e.step for e in lab.trace if e.kind.value == "state_transition"}
+    here = 0
+    stepper.slider.value = here
+    for _ in range(4):
+        stepper.next_button.click()
+        assert lab.step_count > here
+        events = list(lab.trace.at_step(lab.step_count))
+        assert any(stepper_module.axis_kind(e, {}) in ("change", "fault") for e in events), events
+        assert not [s for s in changes if here < s < lab.step_count], "a state change was skipped"
+        here = lab.step_count
+
+
+def test_only_the_invariants_of_the_run_are_lit(stepper: Stepper) -> None:
+    shown = stepper.lights.value
+    assert "single-owner" in shown and "stable-means-converged" in shown
+    assert not any(name in shown for name in SHARE_INVARIANTS)
+    assert "classic-assignment-disjoint" not in shown
+
+
+def test_large_machines_are_drawn_around_the_current_state_and_scaled_to_the_panel(stepper: Stepper) -> None:
+    stepper.slider.value = stepper.lab.horizon
+    svg = stepper.diagram.value
+    assert 'style="display:block;width:100%' in svg and 'width="' not in svg.split(">", 1)[0]
+    assert 'id="state:STABLE"' in svg.replace("&#45;", "-") or "state:STABLE" in html.unescape(svg)
+    assert "state:FATAL" in html.unescape(svg)  # one transition away from STABLE
+    assert "state:STALE" not in html.unescape(svg)  # not one transition away
+    stepper.whole_machine.value = True
+    assert "state:STALE" in html.unescape(stepper.diagram.value)
 
 
 def test_step_and_back_buttons(stepper: Stepper, reference: list[tuple]) -> None:
@@ -388,9 +465,9 @@ def test_invariant_lights_green_on_a_healthy_run(stepper: Stepper) -> None:
     lab = stepper.lab
     for step in (0, 10, lab.horizon):
         stepper.slider.value = step
-        assert stepper.lights.value.count(GREEN) == len(INVARIANTS)
+        assert stepper.lights.value.count(GREEN) == len(stepper_module.CONSUMER_INVARIANTS)
         assert RED not in stepper.lights.value
-    for name in INVARIANTS:
+    for name in stepper_module.CONSUMER_INVARIANTS:
         assert name in stepper.lights.value
 
 
@@ -410,7 +487,7 @@ def test_invariant_light_turns_red_from_the_violating_step(stepper: Stepper, mon
     assert lab.step_count == bad_step
     lights = stepper.lights.value
     assert f"{RED} single-owner" in lights
-    assert lights.count(GREEN) == len(INVARIANTS) - 1
+    assert lights.count(GREEN) == len(stepper_module.CONSUMER_INVARIANTS) - 1
     stepper.back_button.click()
     assert RED not in stepper.lights.value  # before the violation
     stepper.step_button.click()

@@ -1,13 +1,20 @@
-"""Step through a Lab run in a notebook: controls, timeline, diagrams, records, invariant lights.
+"""Step through a Lab run in a notebook: controls, what just happened, timeline, diagram, records.
 
-The stepper is a view over one Lab. Every control ends in ``Lab.seek`` (Back, the slider,
-Play) or ``Lab.step`` (Step past the end of what has been run), then redraws:
+The stepper is a view over one Lab, laid out for a laptop screen (1366 x 768): the controls,
+the step counter, one plain-language line saying what the step did, a step axis, the
+timeline and the diagram are visible together; the records and invariant lights sit below.
+Every control ends in ``Lab.seek`` (Back, the slider, Play, Next change) or ``Lab.step``
+(Step past the end of what has been run), then redraws:
 
+* the step axis: the steps around the current one, what kind of thing happened at each, and
+  a cursor on the current step, so every click moves something;
 * the timeline (ownership swimlanes over epochs, or the message sequence) with a cursor at
   the current time — the charts are built once per run and only the cursor moves;
 * a diagram drawn from a machine's own table (the chosen member's client state, its
-  reconciliation state on the coordinator, the group state) or the group picture;
-* the records the coordinator wrote at this step, and one light per invariant.
+  reconciliation state on the coordinator, the group state) or the group picture, scaled to
+  its panel; a large machine is drawn around its current state unless *whole machine* is on;
+* the records the coordinator wrote at this step, and one light per invariant that applies to
+  the run (a KIP-848 run shows no share-group invariants, and so on).
 
 JupyterLab swallows exceptions raised in widget callbacks, so every callback writes its
 errors into the visible ``errors`` pane instead.
@@ -31,6 +38,7 @@ from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE, GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
 from kip_lab.lab import Lab, Trace
 from kip_lab.lab.invariants import INVARIANTS
+from kip_lab.lab.share_invariants import SHARE_INVARIANTS
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
 from kip_lab.share.partition import RECORD_STATE_MACHINE
 from kip_lab.viz import (
@@ -52,6 +60,41 @@ TIMELINES = ("ownership and epochs", "messages", "share records")
 CURSOR_SENTINEL = -7_654_321.5
 VEGA_LITE_MIMETYPE = "application/vnd.vegalite.v5+json"  # rendered offline by JupyterLab itself
 RUN_AHEAD_STEPS = 200
+NEXT_CHANGE_LIMIT = 5_000  # Next change runs the Lab at most this many steps past its end looking for one
+TIMELINE_WIDTH = 560  # px: the timeline's half of a 1366 px wide JupyterLab page
+DIAGRAM_MAX_HEIGHT = 330  # px: with the controls and the timeline, one 768 px high screen
+STEP_WINDOW = 50  # steps on the step axis at once
+RENDERED_CACHE = 256  # diagrams kept rendered (Back and Step over the same states cost nothing)
+# the rule names that apply to each kind of run (see kip_lab.lab.invariants)
+CLASSIC_INVARIANTS = ("single-owner", "epochs-never-go-back", "classic-assignment-disjoint")
+CONSUMER_INVARIANTS = (
+    "single-owner",
+    "epochs-never-go-back",
+    "target-covers-subscriptions",
+    "stable-means-converged",
+    "partition-epochs-match-ownership",
+)
+# what the step axis marks, in drawing order (later kinds are drawn over earlier ones)
+AXIS_KINDS = {
+    "message": ("#9ecae1", "a message sent, delivered or dropped"),
+    "records": ("#2ca02c", "the coordinator wrote records"),
+    "change": ("#ff7f0e", "a state, ownership or epoch changed"),
+    "fault": ("#d62728", "a fault or a broken invariant"),
+}
+EPOCH_RECORDS = frozenset(
+    {
+        "ConsumerGroupMetadataKey",
+        "ConsumerGroupMemberMetadataKey",
+        "ConsumerGroupTargetAssignmentMetadataKey",
+        "ConsumerGroupTargetAssignmentMemberKey",
+        "ConsumerGroupCurrentMemberAssignmentKey",
+        "GroupMetadataKey",
+        "ShareGroupMetadataKey",
+        "ShareGroupMemberMetadataKey",
+        "ShareGroupTargetAssignmentMemberKey",
+        "ShareGroupCurrentMemberAssignmentKey",
+    }
+)
 
 
 def reports_errors(method: Callable) -> Callable:
@@ -69,72 +112,287 @@ def reports_errors(method: Callable) -> Callable:
     return wrapper
 
 
-class Stepper(W.VBox):
-    """Play/Pause, Step, Back, a slider over steps and a speed control around one ``Lab``."""
+# ---------------------------------------------------------------------- what a step did, in words
+def _partitions(pairs: Any, topic_name: Callable[[str], str]) -> str:
+    names = sorted(f"{topic_name(t)}-{p}" for t, p in pairs)
+    return ", ".join(names) if names else "nothing"
 
-    def __init__(self, lab: Lab, *, group_id: str = "g", member: str | None = None) -> None:
+
+def _message_detail(payload: dict) -> str:
+    body = payload.get("body") or {}
+    details = []
+    if "member_epoch" in body:
+        details.append(f"epoch {body['member_epoch']}")
+    if body.get("assignment"):
+        details.append("with an assignment")
+    if body.get("error_code"):
+        details.append(f"error {body['error_code']}")
+    return f" ({', '.join(details)})" if details else ""
+
+
+def describe_event(event: Any, topic_name: Callable[[str], str] = str) -> str | None:
+    """One event as a short plain-language clause, or None for bookkeeping nobody needs to read."""
+    kind, actor, p = event.kind.value, event.actor, event.payload
+    if kind == "message_sent":
+        return f"{p['from']} sent {p['api']}{_message_detail(p)} to {p['to']}"
+    if kind == "message_delivered":
+        return f"{p['to']} received {p['from']}'s {p['api']}"
+    if kind == "message_dropped":
+        return f"the network dropped {p['from']}'s {p['api']} to {p['to']} ({p.get('reason', 'dropped')})"
+    if kind == "handler_result":
+        types = sorted({r["key"].get("type", "?").removesuffix("Key") for r in p.get("records") or ()})
+        return f"{actor} wrote {', '.join(types)}" if types else None
+    if kind == "timer_fired":
+        timer = p.get("timer")
+        what = " ".join(str(t) for t in timer) if isinstance(timer, list | tuple) else str(timer)
+        return f"{actor}: timer fired ({what})"
+    if kind == "state_transition":
+        return f"{actor}: {p['from']} → {p['to']} ({p['trigger']})"
+    if kind == "assignment_changed":
+        return f"{actor} now owns {_partitions(p.get('owned', ()), topic_name)}"
+    if kind == "callback_invoked":
+        return f"{actor} calls {p['callback']}({', '.join(p.get('partitions', ()))})"
+    if kind == "callback_completed":
+        return f"{actor}'s {p['callback']} {'returned' if p.get('ok', True) else 'failed'}"
+    if kind in ("fault_injected", "action_applied"):
+        what = " ".join(str(v) for k, v in p.items() if k in ("member", "topic", "count", "partitions"))
+        prefix = "fault: " if kind == "fault_injected" else ""
+        return f"{prefix}{p.get('action', kind).replace('_', ' ')} {what}".strip()
+    if kind == "invariant_violated":
+        return f"invariant broken: {p.get('invariant')}"
+    if kind == "note":
+        return f"{actor}: {p.get('text', '')}"
+    return f"{actor}: {kind.replace('_', ' ')}"
+
+
+def describe_step(events: list, topic_name: Callable[[str], str] = str) -> str:
+    """What one step did, in one line: who sent what, what changed."""
+    clauses = [c for c in (describe_event(e, topic_name) for e in events) if c]
+    return "; ".join(clauses) if clauses else "nothing visible happened"
+
+
+def axis_kind(event: Any, owned_before: dict[str, Any]) -> str | None:
+    """Which step-axis mark an event earns (see ``AXIS_KINDS``); updates ``owned_before``."""
+    kind = event.kind.value
+    if kind in ("fault_injected", "invariant_violated"):
+        return "fault"
+    if kind == "state_transition":
+        return "change"
+    if kind == "assignment_changed":
+        owned = tuple(map(tuple, event.payload.get("owned", ())))
+        changed = owned_before.get(event.actor) != owned
+        owned_before[event.actor] = owned
+        return "change" if changed else None
+    if kind == "handler_result":
+        types = {r["key"].get("type") for r in event.payload.get("records") or ()}
+        return "change" if types & EPOCH_RECORDS else "records" if types else None
+    if kind in ("share_state_write", "share_acquired"):
+        return "change"
+    if kind.startswith("message_"):
+        return "message"
+    return None
+
+
+def step_axis_svg(marks: dict[int, str], current: int, horizon: int, width: int = 2 * TIMELINE_WIDTH) -> str:
+    """The steps around ``current`` as a strip: a mark per step that did something, a cursor on ``current``.
+
+    The window shows ``STEP_WINDOW`` steps and moves in whole windows, so the cursor moves
+    ``width / STEP_WINDOW`` pixels on every Step and the numbers under it say where it is.
+    """
+    first = (current // STEP_WINDOW) * STEP_WINDOW
+    last = first + STEP_WINDOW
+    left, right, top = 8, width - 8, 16
+
+    def x(step: int) -> float:
+        return left + (step - first) * (right - left) / STEP_WINDOW
+
+    order = list(AXIS_KINDS)
+    parts = [
+        f'<svg class="kip-step-axis" width="{width}" height="46" viewBox="0 0 {width} 46" '
+        'xmlns="http://www.w3.org/2000/svg" style="max-width:100%;font:10px sans-serif">',
+        f'<line x1="{left}" x2="{right}" y1="{top + 14}" y2="{top + 14}" stroke="#999"/>',
+    ]
+    for step in range(first, min(last, horizon) + 1):
+        kind = marks.get(step)
+        if kind is not None:
+            color = AXIS_KINDS[kind][0]
+            height = 6 + 3 * order.index(kind)
+            parts.append(
+                f'<rect x="{x(step) - 4:.1f}" y="{top + 14 - height}" width="8" height="{height}" fill="{color}">'
+                f"<title>step {step}: {html.escape(AXIS_KINDS[kind][1])}</title></rect>"
+            )
+        if step % 10 == 0:
+            parts.append(f'<text x="{x(step):.1f}" y="{top + 26}" text-anchor="middle" fill="#555">{step}</text>')
+    cx = x(current)
+    parts.append(
+        f'<g class="kip-step-cursor" data-step="{current}"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{top - 2}" '
+        f'y2="{top + 16}" stroke="#000" stroke-width="2"/><path d="M{cx - 5:.1f},{top - 8} h10 l-5,6 z"/></g>'
+    )
+    legend_x = left
+    for color, text in AXIS_KINDS.values():
+        parts.append(f'<rect x="{legend_x}" y="2" width="8" height="8" fill="{color}"/>')
+        parts.append(f'<text x="{legend_x + 11}" y="10" fill="#333">{html.escape(text)}</text>')
+        legend_x += 14 + 5.6 * len(text) + 12
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def fit_svg(svg: str, max_height: int = DIAGRAM_MAX_HEIGHT) -> str:
+    """A graphviz SVG scaled to its panel: as wide as the panel, never taller than ``max_height``."""
+    head_end = svg.index(">", svg.index("<svg"))
+    head = svg[: head_end + 1]
+    head = " ".join(part for part in head.split(" ") if not part.startswith(("width=", "height=")))
+    style = f'style="display:block;width:100%;height:auto;max-height:{max_height}px"'
+    return head.replace("<svg", f"<svg {style}", 1) + svg[head_end + 1 :]
+
+
+def applicable_invariants(lab: Lab, group_id: str) -> list[str]:
+    """The invariant names that can apply to this run: share, classic or consumer-group ones."""
+    coordinator = lab.coordinator
+    if group_id in coordinator.share_groups:
+        return list(SHARE_INVARIANTS)
+    classic_clients = any(isinstance(c, ClassicConsumer) for c in lab.clients.values())
+    if group_id in coordinator.classic_groups and group_id not in coordinator.groups:
+        return list(CLASSIC_INVARIANTS)
+    names = list(CONSUMER_INVARIANTS)
+    if classic_clients:
+        names.append("classic-assignment-disjoint")
+    return names
+
+
+# ---------------------------------------------------------------------- the widget
+class Stepper(W.VBox):
+    """Play/Pause, Back, Step, Next change, a slider over steps and a speed control around one ``Lab``.
+
+    It opens at ``start_step`` (step 0, before anything happened, by default) with the whole
+    run already computed, so stepping forward and back is a seek, not a simulation.
+    """
+
+    def __init__(self, lab: Lab, *, group_id: str = "g", member: str | None = None, start_step: int = 0) -> None:
+        if isinstance(start_step, bool) or not isinstance(start_step, int):
+            raise TypeError(f"start_step must be a step number (an int), not {start_step!r}")
+        if lab.horizon > lab.step_count:
+            lab.seek(lab.horizon)
+        if not 0 <= start_step <= lab.horizon:
+            raise ValueError(f"start_step={start_step} is outside the run: choose a step from 0 to {lab.horizon}")
         self.lab = lab
         self.group_id = group_id
         self._full = Trace()
         self._frames: Any = None
         self._specs: dict[str, str] = {}
+        self._marks: dict[int, str] = {}
+        self._change_steps: list[int] = []
+        self._rendered: dict[str, str] = {}
+        self._timeline_shown: tuple | None = None
         self.errors = W.Output(layout=W.Layout(border="1px solid #d62728", display="none"))
-        self.play = W.Play(min=0, max=max(lab.horizon, 1), interval=400, description="Play")
+        self.play = W.Play(min=0, max=max(lab.horizon, 1), interval=500, description="Play", show_repeat=False)
         self.slider = W.IntSlider(
-            min=0, max=max(lab.horizon, 1), description="step", continuous_update=False, layout=W.Layout(width="60%")
+            min=0,
+            max=max(lab.horizon, 1),
+            description="step",
+            continuous_update=False,
+            layout=W.Layout(flex="1 1 auto", min_width="200px"),
         )
         W.jslink((self.play, "value"), (self.slider, "value"))
         self.speed = W.IntSlider(
-            value=400, min=50, max=2000, step=50, description="ms/step", layout=W.Layout(width="30%")
+            value=500, min=50, max=2000, step=50, description="ms/step", layout=W.Layout(width="230px")
         )
-        self.back_button = W.Button(description="◀ Back", tooltip="seek one step back")
-        self.step_button = W.Button(description="Step ▶", tooltip="one more step (runs the Lab past its end)")
+        self.back_button = W.Button(description="◀ Back", tooltip="one step back", layout=W.Layout(width="80px"))
+        self.step_button = W.Button(
+            description="Step ▶",
+            tooltip="one step: one event (runs the Lab past its end)",
+            layout=W.Layout(width="80px"),
+        )
+        self.next_button = W.Button(
+            description="Next change ▶▶",
+            tooltip="to the next step that changes a state, an owner or an epoch",
+            layout=W.Layout(width="140px"),
+        )
         self.counter = W.HTML()
-        self.timeline_choice = W.ToggleButtons(options=TIMELINES, value=TIMELINES[0])
-        self.timeline = W.Output()
+        self.happened = W.HTML(layout=W.Layout(min_height="22px"))
+        self.axis = W.HTML()
+        self.timeline_choice = W.Dropdown(options=TIMELINES, value=TIMELINES[0], description="timeline")
+        self.timeline = W.Output(layout=W.Layout(max_height=f"{DIAGRAM_MAX_HEIGHT + 40}px", overflow="auto"))
         members = sorted(n for n, c in lab.clients.items() if hasattr(c, "state"))
         self.member_choice = W.Dropdown(
-            options=members, value=member or (members[0] if members else None), description="member"
+            options=members,
+            value=member or (members[0] if members else None),
+            description="member",
+            layout=W.Layout(width="180px"),
         )
-        self.diagram_choice = W.ToggleButtons(options=DIAGRAMS, value=DIAGRAMS[0])
-        self.diagram = W.HTML()
+        self.diagram_choice = W.Dropdown(
+            options=DIAGRAMS, value=DIAGRAMS[0], description="diagram", layout=W.Layout(width="230px")
+        )
+        self.whole_machine = W.Checkbox(value=False, description="whole machine", indent=False)
+        self.diagram = W.HTML(layout=W.Layout(width="100%"))
         self.records = W.HTML()
+        self.invariant_names = applicable_invariants(lab, group_id)
         self.lights = W.HTML()
 
         self.speed.observe(self._on_speed, "value")
         self.slider.observe(self._on_slider, "value")
         self.back_button.on_click(self._on_back)
         self.step_button.on_click(self._on_step)
-        self.timeline_choice.observe(self._on_view, "value")
-        self.member_choice.observe(self._on_view, "value")
-        self.diagram_choice.observe(self._on_view, "value")
+        self.next_button.on_click(self._on_next_change)
+        for choice in (self.timeline_choice, self.member_choice, self.diagram_choice, self.whole_machine):
+            choice.observe(self._on_view, "value")
 
-        controls = W.HBox([self.play, self.back_button, self.step_button, self.slider, self.speed])
-        pictures = W.HBox(
+        controls = W.HBox(
+            [self.play, self.back_button, self.step_button, self.next_button, self.slider, self.speed],
+            layout=W.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        timeline_panel = W.VBox(
+            [self.timeline_choice, self.timeline], layout=W.Layout(flex="3 1 0", min_width="0", overflow="hidden")
+        )
+        diagram_panel = W.VBox(
+            [W.HBox([self.diagram_choice, self.member_choice, self.whole_machine]), self.diagram],
+            layout=W.Layout(flex="2 1 0", min_width="0", overflow="hidden"),
+        )
+        details = W.HBox(
             [
-                W.VBox([self.diagram_choice, self.member_choice, self.diagram]),
                 W.VBox(
-                    [
-                        W.HTML("<b>records written at this step</b>"),
-                        self.records,
-                        W.HTML("<b>invariants</b>"),
-                        self.lights,
-                    ]
+                    [W.HTML("<b>records written at this step</b>"), self.records],
+                    layout=W.Layout(flex="3 1 0", min_width="0", overflow="auto"),
+                ),
+                W.VBox(
+                    [W.HTML("<b>invariants of this run</b>"), self.lights],
+                    layout=W.Layout(flex="2 1 0", min_width="0"),
                 ),
             ]
         )
-        super().__init__([controls, self.counter, self.timeline_choice, self.timeline, pictures, self.errors])
-        self.reload()
+        super().__init__(
+            [
+                controls,
+                self.counter,
+                self.happened,
+                self.axis,
+                W.HBox([timeline_panel, diagram_panel], layout=W.Layout(width="100%")),
+                details,
+                self.errors,
+            ],
+            layout=W.Layout(width="100%"),
+        )
+        self.reload(start_step)
 
     # ------------------------------------------------------------------ run bookkeeping
-    def reload(self) -> None:
-        """Rebuild the frames after the run grew or forked; keep the current step."""
-        here = self.lab.step_count
-        if self.lab.horizon > here:
+    def reload(self, step: int | None = None) -> None:
+        """Rebuild the frames after the run grew or forked; show ``step`` (the current one by default)."""
+        here = self.lab.step_count if step is None else step
+        if self.lab.horizon > self.lab.step_count:
             self.lab.seek(self.lab.horizon)
         self._full = Trace(self.lab.trace)
         self._frames = trace_frames(self._full)
         self._specs = {}
+        self._timeline_shown = None
+        owned: dict[str, Any] = {}
+        marks: dict[int, str] = {}
+        order = list(AXIS_KINDS)
+        for event in self._full:
+            kind = axis_kind(event, owned)
+            if kind is not None and order.index(kind) >= order.index(marks.get(event.step, kind)):
+                marks[event.step] = kind
+        self._marks = marks
+        self._change_steps = sorted(s for s, kind in marks.items() if kind in ("change", "fault"))
         self.lab.seek(here)
         top = max(self.lab.horizon, 1)
         self.play.max = top
@@ -156,12 +414,25 @@ class Stepper(W.VBox):
             target = max(step, self.lab.horizon + RUN_AHEAD_STEPS)
             while self.lab.step_count < target and self.lab.has_next():
                 self.lab.step()
-            self.lab.seek(min(step, self.lab.horizon))
-            self.reload()
+            self.reload(min(step, self.lab.horizon))
             return
         self.lab.seek(max(0, step))
         self._set_slider(self.lab.step_count)
         self.redraw()
+
+    def next_change_step(self) -> int | None:
+        """The first step after the current one that changes a state, an owner or an epoch (or faults)."""
+        here = self.lab.step_count
+        later = [s for s in self._change_steps if s > here]
+        if later:
+            return later[0]
+        start = self.lab.horizon
+        self.lab.seek(start)
+        while self.lab.step_count < start + NEXT_CHANGE_LIMIT and self.lab.has_next():
+            self.lab.step()
+        self.reload(here)
+        later = [s for s in self._change_steps if s > here]
+        return later[0] if later else None
 
     # ------------------------------------------------------------------ callbacks
     @reports_errors
@@ -181,6 +452,14 @@ class Stepper(W.VBox):
         self.go(self.lab.step_count + 1)
 
     @reports_errors
+    def _on_next_change(self, _button: Any) -> None:
+        target = self.next_change_step()
+        if target is None:
+            self.happened.value = "<i>nothing changes any more: the run has settled</i>"
+            return
+        self.go(target)
+
+    @reports_errors
     def _on_view(self, _change: dict) -> None:
         self.redraw()
 
@@ -188,61 +467,83 @@ class Stepper(W.VBox):
     def redraw(self) -> None:
         lab = self.lab
         group = lab.coordinator.groups.get(self.group_id) or lab.coordinator.share_groups.get(self.group_id)
-        state = group.state.value if group else "—"
+        classic = lab.coordinator.classic_groups.get(self.group_id)
+        shown = group or classic
+        state = shown.state.value if shown else "—"
         epochs = f"group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}" if group else ""
+        if classic is not None and group is None:
+            epochs = f"generation {classic.generation_id}" if hasattr(classic, "generation_id") else ""
         self.counter.value = (
             f"<b>step {lab.step_count}</b> of {lab.horizon} &nbsp; t = {lab.now} ms &nbsp; "
             f"group <code>{html.escape(self.group_id)}</code>: {state} {epochs}"
         )
+        self.happened.value = "<b>what just happened:</b> " + html.escape(
+            describe_step(list(self._full.at_step(lab.step_count)), self._topic_name)
+        )
+        self.axis.value = step_axis_svg(self._marks, lab.step_count, lab.horizon)
         self._draw_timeline()
         self._draw_diagram()
         self._draw_records()
         self._draw_lights()
 
+    def _topic_name(self, topic_id: str) -> str:
+        topic = self.lab.cluster.topic_by_id(topic_id)
+        return topic.name if topic is not None else topic_id
+
     def timeline_spec(self) -> dict:
         """The Vega-Lite spec of the chosen timeline with the cursor at the current time."""
         view = self.timeline_choice.value
         if view not in self._specs:
+            width = TIMELINE_WIDTH
             if view == TIMELINES[0]:
-                chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL) & epoch_chart(
-                    self._frames, cursor_ms=CURSOR_SENTINEL
+                chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width) & epoch_chart(
+                    self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=120
                 )
             elif view == TIMELINES[1]:
-                chart = message_sequence(self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time")
+                chart = message_sequence(
+                    self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time", width=width, height=DIAGRAM_MAX_HEIGHT
+                )
             else:
                 try:
-                    chart = record_state_strip(self._full, cursor_ms=CURSOR_SENTINEL)
+                    chart = record_state_strip(self._full, cursor_ms=CURSOR_SENTINEL, width=width, height=200)
                 except ValueError as empty:
                     chart = placeholder_chart(str(empty), cursor_ms=CURSOR_SENTINEL)
             self._specs[view] = json.dumps(chart.to_dict(validate=False))
         return json.loads(self._specs[view].replace(repr(CURSOR_SENTINEL), str(self.lab.now)))
 
     def _draw_timeline(self) -> None:
+        # The chart only changes when the time does: many steps happen in the same millisecond.
+        key = (self.timeline_choice.value, self.lab.now, len(self._specs) and id(self._frames))
+        if key == self._timeline_shown:
+            return
         spec = self.timeline_spec()
         self.timeline.clear_output(wait=True)
         with self.timeline:
             display({VEGA_LITE_MIMETYPE: spec, "text/plain": f"timeline at t = {self.lab.now} ms"}, raw=True)
+        self._timeline_shown = key
 
     def _draw_diagram(self) -> None:
         choice = self.diagram_choice.value
         group = self.lab.coordinator.groups.get(self.group_id)
         name = self.member_choice.value
         client = self.lab.clients.get(name) if name else None
+        focus = not self.whole_machine.value
         if choice == "member state":
             last = self._last_transition(name)
             machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
-            dot = machine_dot(machine, current=client.state.value if client else None, last_transition=last)
+            current = client.state.value if client else None
+            dot = machine_dot(machine, current=current, last_transition=last, focus=focus)
         elif choice == "reconciliation":
             member = group.members.get(client.member_id) if group and client else None
-            dot = machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None)
+            dot = machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None, focus=focus)
         elif choice == "group state" and self.group_id in self.lab.coordinator.share_groups:
             share_group = self.lab.coordinator.share_groups[self.group_id]
             dot = machine_dot(SHARE_GROUP_STATE_MACHINE, current=share_group.state.value)
         elif choice == "group state" and self.group_id in self.lab.coordinator.classic_groups:
             classic = self.lab.coordinator.classic_groups[self.group_id]
-            dot = machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value)
+            dot = machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value, focus=focus)
         elif choice == "group state":
-            dot = machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None)
+            dot = machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None, focus=focus)
         elif choice == "record state":
             dot = machine_dot(RECORD_STATE_MACHINE)
         else:
@@ -250,19 +551,28 @@ class Stepper(W.VBox):
                 self.diagram.value = "<i>the group does not exist yet</i>"
                 return
             dot = group_dot(group, self.lab.cluster)
-        rendered = render(dot, format="svg")
-        if isinstance(rendered, bytes):
-            rendered = rendered.decode()
-        self.diagram.value = rendered if rendered.lstrip().startswith("<") else f"<pre>{html.escape(rendered)}</pre>"
+        self.diagram.value = self._rendered_diagram(dot)
+
+    def _rendered_diagram(self, dot: str) -> str:
+        if dot not in self._rendered:
+            rendered = render(dot, format="svg")
+            if isinstance(rendered, bytes):
+                rendered = rendered.decode()
+            drawn = rendered.lstrip().startswith("<")
+            rendered = fit_svg(rendered) if drawn else f"<pre>{html.escape(rendered)}</pre>"
+            if len(self._rendered) >= RENDERED_CACHE:
+                self._rendered.clear()
+            self._rendered[dot] = rendered
+        return self._rendered[dot]
 
     def _last_transition(self, member: str | None) -> dict | None:
-        step = self.lab.step_count
-        for event in reversed(self._full):
-            if event.step > step:
-                continue
-            if event.kind.value == "state_transition" and event.actor == member:
-                return event.payload if event.step == step else None
-        return None
+        """The member's state transition at the current step, if it made one (the last, if several)."""
+        taken = [
+            e.payload
+            for e in self._full.at_step(self.lab.step_count)
+            if e.kind.value == "state_transition" and e.actor == member
+        ]
+        return taken[-1] if taken else None
 
     def _draw_records(self) -> None:
         rows = []
@@ -279,7 +589,8 @@ class Stepper(W.VBox):
                 kind = key.pop("type", "")
                 value = "tombstone" if record["value"] is None else html.escape(str(record["value"]))
                 rows.append(f"<tr><td>{html.escape(kind)}</td><td>{html.escape(str(key))}</td><td>{value}</td></tr>")
-        self.records.value = "<table>" + "".join(rows) + "</table>" if rows else "<i>none</i>"
+        table = "<table>" + "".join(rows) + "</table>"
+        self.records.value = table if rows else "<i>none</i>"
 
     def _draw_lights(self) -> None:
         step = self.lab.step_count
@@ -287,6 +598,7 @@ class Stepper(W.VBox):
             e.payload.get("invariant") for e in self._full if e.kind.value == "invariant_violated" and e.step <= step
         }
         self.lights.value = "<br>".join(
-            f"<span title='{html.escape(text)}'>{'🔴' if name in broken else '🟢'} {html.escape(name)}</span>"
-            for name, text in INVARIANTS.items()
+            f"<span title='{html.escape(INVARIANTS[name])}'>{'🔴' if name in broken else '🟢'} "
+            f"{html.escape(name)}</span>"
+            for name in self.invariant_names
         )

@@ -1,7 +1,8 @@
 """Presentation builders: state machines and group state to graphviz DOT, traces to Altair charts.
 
 Everything here is a pure function from data to a description of a picture (DOT text, a
-pandas frame, an Altair chart spec); rendering (``render``, ``to_svg``, ``to_png``) is a
+pandas frame, an Altair chart spec); rendering (``render``, ``to_svg``, ``to_png``, and
+``picture`` for a notebook: PNG and SVG together, shown even in an untrusted notebook) is a
 separate step at the edge. The core never imports this package, and this package imports
 its heavy dependencies lazily: ``kip_lab.viz.dot`` needs only the standard library until
 ``render`` is called, ``frames`` needs pandas, ``charts`` needs Altair (the ``viz`` extra).
@@ -19,6 +20,8 @@ _EXPORTS = {
     "group_dot": "kip_lab.viz.dot",
     "render": "kip_lab.viz.dot",
     "DOT_MISSING_MESSAGE": "kip_lab.viz.dot",
+    "Picture": "kip_lab.viz.pictures",
+    "picture": "kip_lab.viz.pictures",
     "TraceFrames": "kip_lab.viz.frames",
     "trace_frames": "kip_lab.viz.frames",
     "ownership_frame": "kip_lab.viz.frames",

@@ -74,6 +74,7 @@ def _header(name: str, graph: Mapping[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------------- state machines
 INITIAL_NODE = "__initial__"
+SMALL_MACHINE_EDGES = 8  # up to this many edges a machine is drawn left to right, beyond it top to bottom
 
 
 def _normalise_transition(machine: StateMachine, last: Any) -> tuple[str, str | None, str]:
@@ -113,7 +114,8 @@ def machine_dot(
     current: str | None = None,
     last_transition: Transition | tuple | Mapping | None = None,
     *,
-    rankdir: str = "LR",
+    rankdir: str | None = None,
+    focus: bool = False,
 ) -> str:
     """The machine's table as a DOT digraph.
 
@@ -123,31 +125,49 @@ def machine_dot(
     ``(source, trigger, target)`` or ``(source, target)`` tuple, or a ``state_transition``
     trace payload — draws that edge bold and red and marks the trigger taken with ▶.
     Both are checked against the table: highlighting an undeclared state or edge raises.
+
+    ``rankdir`` defaults to the layout that fits a page: left to right for a small machine,
+    top to bottom for one with many edges (its trigger labels would make a row of states
+    wider than a laptop screen). ``focus=True`` draws only what is one transition away from
+    ``current`` (and the edge just taken), so a large machine stays readable in a small
+    panel; the whole machine is drawn otherwise.
     """
     if current is not None and current not in machine.states:
         raise ValueError(f"{machine.name}: current state {current!r} is not a state of the machine")
     taken = None if last_transition is None else _normalise_transition(machine, last_transition)
+    edges = machine_edges(machine)
+    states = list(machine.states)
+    if focus and current is not None:
+        near = {current} | {t for s, t, _ in edges if s == current} | ({taken[0]} if taken else set())
+        states = [s for s in machine.states if s in near]
+        edges = [(s, t, triggers) for s, t, triggers in edges if s in near and t in near and current in (s, t)]
+    if rankdir is None:
+        rankdir = "LR" if len(edges) <= SMALL_MACHINE_EDGES else "TB"
 
     lines = _header(
         machine.name,
         {
             "rankdir": rankdir,
+            "nodesep": 0.25,
+            "ranksep": 0.35,
             "label": machine.name,
             "labelloc": "t",
             "fontname": FONT,
             "tooltip": machine.description or machine.name,
         },
     )
-    lines.append(_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label=""))
-    for state in machine.states:
+    if machine.initial in states:
+        lines.append(_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label=""))
+    for state in states:
         attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": state}
         if state == machine.initial:
             attrs["peripheries"] = 2
         if state == current:
             attrs.update(style="rounded,filled", fillcolor=CURRENT_FILL, penwidth=2)
         lines.append(_node(state, **attrs))
-    lines.append(_edge(INITIAL_NODE, machine.initial, id="initial-edge", arrowhead="normal"))
-    for source, target, triggers in machine_edges(machine):
+    if machine.initial in states:
+        lines.append(_edge(INITIAL_NODE, machine.initial, id="initial-edge", arrowhead="normal"))
+    for source, target, triggers in edges:
         attrs = {"id": f"edge:{source}->{target}", "label": "\n".join(triggers)}
         if taken is not None and (taken[0], taken[2]) == (source, target):
             if taken[1] is not None and len(triggers) > 1:

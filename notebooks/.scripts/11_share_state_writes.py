@@ -18,19 +18,19 @@
 #
 # The share-partition leader keeps the in-flight records in memory; what must survive a failover
 # goes to the **share coordinator**, which keeps it on the internal topic `__share_group_state`
-# (seed L868-986; digest §4). Three rules decide what is written (digest R-SL-03/04, R-WX-01..04):
+# (KIP-932 *Share-group state persistence*). Three rules decide what is written:
 #
 # * **acquiring is never written** — an Acquired record falls back to its last durable state
-#   after a failover, which is why delivery counts are approximate (seed L477, L866);
+#   after a failover, which is why delivery counts are approximate;
 # * every other change (accept, release, reject, a lock that runs out, the start offset moving)
 #   is one **WriteShareGroupState** holding only what changed; the leader waits for the answer;
 # * the share coordinator appends a **ShareUpdate** record, or a **ShareSnapshot** of the whole
 #   state when that is small or after enough updates; replaying the latest snapshot and the
-#   updates after it gives the state back (seed L886-942).
+#   updates after it gives the state back.
 #
-# This is the seed's worked example *Writing share state* (seed L988-1196; digest §4.10): group
+# This is the KIP's worked example *Writing share state*: group
 # G1, `topic_uuid` partition 0, latest offset 100, three consumers. Each step shows the leader's
-# window, the write it sent (as the seed prints it: `{StartOffset, [first-last state dc]}`), the
+# window, the write it sent (as the KIP prints it: `{StartOffset, [first-last state dc]}`), the
 # records the share coordinator appended, and what it holds afterwards.
 
 # %%
@@ -38,7 +38,6 @@ import altair as alt
 
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
-from IPython.display import SVG
 
 from kip_lab.protocol.share import (
     AcknowledgementBatch,
@@ -53,7 +52,7 @@ from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.partition import RECORD_STATE_MACHINE, SharePartition
 from kip_lab.share.persister import CoordinatorPersister
 from kip_lab.share.topic_log import TopicLog
-from kip_lab.viz import machine_dot, render
+from kip_lab.viz import machine_dot, picture
 
 GROUP, TOPIC = "G1", "topic_uuid"
 STATES = {0: "Av", 2: "Ack", 4: "Arch"}  # DeliveryState codes
@@ -62,7 +61,7 @@ SHORT = {"Available": "Av", "Acquired": "Acq", "Acknowledged": "Ack", "Archived"
 # %% [markdown]
 # The group coordinator initializes the share-partition (InitializeShareGroupState with
 # StartOffset -1: "not decided yet"); the leader's first read resolves -1 from
-# `group.share.auto.offset.reset` — *latest*, so 100 — and writes it back: the seed's step 0.
+# `group.share.auto.offset.reset` — *latest*, so 100 — and writes it back: the KIP's step 0.
 # On `__share_group_state` that is three snapshots: the initialization (snapshot epoch 0), the
 # leader's first read, which records its leader epoch so that older leaders are fenced from then
 # on (epoch 1), and the resolved start offset (epoch 2).
@@ -117,10 +116,10 @@ def ack(member, first, last, kind=AcknowledgeType.ACCEPT):
 # %% [markdown]
 # ## The eleven steps
 #
-# Step 3's split of 110-119 between three consumers is the seed's; a per-fetch record cap does
-# it (the seed does not say how). Steps 3 are a second apart, so consumer 1's lock (30 s) is the
+# Step 3's split of 110-119 between three consumers is the KIP's; a per-fetch record cap does
+# it (the KIP does not say how). Steps 3 are a second apart, so consumer 1's lock (30 s) is the
 # first to run out at step 7 — but 110 was re-acquired at step 6 under a new lock, so only 111
-# and 112 time out, as the seed has it.
+# and 112 time out, as the KIP has it.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -164,8 +163,8 @@ show(11, "acknowledge 111 and 112 (C3)")
 #   offset and leave nothing in flight to record, so the coordinator writes a **ShareSnapshot**
 #   (a complete state, with a new snapshot epoch) — the KIP's "snapshot when the state is small";
 # * step 10 moves the leader's SPSO to 111 but the write keeps StartOffset -1, exactly as the
-#   seed prints it (digest A-13): the coordinator's start lags at 110 until step 11;
-# * step 10 writes delivery count **2** (R-WX-04): the durable count follows the leader's.
+#   KIP prints it: the coordinator's start lags at 110 until step 11;
+# * step 10 writes delivery count **2**: the durable count follows the leader's.
 #
 # ## Replaying `__share_group_state`
 #
@@ -186,7 +185,7 @@ print("records before the latest snapshot may be pruned below offset", coordinat
 # from the table the leader enforces:
 
 # %%
-SVG(render(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "accept", "Acknowledged"))))
+picture(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "accept", "Acknowledged")))
 
 # %% [markdown]
 # ## Summary
@@ -198,3 +197,6 @@ print("writes sent:", len(persister.sent), "| records:", {k: kinds.count(k) for 
 final = coordinator.state(GROUP, TOPIC, 0)
 print("final: leader SPSO", sp.spso, "SPEO", sp.speo, "| stored start", final.start_offset, spans(final.spans))
 print("failover-safe:", ShareCoordinator.from_log(coordinator.log).states == coordinator.states)
+
+# %% [markdown]
+# **Next:** [12_poison_messages](12_poison_messages.ipynb) — delivery counts against records that keep failing.

@@ -18,13 +18,13 @@
 #
 # In KIP-848 the **coordinator** computes the target assignment — normally with a *server-side
 # assignor*, a pure function from the group's members and topics to a target (KIP-848 *Assignors →
-# Server Side Mode*, seed L78-85, L2164-2264; digest §6.2-6.3). Two are built in:
+# Server Side Mode*). Two are built in:
 #
 # * **uniform** (the default): "uniformly assign partitions amongst the members … somewhat similar
 #   to the existing "sticky" assignor";
 # * **range**: "co-partitions topics" — member *i* gets the same partition numbers in every topic.
 #
-# The KIP also designs a **client-side mode** (seed L26, L87-107; digest §6.4): a member computes the
+# The KIP also designs a **client-side mode**: a member computes the
 # assignment with its own assignor, through two new RPCs, *PrepareAssignment* and
 # *InstallAssignment*. Kafka never shipped it; kip_lab implements it as the KIP describes, and the
 # second half of this notebook drives it on the coordinator.
@@ -35,11 +35,10 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.assignors import AssignmentSpec, MemberSubscription, TopicMetadata, range_assign, uniform_assign
 from kip_lab.coordinator.view import describe_response
-from kip_lab.viz import to_svg
+from kip_lab.viz import picture
 
 pd.set_option("display.width", 160)
 
@@ -49,7 +48,7 @@ pd.set_option("display.width", 160)
 # An `AssignmentSpec` holds each member's subscription (topic ids) and **current target**, and each
 # topic's partition count; the result maps member → topic → partitions. Nothing else goes in: the
 # KIP's newer interface passes the previous *target*, not what members own, so stickiness is relative
-# to the target (digest §6.2). Topic ids here are just the names, for readability.
+# to the target. Topic ids here are just the names, for readability.
 
 # %%
 TOPICS = {"foo": TopicMetadata("foo", "foo", 6), "bar": TopicMetadata("bar", "bar", 6)}
@@ -131,7 +130,7 @@ heat = alt.Chart(pd.DataFrame(cells)).mark_rect(stroke="white").encode(
     color=alt.Color("member:N", scale=alt.Scale(scheme="tableau10")),
     tooltip=["assignor", "step", "partition", "member"],
 ).properties(width=330, height=150).facet(column=alt.Column("assignor:N", title=None))
-SVG(to_svg(heat))
+picture(heat)
 
 # %% [markdown]
 # ### Heterogeneous subscriptions
@@ -154,7 +153,7 @@ for name, assign in (("uniform", uniform_assign), ("range", range_assign)):
 # A member names one with `ServerAssignor` (the consumer config `group.remote.assignor`); the
 # coordinator uses **the most common** among the members that named one, else the first in
 # `group.consumer.assignors` (uniform). An unknown name is refused with **UNSUPPORTED_ASSIGNOR**
-# (seed L68-80; digest §6.1, §12 A4-A5; ties go to the coordinator's list order, decisions D19).
+# (KIP-848 *Assignors*; ties go to the coordinator's list order, `docs/decisions.md` D19).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -186,21 +185,21 @@ join_server_side("E", "sticky")
 # ## 3 · The client-side mode (KIP-848 *Assignors → Client Side Mode*)
 #
 # Members that send `ClientAssignors` put the group in client-side mode: a client-side assignor is
-# used "if any member specified one", and it must be supported by every member (seed L68-76). The
-# flow (digest §2.3 C7-C9, §4.2, §4.3):
+# used "if any member specified one", and it must be supported by every member. The
+# flow:
 #
 # 1. the coordinator picks one member and sets **ShouldComputeAssignment** in its next heartbeat
-#    response (the selection rule is elided in the seed, L89; kip_lab picks the highest maximum
-#    version of the selected assignor, then the lowest member id — decisions D20);
+#    response (the selection rule is elided in the KIP; kip_lab picks the highest maximum
+#    version of the selected assignor, then the lowest member id — `docs/decisions.md` D20);
 # 2. that member calls **ConsumerGroupPrepareAssignment** to get the group: epoch, members with
 #    their subscriptions and current targets, topics;
 # 3. it runs its assignor and calls **ConsumerGroupInstallAssignment**; the coordinator
 #    **validates** it against the metadata it was computed from — every partition assigned, once,
-#    to a real member — or answers **INVALID_ASSIGNMENT** (seed L103-107);
+#    to a real member — or answers **INVALID_ASSIGNMENT**;
 # 4. the member must finish within its **rebalance timeout**, or the coordinator picks another
-#    member — without fencing the first (seed L97);
+#    member — without fencing the first;
 # 5. if the group moved on during the computation, the coordinator still installs it, for the
-#    older epoch, and immediately starts a new round (seed L2056).
+#    older epoch, and immediately starts a new round.
 #
 # A small harness over the three RPCs; the members' "client-side assignor" will be plain Python.
 
@@ -320,7 +319,7 @@ print("timers:", cs.timers())
 #
 # C joins at 1 s (epoch 3). A is chosen again (lowest id) and learns it in its next heartbeat — which
 # starts its 10 s clock — but never installs. When the deadline passes, the coordinator writes
-# **nothing** ("the fencing is only done based on the session", seed L97) and picks B. A's late
+# **nothing** ("the fencing is only done based on the session") and picks B. A's late
 # Prepare is refused with UNKNOWN_MEMBER_ID: it is no longer the chosen member.
 
 # %%
@@ -342,7 +341,7 @@ prepare("A")
 # B prepares for epoch 3 — and while it computes, D joins (epoch 4). B's install for epoch 3 is
 # still **installed**: the assignment epoch becomes 3 while the group epoch is 4, so the group stays
 # *Assigning*, members start reconciling toward epoch 3, and a **new round** starts at once — A, the
-# lowest id, is asked again, now for epoch 4 (seed L2056: "we have chosen to install the assignment
+# lowest id, is asked again, now for epoch 4 (KIP: "we have chosen to install the assignment
 # computed for epoch X and to trigger a new assignment computation right away").
 
 # %%
@@ -377,3 +376,6 @@ print("server-side group:", server.group_state, "epoch", server.group_epoch, "as
       "members", sorted(m.member_id for m in server.members))
 print("client-side group:", group_line())
 print("log batches:", cs.log.batch_count)
+
+# %% [markdown]
+# **Next:** [07_eager_cooperative_848](07_eager_cooperative_848.ipynb) — one rolling bounce under eager, cooperative and KIP-848 rebalancing.

@@ -18,17 +18,17 @@
 #
 # A **share group** reads topics the way a queue's workers do: many members may read the **same
 # partition** at once, each record is handed to one member at a time, and each record is
-# **acknowledged on its own** (KIP-932 *Share groups*, seed L21-51; digest §1.1). Nothing is
-# "owned": the group coordinator only says *where* each member should fetch (digest R-MB-08), and
+# **acknowledged on its own** (KIP-932 *Share groups*). Nothing is
+# "owned": the group coordinator only says *where* each member should fetch, and
 # the share-partition leader — the broker that leads the topic-partition — decides which member
 # gets which records.
 #
 # This notebook shows the three layers one after the other:
 #
 # 1. **membership** at the group coordinator: ShareGroupHeartbeat, two group states, and the
-#    KIP's **SimpleAssignor**, which gives every partition at least one member (seed L247-407);
+#    KIP's **SimpleAssignor**, which gives every partition at least one member;
 # 2. **records** at the share-partition leader: *Available → Acquired → Acknowledged/Archived*,
-#    with delivery counts and acquisition locks (seed L417-479; digest §1.3-1.10);
+#    with delivery counts and acquisition locks;
 # 3. a **Lab run** with more consumers than partitions and per-record acknowledgements.
 
 # %%
@@ -37,7 +37,6 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.clients.share_consumer import FailureRule
 from kip_lab.coordinator import GroupCoordinator
@@ -51,7 +50,7 @@ from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
 from kip_lab.share.group_assignor import SimpleAssignor
 from kip_lab.share.partition import RECORD_STATE_MACHINE
-from kip_lab.viz import machine_dot, record_state_strip, render, share_frames, to_svg
+from kip_lab.viz import machine_dot, picture, record_state_strip, share_frames
 
 pd.set_option("display.width", 160)
 
@@ -59,23 +58,23 @@ pd.set_option("display.width", 160)
 # ## 1 · Membership: two states, no revocation barrier
 #
 # A share group is **Stable** while it has members and **Empty** when it has none; there is no
-# Assigning or Reconciling (seed L225-231). A member takes a new assignment in one step: nobody
-# has to give a partition up first, because nobody owns one (seed L95, L207). The picture is
+# Assigning or Reconciling. A member takes a new assignment in one step: nobody
+# has to give a partition up first, because nobody owns one. The picture is
 # drawn from the table the coordinator enforces (`SHARE_GROUP_STATE_MACHINE`).
 
 # %%
-SVG(render(machine_dot(SHARE_GROUP_STATE_MACHINE, current="Stable")))
+picture(machine_dot(SHARE_GROUP_STATE_MACHINE, current="Stable"))
 
 # %% [markdown]
-# ### The SimpleAssignor, row by row (seed L259-407)
+# ### The SimpleAssignor, row by row
 #
 # The KIP's three steps, per subscribed topic: (1) hash each member id onto one partition;
 # (2) a partition left without a member, and without one in the current assignment, gets members
 # round-robin; (3) a partition that got a member from hashing drops the members it had only from
-# step 2. The seed's example gives its members hashes 1, 2, …; `hash(Mi) = i` reproduces its
+# step 2. The KIP's example gives its members hashes 1, 2, …; `hash(Mi) = i` reproduces its
 # table. Here the whole table is driven through the **coordinator**: heartbeats, a partition
 # change, a subscription change and leaves — and the partitions are assignable only once the
-# share coordinator holds their state (the *initialize* dance, seed L944-976).
+# share coordinator holds their state (the *initialize* dance).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -124,9 +123,9 @@ for event, step in script:
     table_row(event)
 
 # %% [markdown]
-# Every row is the seed's. Note row 3: M2 *loses* T1:0 (hashing now maps M2 to T1:1) without
+# Every row is the KIP's. Note row 3: M2 *loses* T1:0 (hashing now maps M2 to T1:1) without
 # anyone confirming anything, and row 6: with members ≥ partitions and every partition hashed, new
-# members only *add* to partitions — nothing is revoked (digest R-AS-03).
+# members only *add* to partitions — nothing is revoked.
 #
 # ## 2 · Records: the state machine the share-partition leader enforces
 #
@@ -136,13 +135,13 @@ for event, step in script:
 # archives it at once. This table (`RECORD_STATE_MACHINE`) is the one `SharePartition` checks.
 
 # %%
-SVG(render(machine_dot(RECORD_STATE_MACHINE, current="Acquired")))
+picture(machine_dot(RECORD_STATE_MACHINE, current="Acquired"))
 
 # %% [markdown]
 # ## 3 · In the Lab: four consumers, two partitions, per-record acknowledgements
 #
 # Topic `orders` has 2 partitions; four share consumers join group `queue` — more consumers than
-# partitions, which a consumer group could not use (R-SG-04). They acknowledge **explicitly**:
+# partitions, which a consumer group could not use. They acknowledge **explicitly**:
 # every record is ACCEPTed, except values matching `bad-.*`, which are REJECTed (archived after
 # one delivery). Each fetch acquires at most 4 records, so the members take turns on a
 # partition. The producer writes 20 records per partition after the group has settled (the
@@ -179,8 +178,8 @@ for event in lab.trace:
 
 # %% [markdown]
 # And what each acknowledgement made durable: every state change but acquisition is a
-# **WriteShareGroupState** to the share coordinator (seed L984; acquisition is never written,
-# R-SL-04). `start` is the new share-partition start offset (SPSO) when it moved, `-1` otherwise.
+# **WriteShareGroupState** to the share coordinator (KIP-932 *Share-group state persistence*: acquisition is never
+# written). `start` is the new share-partition start offset (SPSO) when it moved, `-1` otherwise.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -195,7 +194,7 @@ for event in lab.trace:
 # The **record-state strip**: offsets up, time across, one colour per state, the delivery count
 # in each interval; the solid line is the SPSO, the dashed one the SPEO (the end of the in-flight
 # window). Offset 7 goes from Acquired to Archived (rejected); everything else to Acknowledged,
-# and the SPSO follows the acknowledged prefix (seed L531-555).
+# and the SPSO follows the acknowledged prefix.
 
 # %%
 strip = record_state_strip(lab, "queue", lab.topic_id("orders"), 0,
@@ -203,7 +202,7 @@ strip = record_state_strip(lab, "queue", lab.topic_id("orders"), 0,
 strip
 
 # %%
-SVG(to_svg(strip))
+picture(strip)
 
 # %% [markdown]
 # ## Summary
@@ -217,3 +216,6 @@ print("records acquired:", metrics["share_records_acquired"], "| redeliveries:",
 print("acknowledged:", metrics["share_records_acknowledged"], "| archived:", metrics["share_records_archived"])
 print("every record ended Acknowledged or Archived:", at_least_once(lab.world) == [])
 print("invariant violations:", len(lab.invariants.violations))
+
+# %% [markdown]
+# **Next:** [11_share_state_writes](11_share_state_writes.ipynb) — what a share-partition leader writes, write by write.

@@ -20,12 +20,12 @@
 #
 # * **eager** (the classic protocol before KIP-429): at every rebalance *every* member revokes
 #   *everything* before it sends JoinGroup — "each topic partition must have exactly one consumer
-#   at any time, so a partition may not be reassigned before it has been revoked" (KIP-429 seed
-#   001 L68). One group-wide barrier per rebalance.
+#   at any time, so a partition may not be reassigned before it has been revoked" (KIP-429,
+#   *Motivation*). One group-wide barrier per rebalance.
 # * **cooperative** (KIP-429, incremental): members keep what they own and send it in their
 #   JoinGroup subscription; the leader withholds a partition that changes owner; the owner revokes
-#   only that one and **rejoins at once** — the move completes in a *second* rebalance (001 L174,
-#   L240, L246). Still a JoinGroup/SyncGroup barrier, but nothing stops that does not move.
+#   only that one and **rejoins at once** — the move completes in a *second* rebalance (KIP-429,
+#   *Consumer Coordinator Algorithm*). Still a JoinGroup/SyncGroup barrier, but nothing stops that does not move.
 # * **consumer** (KIP-848): no JoinGroup at all — the coordinator computes the target and each
 #   member reconciles on its own heartbeat; only the members whose partitions move do anything.
 #
@@ -40,13 +40,12 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.clients import CallbackConfig
 from kip_lab.lab import Lab
 from kip_lab.lab import actions as a
 from kip_lab.lab.metrics import compute_metrics
-from kip_lab.viz import ownership_swimlanes, to_svg, trace_frames
+from kip_lab.viz import ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
@@ -84,7 +83,7 @@ labs = {protocol: rolling_bounce(protocol) for protocol in PROTOCOLS}
 WINDOW = (29_500, 42_000)
 for protocol, lab in labs.items():
     chart = ownership_swimlanes(trace_frames(lab.trace), time_range=WINDOW, width=520).properties(title=protocol)
-    display(SVG(to_svg(chart)))
+    display(picture(chart))
 
 # %% [markdown]
 # * **eager**: at each of the two rebalances (A leaves, A returns) *every* lane goes red — all ten
@@ -126,7 +125,7 @@ table
 # %% [markdown]
 # What the KIPs promise, and what the table shows:
 #
-# * cooperative revokes a fraction of what eager revokes (KIP-429 motivation, 001 L52-55);
+# * cooperative revokes a fraction of what eager revokes (KIP-429, *Motivation*);
 # * eager stops partitions that do not move — every one, at every rebalance; cooperative and
 #   KIP-848 never do, so members that lose nothing keep fetching throughout;
 # * only the classic protocols make every member rejoin for each rebalance (the JoinGroup column);
@@ -140,7 +139,7 @@ table
 # scenarios `classic_eager_rolling_bounce`, `classic_cooperative_rolling_bounce` and `rolling_bounce`.
 
 # %% [markdown]
-# ## The classic members' rebalance metrics (KIP-429 §4.5)
+# ## The classic members' rebalance metrics (KIP-429, *Consumer Metrics*)
 #
 # Each classic consumer keeps the KIP's metrics: rebalances completed (a cooperative move counts
 # two), rebalance latency including the callbacks, callback latencies.
@@ -166,3 +165,6 @@ for protocol in table.index:
 print("cooperative revokes fewer than eager:", table.loc["cooperative", "revocations"] < table.loc["eager", "revocations"])
 print("only eager stops what does not move:",
       table["stops without move"].gt(0).to_dict() == {"eager": True, "cooperative": False, "consumer": False})
+
+# %% [markdown]
+# **Next:** [08_online_migration](08_online_migration.ipynb) — moving a running classic group to the new protocol.

@@ -21,7 +21,7 @@
 # **delivery count**: every acquisition adds one, and when a failed delivery (a RELEASE, an
 # acquisition lock that runs out, the end of a share session) happens at
 # `group.share.delivery.count.limit` (5 by default) the record is **Archived** instead of made
-# Available again (seed L445-481; digest §1.4-1.6, R-DL-01..03, scenario D-01).
+# Available again (KIP-932 *Delivery count and delivery limit*; scenario `share_poison_messages`).
 #
 # Three ways a record fails, all in the Lab with the same producer — 30 records on one
 # partition, every tenth a poison pill (offsets 9, 19, 29) — and three consumers:
@@ -39,7 +39,6 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.clients.share_consumer import FailureRule
 from kip_lab.lab.lab import Lab, LabConfig
@@ -47,7 +46,7 @@ from kip_lab.lab.metrics import compute_metrics
 from kip_lab.lab.share_invariants import at_least_once
 from kip_lab.share.config import SharePartitionConfig
 from kip_lab.share.partition import RECORD_STATE_MACHINE
-from kip_lab.viz import machine_dot, record_state_strip, render, to_svg
+from kip_lab.viz import machine_dot, picture, record_state_strip
 
 pd.set_option("display.width", 160)
 POISON = [9, 19, 29]
@@ -87,7 +86,7 @@ def history(lab, offset):
 # *reject* straight to Archived.
 
 # %%
-SVG(render(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "release at limit", "Archived"))))
+picture(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "release at limit", "Archived")))
 
 # %% [markdown]
 # ## 1 · Released until the limit
@@ -102,7 +101,7 @@ for step in history(released, 9):
 
 # %% [markdown]
 # Five acquisitions with counts 1..5, four *release → Available*, then *release at limit →
-# Archived*: exactly D-01. Meanwhile the healthy records were each delivered once. The strip shows
+# Archived*: exactly what the scenario `share_poison_messages` expects. Meanwhile the healthy records were each delivered once. The strip shows
 # it — the poison rows change colour five times, the SPSO (solid line) waits at each poison record
 # until it is archived, then jumps past the acknowledged records behind it:
 
@@ -111,7 +110,7 @@ strip = record_state_strip(released, title="release: orders-0 in share group que
 strip
 
 # %%
-SVG(to_svg(strip))
+picture(strip)
 
 # %% [markdown]
 # ## 2 · A consumer that hangs: the acquisition lock runs out
@@ -120,7 +119,7 @@ SVG(to_svg(strip))
 # implicitly. The leader does not wait: when the lock expires it makes the record Available
 # again (delivery count unchanged) and another consumer — or the same — acquires it with the next
 # count. The late acknowledgement of the hung consumer is refused with INVALID_RECORD_STATE
-# (the record is no longer acquired by it, R-LK-05) and reported to its acknowledgement callback.
+# (the record is no longer acquired by it) and reported to its acknowledgement callback.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -145,7 +144,7 @@ for offset in POISON:
 # `compute_metrics` counts, from the trace alone, the records acquired, the redeliveries (an
 # acquisition with a delivery count above 1), and how records ended. Releasing and hanging cost
 # 4 redeliveries per poison record; rejecting costs none. In all three runs every record ended
-# Acknowledged or Archived (at-least-once, R-SG-06) and no invariant was broken — a record
+# Acknowledged or Archived (at-least-once) and no invariant was broken — a record
 # acquired by one member at a time, delivery counts never down, the SPSO never back.
 
 # %%
@@ -157,3 +156,6 @@ for name, lab in (("release", released), ("hang", hung), ("reject", rejected)):
                  "acknowledged": m["share_records_acknowledged"], "archived": m["share_records_archived"],
                  "all settled": at_least_once(lab.world) == [], "violations": len(lab.invariants.violations)})
 print(pd.DataFrame(rows).to_string(index=False))
+
+# %% [markdown]
+# **Next:** [13_share_coordinator_failover](13_share_coordinator_failover.ipynb) — the share coordinator failing over without losing state.

@@ -20,19 +20,18 @@
 # consumer (`group.protocol=consumer`, the `AsyncKafkaConsumer`) runs a *member state machine* that
 # turns heartbeat responses into rebalance callbacks, commits and acknowledgements. The KIP
 # describes the consumer side in prose (KIP-848 *Consumer*: its *Fenced*, *Revocation* and
-# *Assignment* parts, seed L166-219; the response handling at L495-507 and L572-586; digest §2.4
-# "What the member sees", §3.5):
+# *Assignment* parts, and the heartbeat response handling in *Consumer Group Heartbeat API*):
 #
 # 1. on a new assignment the member computes what was **revoked** and what was **added** — never
-#    both: "the protocol never does both together" (seed L501);
+#    both: "the protocol never does both together";
 # 2. for revoked partitions: stop fetching, commit, call `onPartitionsRevoked`, then **heartbeat at
-#    once** to acknowledge (seed L186-194);
-# 3. for added partitions: call `onPartitionsAssigned` and start fetching (seed L196-200);
-# 4. on UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH: `onPartitionsLost` and rejoin with epoch 0
-#    (seed L180, L584); on UNRELEASED_INSTANCE_ID: fail (L586);
-# 5. to leave: commit, revoke, heartbeat with epoch -1 (seed L115);
+#    once** to acknowledge;
+# 3. for added partitions: call `onPartitionsAssigned` and start fetching;
+# 4. on UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH: `onPartitionsLost` and rejoin with epoch 0;
+#    on UNRELEASED_INSTANCE_ID: fail;
+# 5. to leave: commit, revoke, heartbeat with epoch -1;
 # 6. "the process is dependent on Consumer#poll being called like with the current protocol"
-#    (seed L208) — a consumer that stops polling for `max.poll.interval.ms` leaves the group.
+# — a consumer that stops polling for `max.poll.interval.ms` leaves the group.
 #
 # kip_lab's consumer implements Kafka's `MemberState` enum and its valid transitions as one table;
 # the client refuses any other move, and the picture below is drawn from that table.
@@ -43,14 +42,13 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.lab.story import client_story
 from kip_lab.clients.consumer import CallbackConfig
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
 from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
-from kip_lab.viz import epoch_chart, machine_dot, ownership_swimlanes, render, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, machine_dot, ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 pd.set_option("display.max_rows", 60)
@@ -64,7 +62,7 @@ table = pd.DataFrame([(t.source, t.trigger, t.target) for t in CONSUMER_MEMBER_M
 table.groupby("trigger", sort=False).agg(sources=("source", ", ".join), target=("target", "first"))
 
 # %%
-SVG(render(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", rankdir="TB")))
+picture(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE"))
 
 # %% [markdown]
 # The happy path is the middle column: **UNSUBSCRIBED → JOINING → RECONCILING → ACKNOWLEDGING →
@@ -197,7 +195,7 @@ print(client_story(fenced.trace, since_ms=10_000))
 
 # %%
 frames = trace_frames(fenced.trace)
-SVG(to_svg(ownership_swimlanes(frames, width=600) & ownership_swimlanes(frames, view="coordinator", width=600)))
+picture(ownership_swimlanes(frames, width=600) & ownership_swimlanes(frames, view="coordinator", width=600))
 
 # %% [markdown]
 # ## 4 · Leaving: close()
@@ -251,9 +249,9 @@ frames = trace_frames(stale.trace)
 # %% [markdown]
 # ## Explore
 #
-# The fenced run in the stepper. Choose *member state* in the diagram choices and member **A**, then
-# drag the slider across 70 s: the highlighted state and the red edge follow A through FENCED and
-# back. *(Needs a live kernel.)*
+# The fenced run in the stepper, on member **A**'s state machine. Press **Next change ▶▶** to jump
+# from one change of A's state (or of an owner or an epoch) to the next: the highlighted state and
+# the red edge follow A through FENCED and back; tick *whole machine* to see all of it. *(Needs a live kernel.)*
 
 # %%
 from widgets import explore
@@ -265,6 +263,7 @@ explore(fenced, member="A")
 
 # %%
 # NBVAL_CHECK_OUTPUT
+fenced.seek(fenced.horizon)  # the stepper above moved the run: back to its end
 for name, run in (("callbacks", lab), ("failing callback", failing), ("fenced", fenced), ("close", leaving), ("STALE", stale)):
     g = run.coordinator.groups["g"]
     transitions = sum(1 for e in run.trace if e.kind.value == "state_transition")
@@ -272,3 +271,6 @@ for name, run in (("callbacks", lab), ("failing callback", failing), ("fenced", 
           {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},
           "| clients", {n: c.state.value for n, c in sorted(run.clients.items())},
           f"| {transitions} transitions | violations {len(run.invariants.violations)}")
+
+# %% [markdown]
+# **Next:** [06_assignors](06_assignors.ipynb) — who decides the assignment: the server-side assignors and the client-side mode.

@@ -17,7 +17,7 @@
 # # 08 · Online migration: from a classic group to a consumer group, one member at a time
 #
 # KIP-848 lets a running group move from the classic protocol (JoinGroup/SyncGroup) to the new one
-# without stopping (seed 000, *Online Migration*, L3214-3385; digest §11.5): the first member that
+# without stopping (KIP-848, *Online Migration*): the first member that
 # comes back speaking the consumer protocol **converts** the group — the coordinator turns the
 # classic group into a consumer group, keeping its generation as the group epoch and every
 # member's assignment — and keeps serving the members still on the classic protocol through
@@ -33,13 +33,12 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, ConsumerConfig
 from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
-from kip_lab.viz import machine_dot, ownership_swimlanes, render, to_svg, trace_frames
+from kip_lab.viz import machine_dot, ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
@@ -50,7 +49,7 @@ pd.set_option("display.width", 160)
 # stable; out of the group when fenced or when it stops polling; closed or failed.
 
 # %%
-SVG(render(machine_dot(CLASSIC_MEMBER_MACHINE, current="STABLE", rankdir="TB")))
+picture(machine_dot(CLASSIC_MEMBER_MACHINE, current="STABLE"))
 
 # %% [markdown]
 # The classic **group** (coordinator side, Kafka's `ClassicGroupState`): a group-wide barrier per
@@ -58,7 +57,7 @@ SVG(render(machine_dot(CLASSIC_MEMBER_MACHINE, current="STABLE", rankdir="TB")))
 # SyncGroup brings the assignment.
 
 # %%
-SVG(render(machine_dot(CLASSIC_GROUP_STATE_MACHINE, current="Stable")))
+picture(machine_dot(CLASSIC_GROUP_STATE_MACHINE, current="Stable"))
 
 # %% [markdown]
 # ## The run
@@ -112,7 +111,7 @@ pd.DataFrame(rows).set_index("step")
 
 # %% [markdown]
 # The assignment survives every step: the conversion builds the consumer group's target and
-# current assignments from the classic members' assignments (seed L3227-3240), and the uniform
+# current assignments from the classic members' assignments, and the uniform
 # assignor keeps them sticky afterwards.
 
 # %% [markdown]
@@ -152,7 +151,7 @@ for e in lab.trace:
 
 # %%
 chart = ownership_swimlanes(trace_frames(lab.trace), width=640).properties(title="online migration")
-SVG(to_svg(chart))
+picture(chart)
 
 # %% [markdown]
 # ## Summary
@@ -165,3 +164,6 @@ print("final group: consumer, epoch", group.group_epoch, "state", group.state.va
 print("final assignment:", {n: sorted(p for _, p in c.owned) for n, c in lab.clients.items()})
 print("unchanged since the classic group:", rows[0]["A"].split(" [")[1] == rows[-1]["A"].split(" [")[1])
 print("invariant violations:", m["invariant_violations"], "| C's APIs while B moved:", sorted(api_by_member["C"]))
+
+# %% [markdown]
+# **Next:** [09_upgrade_path](09_upgrade_path.ipynb) — KIP-429's own upgrade, from eager to cooperative.

@@ -20,16 +20,15 @@
 # failure:
 #
 # * the **session timeout** (`group.consumer.session.timeout.ms`, 45 s, a *broker* config): a
-#   member that sends no heartbeat at all for that long is removed (KIP-848 *Group Membership*,
-#   seed L111; digest §5.1);
+#   member that sends no heartbeat at all for that long is removed (KIP-848 *Group Membership*);
 # * the **rebalance timeout** (the client's `max.poll.interval.ms`, sent as `RebalanceTimeoutMs`):
 #   "the maximum time … the coordinator will wait on the member to revoke its partitions"
-#   (seed L64, L372-374; digest §5.2);
+#   (KIP-848 *Consumer Group Heartbeat API*);
 # * **fencing**: a heartbeat must carry the member epoch the coordinator expects, or the member is
-#   fenced — with one grace for a lost response (seed L431-433; digest §5.5).
+#   fenced — with one grace for a lost response.
 #
 # And because **records are the truth**, a coordinator failover is a replay of the log (KIP-848
-# *Fail Over*, seed L145-160; digest §8.5).
+# *Fail Over*).
 #
 # Each section drives the coordinator directly first — you control every heartbeat and every
 # millisecond — then shows the same failure among autonomous consumers in the Lab.
@@ -42,7 +41,6 @@ alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: n
 import json
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.lab.story import client_story
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
@@ -50,13 +48,13 @@ from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kip_lab.scenarios import build_lab, load_library_scenario
-from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
 # %% [markdown]
 # The same small harness as in notebook 01: a coordinator on topic `foo`, heartbeats in partition
-# numbers, the records each one writes, and the group after each batch in the digest's notation
+# numbers, the records each one writes, and the group after each batch in a compact notation
 # (`e22 [3,4] p[0]`: epoch 22, usable foo-3 and foo-4, foo-0 pending; `r[…]`: told to revoke).
 
 # %%
@@ -133,10 +131,10 @@ class SeedCase:
 # %% [markdown]
 # ## 1 · Member Failure: the session timeout
 #
-# ### On the coordinator (KIP-848 *Case Studies → Member Failure*, seed L3110-3163; digest §11.3)
+# ### On the coordinator (KIP-848 *Case Studies → Member Failure*)
 #
-# The seed's start: group epoch 22, six partitions, A foo-0,1, B foo-3,4, C foo-2,5 — rebuilt from
-# its records. Loading the group armed a 45 s session timer per member (a failover duty, seed L157).
+# The KIP's start: group epoch 22, six partitions, A foo-0,1, B foo-3,4, C foo-2,5 — rebuilt from
+# its records. Loading the group armed a 45 s session timer per member (a failover duty).
 # B and C heartbeat every 5 s; **A is silent**.
 
 # %%
@@ -153,20 +151,20 @@ failure.advance(4_999)
 print(f"t={failure.gc.now_ms}: nothing yet —", failure.state())
 
 # %% [markdown]
-# **Row 1 (seed L3127-3138).** At exactly 45 s A's session timer fires. The coordinator writes A's
+# **Row 1.** At exactly 45 s A's session timer fires. The coordinator writes A's
 # **tombstones** (its member and current-assignment records) and the bumped **group epoch**, 23.
-# The target still lists A, as in the seed's snapshot: a removed member's entry stays until the next
-# target is computed (digest §2.3 C6).
+# The target still lists A, as in the KIP's snapshot: a removed member's entry stays until the next
+# target is computed.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 _ = failure.advance(1)
 
 # %% [markdown]
-# **Rows 2-3 (seed L3140-3162).** The next heartbeat (B's) computes the target for epoch 23 — one
+# **Rows 2-3.** The next heartbeat (B's) computes the target for epoch 23 — one
 # atomic batch that also tombstones A's target entry — and moves B to 23. A's partitions are
 # **free at once**: nobody holds them, so B and C get foo-0 and foo-1 with no revocation step
-# (digest §2.4 RC7).
+#.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -177,7 +175,7 @@ _ = failure.heartbeat("C", owned=[2, 5])
 # ### In the Lab
 #
 # The library's `member_failure` scenario builds the same group from scratch (epochs 3 → 4 where
-# the seed says 22 → 23). A's **process crashes** at 30 s: no leave heartbeat, no commit. Nothing
+# the KIP says 22 → 23). A's **process crashes** at 30 s: no leave heartbeat, no commit. Nothing
 # happens until A's session expires, 45 s after the last heartbeat the coordinator received from
 # it (at about 25 s) — so at about 70 s. All that time foo-0 and foo-1 are consumed by nobody (red
 # shading). The dashed rules mark the crash (red) and the coordinator's session timer (purple).
@@ -187,7 +185,7 @@ lab = build_lab(load_library_scenario("member_failure"))
 lab.run(until=30_000)
 print("stable:", lab.run_until_stable(timeout_ms=180_000), "at", lab.now, "ms")
 frames = trace_frames(lab.trace)
-SVG(to_svg(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=160)))
+picture(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=160))
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -201,14 +199,14 @@ print("coordinator timers fired:", [(e.time_ms, e.payload["timer"]) for e in fir
 # %% [markdown]
 # A crash costs a session timeout of unavailability for the crashed member's partitions. A
 # *graceful* close (notebook 05) costs milliseconds, because the leave heartbeat (epoch -1) removes
-# the member at once (seed L115).
+# the member at once.
 #
 # ## 2 · Session timeout vs rebalance timeout
 #
 # The session timeout is about **liveness**: is the process there? The rebalance timeout is about
 # **progress**: a member told to revoke must do it within its rebalance timeout, or the coordinator
 # removes it even though its heartbeats keep its session alive. (What happens on expiry is elided
-# in the seed; kip_lab follows Kafka and fences the member — digest §12 A9, tagged [X].)
+# in the KIP; kip_lab follows Kafka and fences the member: Kafka `GroupMetadataManager`'s rebalance timeout.)
 #
 # ### On the coordinator
 #
@@ -249,8 +247,8 @@ _ = slow.join("A", rebalance_timeout_ms=10_000)
 # %% [markdown]
 # ### In the Lab: a slow `on_partitions_revoked`
 #
-# Real consumers revoke inside the user's `ConsumerRebalanceListener.onPartitionsRevoked` (seed
-# L186-194), which often commits or flushes state. `CallbackConfig` gives each callback a duration.
+# Real consumers revoke inside the user's `ConsumerRebalanceListener.onPartitionsRevoked` (KIP-848
+# *Consumer → Revocation*), which often commits or flushes state. `CallbackConfig` gives each callback a duration.
 # A has `max.poll.interval.ms` = 10 s (its rebalance timeout). B joins at 10 s and A must give up
 # two partitions. We run two callback durations: **8 s** (slow but in time) and **20 s** (too slow).
 
@@ -307,8 +305,8 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 #
 # A heartbeat can be processed while its response is lost. The coordinator has moved the member to
 # a new epoch; the member, never told, retries with the old one. Strict fencing would kick out a
-# healthy member. The seed allows an exception: the coordinator "could accept" an older epoch if
-# the owned partitions are a subset of the target (seed L433; digest §5.5 F4, §12 A28). Kafka (and
+# healthy member. The KIP allows an exception: the coordinator "could accept" an older epoch if
+# the owned partitions are a subset of the target. Kafka (and
 # kip_lab, `accept_previous_epoch=True` by default) accepts exactly the member's **previous**
 # epoch, when it owns nothing outside its assignment.
 #
@@ -384,7 +382,7 @@ print("final:", g.state.value, {m: (x.member_epoch, sorted(p for ps in x.assigne
 # ## 4 · Coordinator failover: rebuild from the log
 #
 # "Records are the truth": when `__consumer_offsets` moves to another broker, the new coordinator
-# replays the partition and then performs the KIP's **load duties** (seed L145-160; digest §8.5):
+# replays the partition and then performs the KIP's **load duties**:
 #
 # 1. re-arm the session timers of all members (and, as Kafka does, the rebalance timers of members
 #    still revoking);
@@ -468,3 +466,6 @@ for name, lab_ in (("slow callback 8 s", in_time), ("slow callback 20 s", too_sl
     print(f"{name:>20}: {g.state.value} GE {g.group_epoch}",
           {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},
           "| violations", len(lab_.invariants.violations))
+
+# %% [markdown]
+# **Next:** [03_partitions_and_topics](03_partitions_and_topics.ipynb) — partitions added, topics recreated, regex subscriptions.

@@ -19,15 +19,14 @@
 # A KIP-848 group rebalances not only when members come and go but when **the topics it reads
 # change**. The coordinator keeps the group's *partition metadata* — topic id → partition count for
 # every subscribed topic — in a record of its own, compares it with the cluster, and bumps the group
-# epoch on any difference (KIP-848 *Group Epoch - Trigger a rebalance*, seed L158; digest §1.9,
-# §2.2 T5-T6, §7):
+# epoch on any difference (KIP-848 *Group Epoch - Trigger a rebalance*):
 #
-# | change | what the coordinator sees | seed |
+# | change | what the coordinator sees | KIP-848 section |
 # |---|---|---|
-# | a partition added to a subscribed topic | a new partition count | L158, L3164-3212 |
-# | a subscribed topic deleted | a topic gone from the metadata | L158 |
-# | a topic deleted and recreated | a **new topic id** for the same name | L265-269 |
-# | a new topic matching a regex subscription | a new topic in the metadata | L159 |
+# | a partition added to a subscribed topic | a new partition count | *Group Epoch - Trigger a rebalance*; *Case Studies → Partition Added* |
+# | a subscribed topic deleted | a topic gone from the metadata | *Group Epoch - Trigger a rebalance* |
+# | a topic deleted and recreated | a **new topic id** for the same name | *Topic Deletion and Topic Recreation* |
+# | a new topic matching a regex subscription | a new topic in the metadata | *Regex Based Subscription* |
 #
 # Each writes a new partition-metadata record and a group epoch record, then a new target follows.
 
@@ -39,7 +38,6 @@ alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: n
 import json
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_group_log
@@ -47,7 +45,7 @@ from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kip_lab.scenarios import build_lab, load_library_scenario
-from kip_lab.viz import epoch_chart, group_dot, ownership_swimlanes, render, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, group_dot, ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
@@ -65,11 +63,11 @@ def group_line(group, cluster):
     return f"{group.state.value}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}, {members}"
 
 # %% [markdown]
-# ## 1 · Partition Added (KIP-848 *Case Studies → Partition Added*, seed L3164-3212; digest §11.4)
+# ## 1 · Partition Added (KIP-848 *Case Studies → Partition Added*)
 #
 # ### On the coordinator
 #
-# The seed's start: group epoch 22, topic foo with **one** partition, A owns foo-0, B owns nothing —
+# The KIP's start: group epoch 22, topic foo with **one** partition, A owns foo-0, B owns nothing —
 # rebuilt from its records. Then foo-1 is created.
 
 # %%
@@ -86,7 +84,7 @@ print("foo now has", cluster.topic("foo").num_partitions, "partitions; the coord
 
 # %% [markdown]
 # The coordinator notices on the next heartbeat it handles — here A's. One heartbeat writes the
-# seed's three snapshots as three batches (rows 1-3): the new partition metadata and group epoch 23;
+# KIP's three snapshots as three batches (rows 1-3): the new partition metadata and group epoch 23;
 # the target `{A:[0], B:[1]}` (only B's entry changed, so only B's is written); A's move to epoch 23.
 # A's usable partitions did not change, so its response carries no assignment.
 
@@ -141,7 +139,7 @@ print("unavailability (ms):", compute_metrics(lab.trace)["partition_unavailabili
 # members so members will consider the topic as a new/different topic", and topic ids in
 # OffsetCommit and OffsetFetch ensure "that the Consumer won't use the old committed offsets with
 # the new topic" — its processing starts fresh from the **offset reset policy** (KIP-848 *Topic ID
-# and Topic Recreation*, seed L265-269; digest §7.2). With the old protocol, a consumer keyed by
+# and Topic Recreation*). With the old protocol, a consumer keyed by
 # name could resume the new topic at the old topic's offsets — skipping or re-reading data.
 #
 # A and B read foo (4 partitions, 100 records/s each) and auto-commit every 5 s. At 20 s foo is
@@ -212,20 +210,20 @@ print("committed at 30 s:", committed(recreate))
 
 # %%
 frames = trace_frames(recreate.trace)
-SVG(to_svg(ownership_swimlanes(frames, time_range=(19_990, 20_030), width=600)))
+picture(ownership_swimlanes(frames, time_range=(19_990, 20_030), width=600))
 
 # %% [markdown]
 # The swimlanes (a static SVG, zoomed on the recreation) show two sets of lanes: the old topic's
 # partitions, labelled by id, ending in a revocation, and the new foo's starting a few milliseconds
 # later — assigned afresh, since the assignor sees a topic it has never seen.
 #
-# ## 3 · Regex subscriptions (KIP-848 *Regex Based Subscription*, seed L137-159, L3417-3419)
+# ## 3 · Regex subscriptions (KIP-848 *Regex Based Subscription*)
 #
 # With KIP-848 the **coordinator** evaluates a member's regex, not the client: it knows when topics
 # appear. The engine is **RE2** (RE2/J in Kafka): linear-time matching, so no subscriber's pattern
 # can stall the coordinator, at the price of refusing constructs that need backtracking
 # (lookaround, backreferences). A pattern must match the whole topic name. An invalid pattern is
-# refused with INVALID_REQUEST (digest §7.1).
+# refused with INVALID_REQUEST.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -250,7 +248,7 @@ print("RE2 on '(a+)+$' against 'aaa…a!' (10,000 characters):", matching_topics
 # `orders-\w+` does not match `orders-us-archive`: `\w` excludes `-`, and the pattern must match the
 # whole name (Java's `Matcher.matches()`), not a prefix. `payments` matches neither.
 #
-# ### A new topic that matches (seed L159: "trigger a rebalance for the group if new topic do")
+# ### A new topic that matches (KIP: "trigger a rebalance for the group if new topic do")
 #
 # In the Lab: A and B subscribe to `orders-.*`. At 10 s the topic `orders-us` is created; at 20 s
 # `orders-eu` is deleted. `payments` never matches.
@@ -285,7 +283,7 @@ print("group partition metadata:", {name: count for name, (_tid, count) in sorte
 # The group picture at the end: only `orders-us` is left in the group's metadata.
 
 # %%
-SVG(render(group_dot(regex_lab.coordinator.groups["g"], regex_lab.cluster)))
+picture(group_dot(regex_lab.coordinator.groups["g"], regex_lab.cluster))
 
 # %% [markdown]
 # ## Summary
@@ -298,3 +296,6 @@ print("recreated foo:                ", group_line(recreate.coordinator.groups["
       "| all offsets on the new id:", all(where == "new id" for _off, where in committed(recreate).values()))
 print("regex orders-.*:              ", group_line(regex_lab.coordinator.groups["g"], regex_lab.cluster))
 print("invariant violations:", [len(x.invariants.violations) for x in (lab, recreate, regex_lab)])
+
+# %% [markdown]
+# **Next:** [04_static_membership](04_static_membership.ipynb) — static members: leaving and coming back without a rebalance.

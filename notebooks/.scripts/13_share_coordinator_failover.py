@@ -18,11 +18,10 @@
 #
 # Share state lives in two places: in memory at each **share-partition leader** (the in-flight
 # records) and durably on `__share_group_state`, owned by the **share coordinator**. Both can
-# move to another broker, and the KIP protects the durable state with two epochs (seed L894-986;
-# digest §4.3-4.9):
+# move to another broker, and the KIP protects the durable state with two epochs (KIP-932 *Share-group state persistence*):
 #
 # * a new share coordinator **replays** its partition of `__share_group_state` before it serves
-#   anything; until then every RPC gets COORDINATOR_LOAD_IN_PROGRESS (seed L882, L938);
+#   anything; until then every RPC gets COORDINATOR_LOAD_IN_PROGRESS;
 # * a **leader epoch**: when a topic-partition's leadership moves, the new leader reads the state
 #   with its higher epoch, and from then on the old leader — a *zombie* that has not learnt it lost
 #   leadership — is refused with FENCED_LEADER_EPOCH;
@@ -34,7 +33,6 @@ import altair as alt
 
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
-from IPython.display import SVG
 
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
@@ -55,7 +53,7 @@ from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.partition import SharePartition
 from kip_lab.share.persister import CoordinatorPersister
 from kip_lab.share.topic_log import TopicLog
-from kip_lab.viz import record_state_strip, to_svg
+from kip_lab.viz import picture, record_state_strip
 
 SHARE = SharePartitionConfig(record_lock_duration_ms=2_000)
 
@@ -109,7 +107,7 @@ strip = record_state_strip(run, title="orders-0 across a share coordinator failo
 strip
 
 # %%
-SVG(to_svg(strip))
+picture(strip)
 
 # %% [markdown]
 # ## 2 · Loading: nothing is served until the replay is done
@@ -167,9 +165,9 @@ print("new leader: SPSO", sp.spso, "| every record settled:", at_least_once(zomb
 # ## 4 · An admin reset fences the old state epoch
 #
 # Resetting the start offset of an (empty) group re-initializes the share-partition with a new
-# **state epoch** (the group epoch after the bump, seed L1221). A leader that loaded the state
+# **state epoch** (the group epoch after the bump). A leader that loaded the state
 # before the reset still writes with the old one — refused with FENCED_STATE_EPOCH; its next first
-# share session reloads (ReadShareGroupStateSummary shows the new epoch, R-SL-02).
+# share session reloads (ReadShareGroupStateSummary shows the new epoch).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -206,3 +204,6 @@ print("failover run: acknowledged", metrics["share_records_acknowledged"], "arch
 print("zombie run: fenced writes", len(fenced), "| settled:", at_least_once(zombie.world) == [])
 print("state-epoch fencing:", write.error.name)
 print("invariant violations:", len(run.invariants.violations) + len(zombie.invariants.violations))
+
+# %% [markdown]
+# **Next:** [14_protocol_comparison_at_scale](14_protocol_comparison_at_scale.ipynb) — the protocols compared over many runs, on Spark.

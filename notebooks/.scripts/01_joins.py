@@ -17,22 +17,22 @@
 # # 01 · Joins: the *Basic* and *third member joins* case studies
 #
 # KIP-848 ends with worked examples that show "the in-memory representation of the group
-# coordinator" after each event (seed L2848). This notebook replays two of them **heartbeat by
+# coordinator" after each event. This notebook replays two of them **heartbeat by
 # heartbeat on the coordinator itself** — you play the consumers — and then lets autonomous
 # consumers do the same in the Lab.
 #
-# What to watch (KIP-848, *Rebalance Protocol → Member Epoch - Reconciliation*; digest §2.4):
+# What to watch (KIP-848, *Rebalance Protocol → Member Epoch - Reconciliation*):
 #
 # * a join bumps the **group epoch**; the coordinator computes a new **target** for it;
-# * a member that holds nothing outside its target jumps straight to the new epoch (RC1, RC10);
+# * a member that holds nothing outside its target jumps straight to the new epoch (rules RC1 and RC10 in `docs/rules.md`);
 # * a member that holds something outside its target keeps its epoch and is told to **revoke**
-#   it — never, in the same response, given anything new (RC3, RC8);
+#   it — never, in the same response, given anything new (rules RC3 and RC8);
 # * a partition goes to its new owner only after the old owner has acknowledged the revocation;
-#   until then it is **pending** for the new owner (RC2, RC4-RC6).
+#   until then it is **pending** for the new owner (rules RC2, RC4, RC5 and RC6).
 #
-# **Cells.** Member states are written as in the digest's tables: `e2 [0,1] p[2]` is member epoch 2,
+# **Cells.** Member states are written compactly: `e2 [0,1] p[2]` is member epoch 2,
 # usable foo-0 and foo-1, foo-2 pending (in its target, not released yet by its previous owner);
-# `r[2]` marks a partition the member was told to revoke and still holds (the seed writes
+# `r[2]` marks a partition the member was told to revoke and still holds (the KIP writes
 # "revoking 2"); `-` means not a member.
 
 # %%
@@ -41,12 +41,11 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
-from kip_lab.viz import group_dot, render
+from kip_lab.viz import group_dot, picture
 
 pd.set_option("display.width", 160)
 
@@ -57,9 +56,9 @@ pd.set_option("display.width", 160)
 # epoch 0; `heartbeat` sends one at the member's current epoch, reporting what it owns (`None`:
 # "unchanged", which the KIP allows for every optional field). Each call prints the response, the
 # records the coordinator wrote, and the state after each **record batch** — obtained by replaying
-# the log one batch at a time into a fresh coordinator. That replay is how the seed's separate
+# the log one batch at a time into a fresh coordinator. That replay is how the KIP's separate
 # snapshots ("B joins", "the coordinator computes the target", "B moves to epoch 2") appear even
-# though one heartbeat does all three, as Kafka does (digest §11, timing convention).
+# though one heartbeat does all three, as Kafka does.
 
 # %%
 GROUP = "g"
@@ -134,12 +133,12 @@ class SeedCase:
         return result
 
 # %% [markdown]
-# ## Case study *Basic* (KIP-848 *Case Studies → Basic*, seed L2850-3026; digest §11.1)
+# ## Case study *Basic* (KIP-848 *Case Studies → Basic*)
 #
-# Topic foo has three partitions; the server-side **uniform** assignor computes targets. The labels
-# in brackets are the rows of the digest's table (seed line numbers in the table below).
+# Topic foo has three partitions; the server-side **uniform** assignor computes targets. The row
+# numbers are those of the KIP's table of snapshots for this case.
 #
-# **Rows 0-2 (seed L2854-2879): A joins.** The coordinator bumps the group epoch to 1, computes
+# **Rows 0-2: A joins.** The coordinator bumps the group epoch to 1, computes
 # the target `{A: [0,1,2]}` and — A owning nothing outside it — moves A straight to epoch 1.
 # Three batches, three snapshots.
 
@@ -149,19 +148,19 @@ basic = SeedCase(partitions=3)
 _ = basic.join("A", label=["0 A joins", "1 target", "2 A at e1"])
 
 # %% [markdown]
-# **Rows 3-5 (seed L2881-2914): B joins.** Epoch 2; the uniform assignor keeps A's first two
-# partitions and gives B foo-2 (stickiness relative to the previous *target*, digest §6.3). B
+# **Rows 3-5: B joins.** Epoch 2; the uniform assignor keeps A's first two
+# partitions and gives B foo-2 (stickiness relative to the previous *target*). B
 # jumps 0 → 2 in this same heartbeat, but foo-2 is only **pending**: A still owns it. "B can
-# transition to epoch 2 but cannot get foo-2 until A revokes it" (seed L2904).
+# transition to epoch 2 but cannot get foo-2 until A revokes it".
 
 # %%
 # NBVAL_CHECK_OUTPUT
 _ = basic.join("B", label=["3 B joins", "4 target", "5 B at e2"])
 
 # %% [markdown]
-# **Row 6 (seed L2916): A heartbeats** (still at epoch 1, owning all three). It holds foo-2, which
+# **Row 6: A heartbeats** (still at epoch 1, owning all three). It holds foo-2, which
 # is outside its new target, so it **keeps epoch 1** and is told to revoke foo-2: the response
-# lists only foo-0 and foo-1. Nothing new is given in the same response (RC3, RC8). The coordinator
+# lists only foo-0 and foo-1. Nothing new is given in the same response (rules RC3, RC8). The coordinator
 # records the member as `UNREVOKED_PARTITIONS` and arms a **rebalance timer** (A's rebalance
 # timeout, 60 s here): if A never acknowledges, it is removed (notebook 02).
 
@@ -175,14 +174,14 @@ print("timers:", sorted(basic.gc.timers()))
 # to foo-2 (pending, "not yet released by its previous owner"):
 
 # %%
-SVG(render(group_dot(basic.gc.groups[GROUP], basic.cluster)))
+picture(group_dot(basic.gc.groups[GROUP], basic.cluster))
 
 # %% [markdown]
-# **Rows 7-8 (seed L2918-2940).** A acknowledges by reporting what it owns now, `[0, 1]`: it moves
+# **Rows 7-8.** A acknowledges by reporting what it owns now, `[0, 1]`: it moves
 # to epoch 2 and foo-2 is **released**. The response carries no assignment — A's usable partitions
 # did not change, only its epoch (the KIP sends the assignment "until the member acknowledges that
-# it has converged", seed L439). Then B heartbeats and, foo-2 being free, gets it — still at
-# epoch 2: a handover within an epoch does not move the epoch (RC5).
+# it has converged"). Then B heartbeats and, foo-2 being free, gets it — still at
+# epoch 2: a handover within an epoch does not move the epoch (rule RC5).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -190,10 +189,10 @@ _ = basic.heartbeat("A", owned=[0, 1], label="7 A acks, e2")
 _ = basic.heartbeat("B", owned=[], label="8 B gets 2")
 
 # %% [markdown]
-# **Rows 9-15 (seed L2942-3026): C joins** and the same dance happens with foo-1. One difference
-# from the seed's drawing: the seed still shows C at epoch 0 in row 11, while here C already moved
-# to epoch 3 inside its join heartbeat, exactly as Kafka does — the seed draws as separate snapshots
-# what one heartbeat does (digest §11 timing convention, §12 A43). B, owning only foo-2 which it
+# **Rows 9-15: C joins** and the same dance happens with foo-1. One difference
+# from the KIP's drawing: the KIP still shows C at epoch 0 in row 11, while here C already moved
+# to epoch 3 inside its join heartbeat, exactly as Kafka does — the KIP draws as separate snapshots
+# what one heartbeat does. B, owning only foo-2 which it
 # keeps, moves to epoch 3 without revoking anything.
 
 # %%
@@ -205,17 +204,17 @@ _ = basic.heartbeat("A", owned=[0], label="14 A acks, e3")
 _ = basic.heartbeat("C", owned=[], label="15 C gets 1")
 
 # %% [markdown]
-# The whole case as one table — compare it row by row with the seed's snapshots (the digest's
-# §11.1 table). The last row is the seed's final snapshot: everyone at the group epoch, 3.
+# The whole case as one table — compare it row by row with the KIP's snapshots
+# (KIP-848, *Case Studies → Basic*). The last row is the KIP's final snapshot: everyone at the group epoch, 3.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(basic.table().to_string())
 
 # %% [markdown]
-# ## Case study *third member joins* (seed L3028-3108; digest §11.2)
+# ## Case study *third member joins*
 #
-# The seed starts this one mid-life: group epoch 21, A owns foo-0..2 and B foo-3..5 (six
+# The KIP starts this one mid-life: group epoch 21, A owns foo-0..2 and B foo-3..5 (six
 # partitions). We do not poke at memory to get there: `stable_group_log` writes the **records** a
 # coordinator would have written for that Stable group, and `GroupCoordinator.from_log` rebuilds
 # it — the same path a failover takes.
@@ -226,7 +225,7 @@ third = SeedCase(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
 print(third.snapshot("0 stable start"))
 
 # %% [markdown]
-# **Rows 1-2 (seed L3040-3068).** C joins: epoch 22, target `{A:[0,1], B:[3,4], C:[2,5]}`. Both
+# **Rows 1-2.** C joins: epoch 22, target `{A:[0,1], B:[3,4], C:[2,5]}`. Both
 # of C's partitions are still held, so C moves to 22 with nothing usable.
 
 # %%
@@ -234,11 +233,11 @@ print(third.snapshot("0 stable start"))
 _ = third.join("C", label=["1a C joins", "1b target", "2 C at e22"])
 
 # %% [markdown]
-# **Rows 3-9 (seed L3070-3108).** A is told to revoke foo-2 and B foo-5, independently. A
+# **Rows 3-9.** A is told to revoke foo-2 and B foo-5, independently. A
 # acknowledges first, so C gets foo-2 while foo-5 is still pending; when B acknowledges, C gets
-# "foo-2 and foo-5" — the response always carries the **full** usable set, not a delta (seed L3108).
+# "foo-2 and foo-5" — the response always carries the **full** usable set, not a delta.
 # Notice that nobody waits for anybody: A, B and C each converge through their own heartbeats.
-# That is the point of the new protocol: no group-wide barrier, no stop-the-world (digest §2.1).
+# That is the point of the new protocol: no group-wide barrier, no stop-the-world.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -264,12 +263,12 @@ print(third.table().to_string())
 # Now the consumers drive themselves: Kafka's new consumer with its heartbeat manager, member state
 # machine and rebalance callbacks, on a network with 1 ms latency. The library scenario
 # `third_member_joins` builds the group from scratch — A and B join at 0 s, C at 20 s — so the
-# epochs are 2 → 3 where the seed, starting mid-life, says 21 → 22.
+# epochs are 2 → 3 where the KIP, starting mid-life, says 21 → 22.
 
 # %%
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.scenarios import build_lab, load_library_scenario
-from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, trace_frames
 
 scenario = load_library_scenario("third_member_joins")
 print(scenario.description)
@@ -295,7 +294,7 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 
 # %%
 zoom = (19_998, 20_025)
-SVG(to_svg(ownership_swimlanes(frames, time_range=zoom, width=600) & epoch_chart(frames, time_range=zoom, width=600, height=150)))
+picture(ownership_swimlanes(frames, time_range=zoom, width=600) & epoch_chart(frames, time_range=zoom, width=600, height=150))
 
 # %% [markdown]
 # The heartbeats of the whole run, spaced by step. Near the bottom, follow C's lane: its join
@@ -322,8 +321,9 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # %% [markdown]
 # ## Step through it yourself
 #
-# `explore(lab)`: press **Play**, or drag the slider to C's join (around step 67) and **Step**
-# through it. Choose *group* in the diagram choices to see the coordinator's picture at each
+# `explore(lab, start_step=...)` opens the stepper on the step where C's join reaches the coordinator:
+# press **Step ▶** to go one event at a time, or **Next change ▶▶** to jump to the next change of a
+# state, an owner or an epoch; **Play** runs on by itself and **Pause** stops it. Choose *group* in the diagram choices to see the coordinator's picture at each
 # step; *member state* for the chosen consumer's state machine. The records table lists what the
 # coordinator wrote at each step. Try a fault: **crash** A in the middle of the reconciliation.
 #
@@ -332,7 +332,8 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # %%
 from widgets import explore
 
-explore(lab, member="C")
+c_join = min(e.step for e in lab.trace if e.kind.value == "message_delivered" and e.payload["from"] == "C")
+explore(lab, member="C", start_step=c_join)
 
 # %% [markdown]
 # ## Summary
@@ -343,7 +344,11 @@ for name, case in (("Basic", basic), ("third member joins", third)):
     group = case.gc.groups[GROUP]
     print(f"{name}: {group.state.value}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch},",
           "members", {m: cell(group, m) for m in sorted(group.members)}, "| log batches", case.gc.log.batch_count)
+lab.seek(lab.horizon)  # the stepper above moved the Lab: back to the end of the run
 g = lab.coordinator.groups["g"]
 print(f"Lab third_member_joins: {g.state.value}, group epoch {g.group_epoch},",
       {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},
       "| clients", {n: c.state.value for n, c in sorted(lab.clients.items())})
+
+# %% [markdown]
+# **Next:** [02_failures](02_failures.ipynb) — what happens when members fail, time out or lose a response.

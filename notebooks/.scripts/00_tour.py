@@ -32,17 +32,38 @@
 # 3. **the pictures** — a state diagram drawn from a machine's table, the group picture,
 #    ownership swimlanes, the epoch chart, the message sequence, and the stepper widget.
 #
+# **The course.** Read the notebooks in this order; each ends with a link to the next. Every one
+# runs top to bottom in a few seconds (*Run → Run All Cells*), and its pictures are already there
+# before you run it.
+#
 # | notebook | teaches |
 # |---|---|
-# | 01_joins | the *Basic* and *third member joins* case studies, heartbeat by heartbeat |
-# | 02_failures | session timeout, rebalance timeout, a lost response, coordinator failover |
-# | 03_partitions_and_topics | added partitions, topic recreation, regex subscriptions |
-# | 04_static_membership | epoch -2, replacement by instance id, UNRELEASED_INSTANCE_ID |
-# | 05_consumer_state_machine | the new consumer's MemberState machine, callbacks, fencing, STALE |
-# | 06_assignors | uniform vs range, and the KIP's client-side assignor mode |
+# | [00_tour](00_tour.ipynb) | this tour: the coordinator, the Lab, the pictures, the stepper, scenarios |
+# | [01_joins](01_joins.ipynb) | the KIP-848 *Basic* and *third member joins* case studies, heartbeat by heartbeat |
+# | [02_failures](02_failures.ipynb) | session timeout, rebalance timeout, a lost response, coordinator failover |
+# | [03_partitions_and_topics](03_partitions_and_topics.ipynb) | added partitions, topic recreation, regex subscriptions |
+# | [04_static_membership](04_static_membership.ipynb) | epoch -2, replacement by instance id, UNRELEASED_INSTANCE_ID |
+# | [05_consumer_state_machine](05_consumer_state_machine.ipynb) | the new consumer's member state machine, callbacks, fencing, STALE |
+# | [06_assignors](06_assignors.ipynb) | uniform vs range, and the KIP's client-side assignor mode |
+# | [07_eager_cooperative_848](07_eager_cooperative_848.ipynb) | one rolling bounce under eager, cooperative (KIP-429) and KIP-848 |
+# | [08_online_migration](08_online_migration.ipynb) | a classic group converted to a consumer group while it runs |
+# | [09_upgrade_path](09_upgrade_path.ipynb) | KIP-429's two-bounce upgrade from eager to cooperative, and how it fails |
+# | [10_share_groups_basics](10_share_groups_basics.ipynb) | KIP-932 share groups: the SimpleAssignor, record states, acknowledgements |
+# | [11_share_state_writes](11_share_state_writes.ipynb) | KIP-932's *writing share state* example, write by write |
+# | [12_poison_messages](12_poison_messages.ipynb) | delivery counts against poison records, acquisition locks |
+# | [13_share_coordinator_failover](13_share_coordinator_failover.ipynb) | the share coordinator failing over, zombie leaders fenced by epochs |
+# | [14_protocol_comparison_at_scale](14_protocol_comparison_at_scale.ipynb) | sweeps on Spark: the protocols compared over many runs |
 #
-# Citations like *seed L2850* point at line numbers of the KIP-848 wiki diff this workbench was
-# built from (the digest `kip848-inventory.md` quotes them); *digest §2.4* points at that digest.
+# **References.** The KIPs are public:
+# [KIP-848](https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol)
+# (the new consumer group protocol),
+# [KIP-429](https://cwiki.apache.org/confluence/display/KAFKA/KIP-429%3A+Kafka+Consumer+Incremental+Rebalance+Protocol)
+# (cooperative rebalancing) and
+# [KIP-932](https://cwiki.apache.org/confluence/display/KAFKA/KIP-932%3A+Queues+for+Kafka) (share
+# groups). The notebooks cite them by section title, e.g. *KIP-848, Consumer Group Heartbeat API*,
+# and Kafka's code by class and method, e.g. Kafka `GroupMetadataManager.consumerGroupHeartbeat`.
+# Rule names such as RC1 (a reconciliation rule) are listed, each with the KIP sentence it stands
+# for, in the repository's `docs/rules.md`.
 
 # %%
 import altair as alt
@@ -50,7 +71,7 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG, display
+from IPython.display import display
 
 pd.set_option("display.width", 140)
 pd.set_option("display.max_colwidth", 80)
@@ -59,7 +80,7 @@ pd.set_option("display.max_colwidth", 80)
 # ## 1 · The coordinator alone
 #
 # KIP-848 moves the whole rebalance into one RPC, **ConsumerGroupHeartbeat** (KIP-848, *Public
-# Interfaces → ConsumerGroupHeartbeat API*, seed L351-507). A member joins by sending member epoch
+# Interfaces → ConsumerGroupHeartbeat API*). A member joins by sending member epoch
 # **0**, heartbeats with its current epoch, and leaves with **-1**. In each request it tells the
 # coordinator what it *owns*; each response tells it its *epoch* and what it may *use*.
 #
@@ -90,7 +111,7 @@ result.response
 # One heartbeat did a lot: A joined, the **group epoch** went 0 → 1, the coordinator computed a
 # **target assignment** for epoch 1 (everything to A, the only member), and A — owning nothing it
 # must give up — moved straight to **member epoch 1** with all three partitions. These are KIP-848's
-# three decoupled loops (KIP-848, *Rebalance Protocol*; digest §2.1):
+# three decoupled loops (KIP-848, *Rebalance Protocol*):
 #
 # * **group epoch** — bumped whenever the group needs a new assignment (a join, a leave, a
 #   subscription change, a partition added…);
@@ -125,7 +146,7 @@ def show_batches(result):
 show_batches(result)
 
 # %% [markdown]
-# Three batches, in the order KIP-848 prescribes (*Persistence*, seed L1889-2162; digest §8.3):
+# Three batches, in the order KIP-848 prescribes (*Persistence*):
 #
 # 1. the member's metadata, the group's partition metadata, then the **group epoch** record last;
 # 2. the **target assignment**: changed members first, then the assignment epoch — one atomic batch,
@@ -146,8 +167,8 @@ print("timers:", gc.timers())
 # %% [markdown]
 # The coordinator armed a **session timer** for A: 45 s (`group.consumer.session.timeout.ms`,
 # KIP-848 *Broker Configurations*). If nothing else arrives, advancing the clock fires it: A is
-# removed, its records are tombstoned and the group epoch is bumped (KIP-848, *Group Membership*,
-# seed L111; digest §5.1 S2). `gc.advance` returns what the timers wrote.
+# removed, its records are tombstoned and the group epoch is bumped (KIP-848, *Group Membership*).
+# `gc.advance` returns what the timers wrote.
 #
 # Failover first, though: a brand-new coordinator that replays the same log holds the same state.
 
@@ -168,11 +189,11 @@ print("group state:", gc.groups["g"].state.value, "| group epoch", gc.groups["g"
 # Every state machine in kip_lab is declared **once, as a table** of `(source, trigger, target)`
 # rows. The engine refuses any transition the table does not declare, and the diagrams are drawn
 # from the same table — the picture cannot drift from the code. Here is the consumer group state
-# (KIP-848, *Consumer Group States*, seed L129 and the metric labels at L2285; digest §3.1):
+# (KIP-848, *Consumer Group States*):
 
 # %%
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
-from kip_lab.viz import group_dot, machine_dot, render
+from kip_lab.viz import group_dot, machine_dot, picture
 
 pd.DataFrame(
     [(t.source, t.trigger, t.target) for t in GROUP_STATE_MACHINE.transitions],
@@ -180,21 +201,22 @@ pd.DataFrame(
 )
 
 # %%
-SVG(render(machine_dot(GROUP_STATE_MACHINE, current="Empty", last_transition=("Stable", "last member removed", "Empty"))))
+picture(machine_dot(GROUP_STATE_MACHINE, current="Empty", last_transition=("Stable", "last member removed", "Empty")))
 
 # %% [markdown]
 # Drawn here with the transition the group just took: A's session expired, the last member was
 # removed, Stable → Empty. How to read it: boxes are states (double border: the initial state;
 # yellow: the current state);
 # an edge carries every trigger that moves between two states, one per line; the edge just taken is
-# bold red, its trigger marked ▶. `machine_dot` returns DOT text, `render` lays it out with graphviz.
+# bold red, its trigger marked ▶. `machine_dot` returns DOT text; `picture` lays it out with graphviz
+# and keeps it in the notebook as a PNG beside the SVG, so it shows even before you run anything.
 #
 # The member side of the coordinator has its own table — Kafka's server-side reconciliation states
-# (digest §3.3). A member is `UNREVOKED_PARTITIONS` while it still holds something it was told to
+# (Kafka `MemberState` in the group coordinator). A member is `UNREVOKED_PARTITIONS` while it still holds something it was told to
 # give up, and `UNRELEASED_PARTITIONS` while part of its target is still held by someone else:
 
 # %%
-SVG(render(machine_dot(RECONCILIATION_MACHINE, current="UNRELEASED_PARTITIONS")))
+picture(machine_dot(RECONCILIATION_MACHINE, current="UNRELEASED_PARTITIONS"))
 
 # %% [markdown]
 # The **group picture** (`group_dot`) draws the coordinator's view of a group: members with their
@@ -216,12 +238,12 @@ def join(coordinator, member_id):
 
 join(demo, "A")
 join(demo, "B")
-SVG(render(group_dot(demo.groups["g"], demo_cluster)))
+picture(group_dot(demo.groups["g"], demo_cluster))
 
 # %% [markdown]
 # B is at epoch 2 but foo-2 is only *pending* for it: A still owns foo-2 and has not been told yet
 # (it will be, in its next heartbeat). KIP-848 never gives a partition to a new owner before the
-# previous owner has released it (seed L2904: B "cannot get foo-2 until A revokes it").
+# previous owner has released it (KIP: B "cannot get foo-2 until A revokes it").
 # Notebook 01 walks this case study heartbeat by heartbeat.
 #
 # ## 3 · The Lab: autonomous consumers on a simulated network
@@ -232,7 +254,7 @@ SVG(render(group_dot(demo.groups["g"], demo_cluster)))
 # **steps**: the next timer on the shared clock (a message delivered, a heartbeat due, a session
 # expiring) or an action you apply (`lab.crash("A")`), which is a step of its own.
 #
-# We build the seed's *Basic* case: topic foo with 3 partitions; A starts at 0 s, B at 10 s, C at 20 s.
+# We build the KIP's *Basic* case: topic foo with 3 partitions; A starts at 0 s, B at 10 s, C at 20 s.
 
 # %%
 from kip_lab.lab import Lab
@@ -269,7 +291,7 @@ trace[trace.step == first_c]
 # as step lines. Dashed vertical rules are faults and coordinator timers. Hover for details.
 
 # %%
-from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, message_sequence, ownership_swimlanes, trace_frames
 
 frames = trace_frames(lab.trace)
 ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=180)
@@ -280,7 +302,7 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 # gives foo-2 up within milliseconds, but B only learns that foo-2 is free in its **next**
 # heartbeat response, and B heartbeats every 5 s (`group.consumer.heartbeat.interval.ms`). That is
 # KIP-848's design: a released partition goes to its new owner in the new owner's next heartbeat
-# response (the *Basic* case, seed L2930; digest §2.4 RC5). The same happens to foo-1 when C joins
+# response (the *Basic* case). The same happens to foo-1 when C joins
 # at 20 s.
 #
 # Zoom in with `time_range` to see the first milliseconds after B's join: the group and assignment
@@ -292,11 +314,11 @@ zoom = (9_995, 10_020)
 ownership_swimlanes(frames, time_range=zoom, width=640) & epoch_chart(frames, time_range=zoom, width=640, height=160)
 
 # %% [markdown]
-# Charts are data until rendered: the same spec renders to a static SVG with `to_svg` (vl-convert,
-# no browser, no network). This one is stored as an image, so it also shows on GitHub:
+# Charts are data until rendered: `picture` renders the same spec to a static image (vl-convert,
+# no browser, no network), stored as PNG and SVG, so it shows on GitHub and in a notebook nobody ran:
 
 # %%
-SVG(to_svg(ownership_swimlanes(frames, time_range=(19_995, 20_020), width=560)))
+picture(ownership_swimlanes(frames, time_range=(19_995, 20_020), width=560))
 
 # %% [markdown]
 # ### The message sequence
@@ -323,8 +345,12 @@ message_sequence(frames, time_range=(19_999, 20_010), apis=["ConsumerGroupHeartb
 # through the run (`Lab.seek`); the timeline cursor follows; the diagram shows the chosen member's
 # client state, its reconciliation state on the coordinator, the group state or the group picture;
 # the table lists the records the coordinator wrote at that step; the lights are the invariants
-# (no partition owned twice, epochs never go back, …). A fault button applies the fault at the
-# step on screen — the run forks in place — and runs on until the group settles.
+# that apply to this run (no partition owned twice, epochs never go back, …). **Next change ▶▶**
+# jumps to the next step where a state, an owner or an epoch changes; the line *what just
+# happened* says what the step did, and the step axis under it marks every step that did
+# something. The stepper opens at step 0 (`explore(lab, start_step=k)` opens it at step k). A fault
+# button applies the fault at the step on screen — the run forks in place — and runs on until the
+# group settles.
 #
 # *(The widget needs a live kernel; on GitHub you will only see its placeholder.)*
 
@@ -339,7 +365,7 @@ explore(lab, member="A")
 
 # %%
 # NBVAL_CHECK_OUTPUT
-end = lab.step_count
+end = lab.horizon  # the last step run (the stepper above may have moved the Lab)
 lab.seek(first_c)
 print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
       f"C is {lab.clients['C'].state.value}")
@@ -355,7 +381,7 @@ print(f"original run, back at step {lab.step_count}:", sorted(lab.coordinator.gr
 # ## 5 · Scenarios: a run written down as data
 #
 # A scenario (YAML or a Python dict) names the topics, members, timed events, how long to run and
-# what must be true at the end. The library holds the seed's case studies; `run_scenario` returns
+# what must be true at the end. The library holds the KIP's case studies; `run_scenario` returns
 # the final table, metrics and every expectation with its actual value.
 
 # %%
@@ -383,3 +409,6 @@ for member_id in sorted(g.members):
           "| client", lab.clients[member_id].state.value)
 print("steps:", lab.step_count, "| end:", lab.now, "ms | invariant violations:", len(lab.invariants.violations))
 print("scenario 'basic' ok:", basic.ok, "| steps", basic.steps, "| records written", basic.metrics["records_written"])
+
+# %% [markdown]
+# **Next:** [01_joins](01_joins.ipynb) — the KIP-848 case studies, heartbeat by heartbeat.

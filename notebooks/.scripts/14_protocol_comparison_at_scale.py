@@ -25,7 +25,9 @@
 # the analytics are Spark SQL, and come back as pandas for Altair.
 #
 # This notebook keeps its grids small so that it runs in seconds: the sweeps run **in-process**
-# (`executor="local"`), the analytics on an embedded Spark (`local[2]`). A grid of thousands of
+# (`executor="local"`), the analytics on an embedded Spark (`local[1]`, set up for small tables:
+# one shuffle partition, no adaptive planning, no code generation — each would cost more than it
+# saves on a few dozen rows). A grid of thousands of
 # runs is the same code with `executor="spark"` (or `kip-lab sweep spec.yaml --out DIR`, or a
 # cluster: `--master spark://...`); both executors write the same tables, which the test suite
 # checks.
@@ -39,14 +41,13 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.pipeline import PROTOCOLS, TEMPLATES, load_sweep, run_sweep
 from kip_lab.pipeline.analytics import metric_percentiles, run_metrics, sweep_tables
-from kip_lab.pipeline.charts import distribution_chart, metric_panels, percentile_chart
+from kip_lab.pipeline.charts import metric_panels, percentile_chart
 from kip_lab.pipeline.session import SparkSettings, spark_session
 from kip_lab.scenarios import ScenarioError
-from kip_lab.viz import to_svg
+from kip_lab.viz import picture
 
 pd.set_option("display.width", 160)
 OUT = Path(tempfile.mkdtemp(prefix="kip-lab-sweeps-"))
@@ -77,7 +78,7 @@ except ScenarioError as error:
 # a member every 10 s; as in notebook 07 the callbacks take time — revoking commits and flushes
 # (300 ms), assigning restores state (800 ms) — so a needless revocation costs something.
 # `member_failures`: one member's process crashes and never returns; its session (10 s here) has
-# to run out first. Each grid point runs with two seeds (the seed drives the network's
+# to run out first. Each grid point runs with two seeds (the KIP drives the network's
 # latencies; with fixed 1 ms links the runs differ only where timers tie).
 #
 # The metrics that compare the protocols are counted **from the first fault on**
@@ -117,7 +118,12 @@ for spec in (bounces, failures):
 # exact percentiles per group; what comes back is pandas.
 
 # %%
-spark = spark_session(SparkSettings(master="local[2]"))
+SMALL_TABLES = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+}
+spark = spark_session(SparkSettings(master="local[1]", conf=SMALL_TABLES))
 COST = ["unavailability_after_first_event_ms", "revocations_after_first_event", "max_time_to_stable_ms"]
 bounce_stats = metric_percentiles(spark, OUT / "bounces", by=["members", "protocol"], metrics=[*COST, "stops_without_move"])
 failure_stats = metric_percentiles(
@@ -146,25 +152,35 @@ spark.sql(
 # ## Rolling bounces: what each protocol costs as the group grows
 
 # %%
-metric_panels(bounce_stats, COST, x="members")
+metric_panels(bounce_stats, COST, x="members", width=230, height=180).configure_legend(orient="top")
 
 # %% [markdown]
 # A static copy of the unavailability panel (so the picture shows where JavaScript does not run):
 
 # %%
-SVG(to_svg(percentile_chart(bounce_stats, "unavailability_after_first_event_ms", x="members")))
+picture(percentile_chart(bounce_stats, "unavailability_after_first_event_ms", x="members"))
 
 # %% [markdown]
 # ## Member failures: the session timeout dominates
 #
-# Every run's value, as a box per group size and protocol:
+# Every run's value, one dot per run and protocol. The dots of a protocol sit on one line: after a
+# crash nothing moves until the session runs out, so every run of a protocol and group size
+# measures the same time.
 
 # %%
 per_run = run_metrics(spark, OUT / "failures", by=["members", "protocol"], metrics=COST)
-distribution_chart(per_run, "unavailability_after_first_event_ms", "members")
+alt.Chart(per_run).mark_point(filled=True, size=70, opacity=0.7).encode(
+    x=alt.X("members:O", title="members"),
+    xOffset=alt.XOffset("protocol:N"),
+    y=alt.Y("unavailability_after_first_event_ms:Q", title="unavailability after the crash (ms)"),
+    color=alt.Color("protocol:N", title="protocol"),
+    tooltip=["protocol:N", "members:O", "unavailability_after_first_event_ms:Q"],
+).properties(title="Unavailability after a crash, every run", width=420, height=220)
 
 # %%
-metric_panels(failure_stats, ["max_time_to_stable_ms", "moves_after_first_event"], x="members")
+metric_panels(
+    failure_stats, ["max_time_to_stable_ms", "moves_after_first_event"], x="members", width=300, height=180
+).configure_legend(orient="top")
 
 # %% [markdown]
 # ### Reading the charts
@@ -211,8 +227,13 @@ share_stats.pivot(index=["metric", "record_lock_duration_ms"], columns="failure"
 
 # %%
 metric_panels(
-    share_stats, ["share_redeliveries", "share_records_archived"], x="record_lock_duration_ms", color="failure"
-)
+    share_stats,
+    ["share_redeliveries", "share_records_archived"],
+    x="record_lock_duration_ms",
+    color="failure",
+    width=300,
+    height=180,
+).configure_legend(orient="top")
 
 # %% [markdown]
 # A lock **shorter than the hang** (2 s and 5 s against 8 s) takes the hanging consumer's whole
@@ -247,3 +268,6 @@ for lock in (2_000, 15_000):
     release = p50(share_stats, "share_redeliveries", record_lock_duration_ms=lock, failure="release")
     print(f"share lock {lock:>6} ms: redeliveries hang={hang} release={release}")
 spark.stop()
+
+# %% [markdown]
+# **Next:** [00_tour](00_tour.ipynb) — that was the last notebook: back to the tour and its list of notebooks.

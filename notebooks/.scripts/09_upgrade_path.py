@@ -17,17 +17,17 @@
 # # 09 · Upgrading to cooperative rebalancing: two bounces, and what goes wrong without them
 #
 # A consumer does not choose "eager" or "cooperative" directly. It lists assignors in
-# `partition.assignment.strategy`, and KIP-429 §5.1 (seed 001 L534-537) derives its **rebalance
+# `partition.assignment.strategy`, and KIP-429 (*Compatibility and Upgrade Path*) derives its **rebalance
 # protocol**: among the protocols *every* configured assignor supports, the most advanced one;
 # none in common is an error at startup. The **group's assignor** is a different choice, made by
 # the coordinator: a name every member lists.
 #
-# Why two rolling bounces (001 L541-551)? A member that runs COOPERATIVE keeps its partitions
+# Why two rolling bounces (KIP-429, *Compatibility and Upgrade Path*)? A member that runs COOPERATIVE keeps its partitions
 # through a rebalance. If the leader were still old code that only knows EAGER, it would read the
 # new members' subscriptions as if they owned nothing and hand their partitions to someone else —
 # two owners. So bounce 1 installs the new code but keeps the old assignor in the list (everyone
 # stays EAGER); bounce 2 removes the old assignor (members switch to COOPERATIVE one by one, and
-# the group's cooperative-sticky handles the mixed group, 001 L549).
+# the group's cooperative-sticky handles the mixed group).
 
 # %%
 import altair as alt
@@ -35,14 +35,13 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab.clients import ClassicConsumerConfig
 from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.scenarios import load_library_scenario
 from kip_lab.scenarios.runner import run_scenario
-from kip_lab.viz import ownership_swimlanes, to_svg, trace_frames
+from kip_lab.viz import ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
@@ -64,7 +63,7 @@ pd.DataFrame({"partition.assignment.strategy": [", ".join(s) for s in STRATEGIES
 
 # %% [markdown]
 # `sticky` stays EAGER on purpose: existing sticky users who upgrade blindly cannot get into trouble
-# (001 L532). Listing `cooperative-sticky` next to `range` gives EAGER, whatever the order: the
+# (KIP-429, *Compatibility and Upgrade Path*). Listing `cooperative-sticky` next to `range` gives EAGER, whatever the order: the
 # order matters only for the group's vote on the assignor.
 
 # %% [markdown]
@@ -103,12 +102,12 @@ phases(trace)
 
 # %%
 chart = ownership_swimlanes(trace_frames(trace), width=640).properties(title="the two-bounce upgrade")
-SVG(to_svg(chart))
+picture(chart)
 
 # %% [markdown]
 # Revocations per phase: in bounce 1 every rebalance revokes everything (EAGER everywhere); in
 # bounce 2 a COOPERATIVE member keeps its partitions, while the members not yet bounced still
-# revoke everything — the mixed group of digest SC-11.
+# revoke everything — a mixed group, half eager and half cooperative.
 
 # %%
 def revocations_between(trace, start, end):
@@ -121,12 +120,12 @@ pd.DataFrame({"phase": ["bounce 1 (20-80 s)", "bounce 2 (80-140 s)"],
                                      revocations_between(trace, 80_000, 140_000)]})
 
 # %% [markdown]
-# ## Failure mode 1 · skipping the first bounce (digest SC-12a)
+# ## Failure mode 1 · skipping the first bounce
 #
 # Restart a `[range]` member straight onto `[cooperative-sticky]`. It shares no assignor with the
 # others: the coordinator refuses its JoinGroup with INCONSISTENT_GROUP_PROTOCOL and the member
-# fails. KIP-429's design goal: the group **stalls visibly** instead of double-assigning (001 L342,
-# L650) — the other two keep consuming, the bounced member consumes nothing.
+# fails. KIP-429's design goal: the group **stalls visibly** instead of double-assigning (KIP-429,
+# *Compatibility and Upgrade Path*) — the other two keep consuming, the bounced member consumes nothing.
 
 # %%
 def classic_group(strategy, members="ABC"):
@@ -160,11 +159,11 @@ outcome(skipped)
 [e.payload["text"] for e in skipped.trace if e.actor == "A" and e.kind.value == "note" and "fatal" in e.payload]
 
 # %% [markdown]
-# ## Failure mode 2 · an old member joins a cooperative group (digest SC-13)
+# ## Failure mode 2 · an old member joins a cooperative group
 #
 # The same thing the other way round: the group runs `[cooperative-sticky]` (COOPERATIVE) and a
 # member with the old configuration `[range]` joins — a wrong downgrade, or an old deployment
-# left running. No common protocol: it is rejected, nothing moves (001 L666-672).
+# left running. No common protocol: it is rejected, nothing moves (KIP-429, *Compatibility and Upgrade Path*).
 
 # %%
 cooperative = classic_group(["cooperative-sticky"], members="AB")
@@ -176,7 +175,7 @@ outcome(cooperative)
 
 # %% [markdown]
 # The hazard the two bounces exist for — an old-code leader that ignores owned partitions and moves
-# them — cannot happen with these assignors (they never changed protocol, A-6). The test suite
+# them — cannot happen with these assignors (they never changed protocol). The test suite
 # injects it on purpose (`tests/test_classic_consumer.py::test_sc12b_...`: a leader that skips
 # KIP-429's withholding rule) and the `single-owner` invariant catches the double ownership at the
 # step it happens.
@@ -197,3 +196,6 @@ print("skipped first bounce: A is", skipped.clients["A"].state.value, "| B, C ow
       sorted(p for n in "BC" for _, p in skipped.clients[n].owned))
 print("old member joins: OLD is", cooperative.clients["OLD"].state.value, "| A, B unchanged:",
       {n: sorted(p for _, p in c.owned) for n, c in cooperative.clients.items() if n != "OLD"} == before)
+
+# %% [markdown]
+# **Next:** [10_share_groups_basics](10_share_groups_basics.ipynb) — share groups (KIP-932): consumers that share partitions.

@@ -19,7 +19,7 @@
 # A rolling restart of a dynamic consumer costs two rebalances: its leave bumps the group epoch
 # and hands its partitions to others; its return bumps it again and takes some back. **Static
 # membership** (KIP-345, carried into KIP-848) lets a consumer with a `group.instance.id` step out
-# and back in without either (KIP-848 *Static Membership*, seed L121-125, L586; digest §5.4):
+# and back in without either (KIP-848 *Static Membership*):
 #
 # * **SM1** a static member leaving *temporarily* sends member epoch **-2**; the coordinator keeps
 #   its assignment — nobody else gets its partitions;
@@ -27,10 +27,10 @@
 #   assignment back;
 # * **SM3** if nobody comes back within the **session timeout**, the member is removed;
 # * **SM4** a member joining with an instance id that a *live* member still holds is refused with
-#   **UNRELEASED_INSTANCE_ID** ("the member must leave first", seed L346);
+#   **UNRELEASED_INSTANCE_ID** ("the member must leave first");
 # * **SM5** a consumer that receives UNRELEASED_INSTANCE_ID fails.
 #
-# The seed leaves three questions open (digest §12 A29): does the replacement keep the old member
+# The KIP leaves three questions open: does the replacement keep the old member
 # id, does its epoch carry over, is the group epoch bumped? kip_lab answers as Kafka does
 # (`replaceMember`; docs/decisions.md D13): a **new member id**, the old member's **target and
 # assignment** — so it reaches the assignment epoch in its first heartbeat — and **no** group
@@ -42,14 +42,13 @@ import altair as alt
 alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
 
 import pandas as pd
-from IPython.display import SVG
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
 from kip_lab.coordinator import GROUP_STATE_MACHINE
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kip_lab.scenarios import Scenario, build_lab, load_library_scenario
-from kip_lab.viz import epoch_chart, group_dot, machine_dot, ownership_swimlanes, render, to_svg, trace_frames
+from kip_lab.viz import epoch_chart, group_dot, machine_dot, ownership_swimlanes, picture, trace_frames
 
 pd.set_option("display.width", 160)
 
@@ -129,8 +128,8 @@ print("timers:", gc.timers())
 # -2)`). A's session timer still runs: it started with A's last heartbeat.
 
 # %%
-SVG(render(machine_dot(GROUP_STATE_MACHINE, current="Reconciling",
-                       last_transition=("Stable", "member leaves temporarily (static, epoch -2)", "Reconciling"))))
+picture(machine_dot(GROUP_STATE_MACHINE, current="Reconciling",
+                       last_transition=("Stable", "member leaves temporarily (static, epoch -2)", "Reconciling")))
 
 # %% [markdown]
 # ### SM2 — a new process with the same instance id replaces A
@@ -183,7 +182,7 @@ print(f"B's session deadline was t={deadline}")
 # %%
 # NBVAL_CHECK_OUTPUT
 _ = send("A-2", 3, "instance-a", owned=[0, 1, 2, 3])
-SVG(render(group_dot(gc.groups[GROUP], cluster)))
+picture(group_dot(gc.groups[GROUP], cluster))
 
 # %% [markdown]
 # ## In the Lab: a static bounce against a dynamic one
@@ -214,7 +213,7 @@ _ = dynamic.run(until=40_000)
 
 # %%
 frames = trace_frames(static.trace)
-SVG(to_svg(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=130)))
+picture(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=130))
 
 # %%
 frames = trace_frames(dynamic.trace)
@@ -264,3 +263,6 @@ for name, lab in (("static", static), ("dynamic", dynamic), ("twins", twins)):
           {mid: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for mid, x in sorted(g.members.items())},
           "| clients", {n: c.state.value for n, c in sorted(lab.clients.items())},
           "| violations", len(lab.invariants.violations))
+
+# %% [markdown]
+# **Next:** [05_consumer_state_machine](05_consumer_state_machine.ipynb) — the same protocol from the consumer's side: its state machine.
