@@ -119,7 +119,7 @@ class ShareGroupHandlers:
     def _init_share_groups(self, share_config: ShareGroupConfig | None = None) -> None:
         self.share_config = share_config or ShareGroupConfig()
         self.share_groups: dict[str, ShareGroup] = {}
-        self.share_assignor = SimpleAssignor()
+        self.share_assignor = SimpleAssignor(fidelity=self.config.fidelity)
         self.share_state_rpc: ShareStateRpc | None = None
         # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
         self.share_state_calls: list[tuple[Message, Any]] = []

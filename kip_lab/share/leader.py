@@ -58,13 +58,14 @@ class AcknowledgeOutcome:
     write: PendingWrite | None
     error: Errors = Errors.NONE
     message: str | None = None
+    client_error: Callable[[Errors], Errors] = Errors  # how a refused write reaches the client
 
     def result(self) -> tuple[Errors, str | None]:
         if self.write is None or self.write.error is Errors.NONE:
             return self.error, self.message
         if self.write.error is None:
             raise RuntimeError(f"write {self.write.write_id} of {self.write.origin} has not completed")
-        return self.write.error, f"the share coordinator refused the write: {self.write.error.name}"
+        return self.client_error(self.write.error), f"the share coordinator refused the write: {self.write.error.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +182,11 @@ class SharePartitionLeader:
     ) -> AcknowledgeOutcome:
         """One partition's acknowledgements: atomic; the answer waits for the write they caused."""
         try:
-            write = self.share_partition(group_id, topic_id, partition).acknowledge(member_id, batches)
+            sp = self.share_partition(group_id, topic_id, partition)
+            write = sp.acknowledge(member_id, batches)
         except ApiError as error:
             return AcknowledgeOutcome(None, error.error, error.message)
-        return AcknowledgeOutcome(write)
+        return AcknowledgeOutcome(write, client_error=sp.client_error)
 
     # ------------------------------------------------------------------ ShareFetch
     def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
