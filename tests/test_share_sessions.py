@@ -35,13 +35,14 @@ ACCEPT, RELEASE = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE
 
 @pytest.fixture
 def leader() -> SharePartitionLeader:
-    """A broker leading topic_uuid:0 and :1 (each with 10 records), share group G1 initialized at offset 0."""
+    """A broker leading topic_uuid:0 and :1 (each with 10 one-record batches), share group G1 initialized at 0."""
     coordinator = ShareCoordinator()
     leader = SharePartitionLeader(CoordinatorPersister(coordinator), scheduler=Scheduler())
     for partition in (0, 1):
         initialize(coordinator, partition=partition, start_offset=0)
         log = TopicLog(TOPIC, partition)
-        log.append(10)
+        for _ in range(10):
+            log.append(1)
         leader.add_log(log)
     return leader
 
@@ -165,11 +166,12 @@ def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra,
         assert session.epoch == before_epoch + 1
 
 
-def test_invalid_record_state_is_per_partition_and_fetching_goes_on(leader: SharePartitionLeader) -> None:
+def test_an_acknowledgement_error_is_per_partition_and_fetching_goes_on(leader: SharePartitionLeader) -> None:
+    """Kafka's ``SharePartition.acknowledge``: offset 5 is past the in-flight records (INVALID_REQUEST)."""
     leader.share_fetch(fetch(0, partitions=(0, 1), max_records=2))
     r = leader.share_fetch(fetch(1, partitions=(0, 1), acks={0: [ack(5, 5, ACCEPT)]}, max_records=2))
     by_partition = {p.partition_index: p for p in r.responses[0].partitions}
-    assert by_partition[0].acknowledge_error_code is Errors.INVALID_RECORD_STATE
+    assert by_partition[0].acknowledge_error_code is Errors.INVALID_REQUEST
     assert sum(len(p.acquired_records) for p in by_partition.values()) >= 1
 
 
@@ -262,6 +264,7 @@ def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
     log.append(4)
     leader.add_log(log)
     leader.share_fetch(fetch(0, max_records=4))  # acquisition writes nothing: ready at once
+    stored_start = coordinator.state(GROUP, TOPIC, 0).start_offset
     reply = leader.begin_share_acknowledge(acknowledge(1, {0: [ack(0, 3, ACCEPT)]}))
     assert not reply.ready and len(reply.writes) == 1
     with pytest.raises(RuntimeError, match="deliver the persister"):
@@ -270,13 +273,18 @@ def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
     assert sp.spso == 0 and sp.state_at(0) == (ACQUIRED, 1)  # not yet in effect
     persister.deliver()
     assert reply.ready and reply.response().responses[0].partitions[0].error_code is Errors.NONE
-    assert sp.spso == 4 and coordinator.state(GROUP, TOPIC, 0).start_offset == 4
+    assert sp.spso == 4
+    assert coordinator.state(GROUP, TOPIC, 0).start_offset == stored_start == 0  # Kafka's write carries the old SPSO
     fetch_reply = leader.begin_share_fetch(fetch(2, acks={0: [ack(0, 0, ACCEPT)]}))  # below the SPSO: no write
     assert fetch_reply.ready and fetch_reply.response().responses[0].partitions[0].acknowledge_error_code is Errors.NONE
 
 
 def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLeader) -> None:
-    """A zombie leader: the share coordinator has seen leader epoch 1, this broker is still at 0."""
+    """A zombie leader: the share coordinator has seen leader epoch 1, this broker is still at 0.
+
+    Kafka's ``SharePartition.fetchPersisterError``: FENCED_LEADER_EPOCH reaches the client as
+    NOT_LEADER_OR_FOLLOWER, on the acknowledgement and on the fetch that reads the state again.
+    """
     leader.share_fetch(fetch(0, max_records=2))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     coordinator.read_share_group_state(
@@ -286,11 +294,11 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
         )
     )
     r = leader.share_acknowledge(acknowledge(1, {0: [ack(0, 1, ACCEPT)]}))
-    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    assert r.responses[0].partitions[0].error_code is Errors.NOT_LEADER_OR_FOLLOWER
     zombie = leader.partitions[(GROUP, TOPIC, 0)]
     assert zombie.fenced is Errors.FENCED_LEADER_EPOCH and zombie.state_at(0) == (ACQUIRED, 1)
     r = leader.share_fetch(fetch(2))  # the leader reads the state again and is refused: it is not the leader
-    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    assert r.responses[0].partitions[0].error_code is Errors.NOT_LEADER_OR_FOLLOWER
     leader.add_log(leader.logs[(TOPIC, 0)], leader_epoch=1)  # this broker leads again, at epoch 1
     r = leader.share_fetch(fetch(3))
     assert acquired(r) == {0: [(0, 9, 1)]}  # the durable state had no delivery of 0-1: dc restarts at 1

@@ -253,7 +253,7 @@ class SharePartitionLeader:
             except ApiError as error:
                 answer.update(error_code=error.error, error_message=error.message)
                 continue
-            if budget == 0:
+            if budget <= 0:  # a soft max_records (Kafka) may be overshot by the last batch taken
                 continue
             acquired = sp.acquire(request.member_id, budget)
             if acquired:
