@@ -98,7 +98,8 @@ def _changes(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[tup
 
 
 def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
-    assignor = SimpleAssignor(member_hash=_seed_hash)
+    """KIP-932, 'The SimpleAssignor': the example table, with the table's hashes."""
+    assignor = SimpleAssignor(member_hash=_seed_hash, fidelity="kip")
     current: dict[str, dict[str, frozenset[int]]] = {}
     previous: dict[str, set[str]] = {}
     for event, subscriptions, counts, changes, expected in SEED_TABLE:
@@ -119,8 +120,25 @@ def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
         previous = flat
 
 
-def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():
+def test_simple_assignor_gives_every_member_every_partition_of_its_topics():
+    """Kafka's ``SimpleAssignor.assign``: each member gets all partitions of each topic it subscribes to."""
     assignor = SimpleAssignor()
+    subs = {"a": frozenset({"T1"}), "b": frozenset({"T2"}), "c": frozenset({"T1", "T2"}), "d": frozenset({"T3"})}
+    parts = {"T1": (0, 1, 2), "T2": (0, 1), "T3": ()}
+    current = {"a": {"T1": frozenset({0})}}
+    assert assignor.assign(subs, parts, current) == {
+        "a": {"T1": (0, 1, 2)},
+        "b": {"T2": (0, 1)},
+        "c": {"T1": (0, 1, 2), "T2": (0, 1)},
+        "d": {},
+    }
+    with pytest.raises(ValueError, match="fidelity"):
+        SimpleAssignor(fidelity="kraft")
+
+
+def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():
+    """KIP-932, 'The SimpleAssignor': every partition of a subscribed topic gets at least one member."""
+    assignor = SimpleAssignor(fidelity="kip")
     subs = {"a": frozenset({"T1"}), "b": frozenset({"T2"}), "c": frozenset({"T1", "T2"})}
     parts = {"T1": (0, 1, 2), "T2": (0, 1)}
     first = assignor.assign(subs, parts, {})
@@ -380,13 +398,18 @@ def test_an_unavailable_share_coordinator_leaves_the_topic_uninitialized_and_the
     assert coordinator.share_groups["sg"].initialized != {}
 
 
-def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partitions():
-    # The same table, driven by heartbeats: joins, a partition change, a subscription change, leaves.
+@pytest.mark.parametrize("fidelity", ["kip", "kafka"])
+def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partitions(fidelity):
+    """The table's steps driven by heartbeats: joins, a partition change, a subscription change, leaves.
+
+    ``kip``: the KIP's table ('The SimpleAssignor'). ``kafka``: Kafka's ``SimpleAssignor.assign``
+    through ``GroupMetadataManager.shareGroupHeartbeat``: every member has every partition of its topics.
+    """
     coordinator, _ = _with_share_coordinator()
     coordinator.cluster.delete_topic("T1")
     coordinator.cluster.create_topic("T1", 1)
     coordinator.cluster.create_topic("T2", 2)
-    coordinator.share_assignor = SimpleAssignor(member_hash=_seed_hash)
+    coordinator.share_assignor = SimpleAssignor(member_hash=_seed_hash, fidelity=fidelity)
     names = {coordinator.cluster.topic(t).topic_id: t for t in ("T1", "T2")}
     epochs: dict[str, int] = {}
 
@@ -422,9 +445,13 @@ def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partit
         lambda: beat("M1", ["T1", "T2"]),
         lambda: [beat(f"M{i}", leave=True) for i in (1, 3, 4, 5, 6, 7, 8)],
     ]
-    for (event, _, _, _, expected), step in zip(SEED_TABLE, script, strict=True):
+    for (event, subscriptions, counts, _, expected), step in zip(SEED_TABLE, script, strict=True):
         step()
         settle()
+        if fidelity == "kafka":
+            expected = {
+                m: {f"{t}:{p}" for t in topics for p in range(counts[t])} for m, topics in subscriptions.items()
+            }
         assert assignments() == expected, event
 
 

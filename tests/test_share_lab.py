@@ -35,7 +35,8 @@ def _poison_run(action: str, consumers: int = 3, seed: int = 7) -> Lab:
             failures=[rule],
         )
     lab.run(until=6_000)  # joined, share-partition initialized (at latest = 0)
-    lab.produce_share_records("orders", 30, poison_every=10, batch_size=5)
+    # A fetch takes whole log batches (Kafka's SharePartition.acquire), so the hanging run produces one-record batches.
+    lab.produce_share_records("orders", 30, poison_every=10, batch_size=1 if action == "hang" else 5)
     lab.run(until=90_000)
     return lab
 
