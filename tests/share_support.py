@@ -105,7 +105,5 @@ def make_rig(
     initialize(coordinator, start_offset=start_offset)
     coordinators = [coordinator]
     persister = CoordinatorPersister(lambda group, topic, partition: coordinators[-1], deferred=deferred)
-    sp = SharePartition.load(
-        GROUP, TOPIC, 0, log, config=config, scheduler=scheduler, persister=persister
-    )
+    sp = SharePartition.load(GROUP, TOPIC, 0, log, config=config, scheduler=scheduler, persister=persister)
     return Rig(log, scheduler, coordinators, persister, sp)

@@ -255,7 +255,9 @@ def test_share_state_writes_example_under_kafka() -> None:
     assert [(r.first_offset, r.last_offset) for r in rig.sp.acquire("C3", 10)] == [(111, 112)]  # 9
     step(110, 121, None, (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]))
     rig.sp.acknowledge("C1", [ack(110, 110, ACCEPT)])  # 10
-    step(111, 121, (110, [(110, 110, ACKED, 2)]), (110, [(110, 110, ACKED, 2), (111, 112, AV, 1), (113, 119, ACKED, 1)]))
+    step(
+        111, 121, (110, [(110, 110, ACKED, 2)]), (110, [(110, 110, ACKED, 2), (111, 112, AV, 1), (113, 119, ACKED, 1)])
+    )
     rig.sp.acknowledge("C3", [ack(111, 112, ACCEPT)])  # 11
     step(120, 121, (111, [(111, 112, ACKED, 2)]), (111, [(111, 112, ACKED, 2), (113, 119, ACKED, 1)]))
 

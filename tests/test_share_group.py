@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from kip_lab.coordinator import GroupCoordinator
+from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kip_lab.protocol.errors import Errors
@@ -245,9 +246,9 @@ def test_unknown_member_and_fenced_epochs():
         ShareGroupHeartbeatRequest(group_id="sg", member_id=joined.member_id, member_epoch=7)
     ).response
     assert ahead.error_code == Errors.FENCED_MEMBER_EPOCH and "greater member epoch (7)" in ahead.error_message
-    # Fencing removes the member (its records are tombstoned and the group is Empty again).
-    assert coordinator.share_groups["sg"].members == {}
-    assert coordinator.share_groups["sg"].state is ShareGroupState.EMPTY
+    # Kafka's GroupMetadataManager.throwIfShareGroupMemberEpochIsInvalid: refused; the member stays.
+    assert list(coordinator.share_groups["sg"].members) == [joined.member_id]
+    assert coordinator.share_groups["sg"].state is ShareGroupState.STABLE
 
 
 def test_heartbeat_at_the_previous_epoch_is_accepted_and_a_steady_heartbeat_writes_nothing():
@@ -305,12 +306,17 @@ def test_failover_rebuilds_every_share_group_from_the_log_at_every_step():
         assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
 
 
-def test_failover_bumps_the_epoch_of_groups_with_members_and_rearms_their_sessions():
-    coordinator = _coordinator()
+@pytest.mark.parametrize(("fidelity", "bump"), [("kafka", 0), ("kip", 1)])
+def test_failover_rearms_sessions_and_bumps_the_epoch_only_under_kip(fidelity, bump):
+    """Kafka's ``GroupMetadataManager.onLoaded`` leaves a share group's epoch alone; KIP-932, 'Persistence
+    and fail-over': the new coordinator bumps it."""
+    config = CoordinatorConfig(fidelity=fidelity)
+    coordinator = GroupCoordinator(config=config)
+    coordinator.cluster.create_topic("T1", 2)
     joined = _join(coordinator)
     epoch = coordinator.share_groups["sg"].group_epoch
-    rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster)
-    assert rebuilt.share_groups["sg"].group_epoch == epoch + 1
+    rebuilt = GroupCoordinator.from_log(coordinator.log, config=config, cluster=coordinator.cluster)
+    assert rebuilt.share_groups["sg"].group_epoch == epoch + bump
     assert ("share-session", "sg", joined.member_id) in rebuilt.timers()
 
 

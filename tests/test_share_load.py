@@ -39,7 +39,9 @@ class StoredState:
     """A persister that answers ReadShareGroupState with a fixed result, batches in the order given."""
 
     def __init__(self, start_offset: int, spans: list[Span]) -> None:
-        self.result = PartitionStateResult(partition=0, start_offset=start_offset, state_batches=batches_from_spans(spans))
+        self.result = PartitionStateResult(
+            partition=0, start_offset=start_offset, state_batches=batches_from_spans(spans)
+        )
         self.submitted = []
 
     def read_state(self, group_id, topic_id, partition, leader_epoch) -> PartitionStateResult:
@@ -117,9 +119,15 @@ def test_load_of_written_state_is_that_state(state, seed) -> None:
     random.Random(seed).shuffle(shuffled)
     for index in range(0, len(shuffled), 3):  # a few writes, each with a few batches out of order
         data = WriteStatePartition(
-            partition=0, state_epoch=0, leader_epoch=0, start_offset=-1, state_batches=batches_from_spans(shuffled[index : index + 3])
+            partition=0,
+            state_epoch=0,
+            leader_epoch=0,
+            start_offset=-1,
+            state_batches=batches_from_spans(shuffled[index : index + 3]),
         )
-        request = WriteShareGroupStateRequest(group_id=GROUP, topics=[WriteStateData(topic_id=TOPIC, partitions=[data])])
+        request = WriteShareGroupStateRequest(
+            group_id=GROUP, topics=[WriteStateData(topic_id=TOPIC, partitions=[data])]
+        )
         assert coordinator.write_share_group_state(request).response.results[0].partitions[0].error_code is Errors.NONE
     end = max((last for _, last, _, _ in spans), default=start) + 1
     sp = load(CoordinatorPersister(coordinator), log_up_to(end + 5))
@@ -166,7 +174,7 @@ def test_a_start_offset_inside_a_stored_batch_archives_what_is_below_kip() -> No
 
 
 def test_a_refused_read_reaches_the_client_as_kafka_maps_it() -> None:
-    """Kafka's ``SharePartition.fetchPersisterError``: UNKNOWN_TOPIC_OR_PARTITION from the coordinator is INVALID_REQUEST."""
+    """Kafka's ``SharePartition.fetchPersisterError``: a read's UNKNOWN_TOPIC_OR_PARTITION is INVALID_REQUEST."""
     persister = StoredState(0, [])
     persister.result = PartitionStateResult(partition=0, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
     with pytest.raises(ApiError) as error:

@@ -160,8 +160,9 @@ class ShareGroupHandlers:
         return self._apply_share(result)
 
     def _load_share_groups(self) -> list[CoordinatorResult]:
-        """Failover duties: re-arm session timers, bump the epoch of groups with members (KIP-932
-        "the new coordinator ... will bump the group epoch"), and retry any unfinished dance."""
+        """Failover duties: re-arm session timers and retry any unfinished dance; under ``fidelity="kip"``
+        also bump the epoch of groups with members (KIP-932, 'Persistence and fail-over': "It will bump
+        the group epoch"; Kafka's ``GroupMetadataManager.onLoaded`` does not)."""
         self.share_groups = {g: v for g, v in self.share_groups.items() if not v.dead}
         results = []
         for group_id in sorted(self.share_groups):
@@ -169,7 +170,7 @@ class ShareGroupHandlers:
             batches: tuple[tuple[Record, ...], ...] = ()
             for member_id in sorted(group.members):
                 self._schedule_share_session(group_id, member_id)
-            if group.members:
+            if group.members and self.config.fidelity == "kip":
                 batches = ((self._share_epoch_record(group_id, group.group_epoch + 1),),)
             result = self._apply_share(CoordinatorResult(None, batches, origin=f"load share group {group_id}"))
             results.append(self._with_state_sync(result, group_id))
@@ -345,15 +346,14 @@ class ShareGroupHandlers:
             member = group.member(r.member_id)
             received, current = r.member_epoch, member.member_epoch
             if received > current or (received < current and received != member.previous_member_epoch):
+                # Kafka's throwIfShareGroupMemberEpochIsInvalid: refused, and the member stays (docs/decisions.md SG4).
                 side = "greater" if received > current else "smaller"
-                response = ShareGroupHeartbeatResponse(
-                    error_code=Errors.FENCED_MEMBER_EPOCH,
-                    error_message=f"The share group member has a {side} member epoch ({received}) than the one "
+                raise ApiError(
+                    Errors.FENCED_MEMBER_EPOCH,
+                    f"The share group member has a {side} member epoch ({received}) than the one "
                     f"known by the group coordinator ({current}). The member must abandon all its partitions "
                     "and rejoin.",
-                    member_epoch=received,
                 )
-                return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
             member_id = member.member_id
 
         updated = replace(

@@ -36,7 +36,7 @@ class SharePartitionConfig(BaseModel):
     auto_offset_reset: Literal["latest", "earliest"] = Field("latest", description="group.share.auto.offset.reset")
     fidelity: Literal["kafka", "kip"] = Field(
         "kafka",
-        description="kafka: Apache Kafka's SharePartition; kip: KIP-932's text and examples (docs/decisions.md SP rows)",
+        description="kafka: Apache Kafka's SharePartition; kip: KIP-932's text and examples (docs/decisions.md SP)",
     )
 
 
