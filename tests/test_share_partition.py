@@ -118,14 +118,39 @@ def test_late_acknowledgement_after_lock_expiry_fails_and_can_be_reacquired() ->
     assert ranges(rig.sp.acquire("C1", 1)) == [(0, 0, 2)]
 
 
-def test_malformed_batches_are_invalid_requests() -> None:
-    rig = make_rig(start_offset=0)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_malformed_batches_are_invalid_requests(fidelity) -> None:
+    """Kafka's ``KafkaApis.validateAcknowledgementBatches``: batches out of order are INVALID_REQUEST.
+
+    A batch starting at the previous batch's last offset passes Kafka's check, and
+    ``SharePartition.acknowledge`` then finds that offset already acknowledged: INVALID_RECORD_STATE,
+    nothing changes. Under ``kip`` it is an overlap: INVALID_REQUEST.
+    """
+    rig = make_rig(start_offset=0, fidelity=fidelity)
     rig.log.append(4)
     rig.sp.acquire("C1", 4)
     with pytest.raises(ApiError, match="INVALID_REQUEST"):
         rig.sp.acknowledge("C1", [ack(2, 3, ACCEPT), ack(0, 2, ACCEPT)])
+    expected = "INVALID_RECORD_STATE" if fidelity == "kafka" else "INVALID_REQUEST"
+    with pytest.raises(ApiError, match=expected):
+        rig.sp.acknowledge("C1", [ack(0, 2, ACCEPT), ack(2, 3, ACCEPT)])
+    assert [rig.sp.state_at(o) for o in range(4)] == [(ACQUIRED, 1)] * 4
     with pytest.raises(ValueError, match="acknowledge_types must hold 1 or 3"):
         ack(0, 2, ACCEPT, ACCEPT)
+
+
+@pytest.mark.parametrize(("fidelity", "error"), [("kafka", "INVALID_REQUEST"), ("kip", "INVALID_RECORD_STATE")])
+def test_an_acknowledgement_past_the_in_flight_records(fidelity, error) -> None:
+    """Kafka's ``SharePartition.acknowledge``: offsets past the last in-flight record are INVALID_REQUEST.
+
+    Under ``kip`` they were never delivered, so not Acquired: INVALID_RECORD_STATE.
+    """
+    rig = make_rig(start_offset=0, fidelity=fidelity)
+    rig.log.append(3)
+    rig.sp.acquire("C1", 3)
+    with pytest.raises(ApiError, match=error):
+        rig.sp.acknowledge("C1", [ack(1, 5, ACCEPT)])
+    assert [rig.sp.state_at(o) for o in range(3)] == [(ACQUIRED, 1)] * 3
 
 
 def test_in_flight_limit_is_checked_before_the_fetch_and_caps_the_window() -> None:
@@ -394,3 +419,22 @@ def test_config_names_and_bounds() -> None:
         SharePartitionConfig(delivery_count_limit=11)
     with pytest.raises(ValueError, match="isolation_level"):
         SharePartitionConfig(isolation_level="serializable")
+
+
+def test_a_refused_write_reaches_the_client_as_kafka_maps_it() -> None:
+    """Kafka's ``SharePartition.fetchPersisterError``: the client's error for each share coordinator error."""
+    rig = make_rig(start_offset=0)
+    expected = {
+        Errors.NOT_COORDINATOR: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.COORDINATOR_NOT_AVAILABLE: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.GROUP_ID_NOT_FOUND: Errors.INVALID_REQUEST,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.INVALID_REQUEST,
+        Errors.FENCED_STATE_EPOCH: Errors.FENCED_STATE_EPOCH,
+        Errors.FENCED_LEADER_EPOCH: Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.INVALID_REQUEST: Errors.UNKNOWN_SERVER_ERROR,
+        Errors.NONE: Errors.NONE,
+    }
+    assert {error: rig.sp.client_error(error) for error in expected} == expected
+    kip = make_rig(start_offset=0, fidelity="kip")
+    assert all(kip.sp.client_error(error) is error for error in expected)

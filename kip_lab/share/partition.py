@@ -494,6 +494,10 @@ class SharePartition:
             raise ApiError(self.client_error(self.fenced), "the share coordinator fenced this share-partition's leader")
         previous_last = -1
         for ack in batches:
+            if ack.first_offset == previous_last and self.config.fidelity == "kafka":
+                # KafkaApis.validateAcknowledgementBatches lets a batch start at the previous one's last offset;
+                # SharePartition.acknowledge then finds that offset no longer Acquired and rolls back.
+                raise ApiError(Errors.INVALID_RECORD_STATE, f"offset {previous_last} is acknowledged twice")
             if ack.first_offset <= previous_last:
                 raise ApiError(Errors.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap")
             previous_last = ack.last_offset
