@@ -305,7 +305,7 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
 
 
 def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:
-    """R-SG-05: two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
+    """Two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     initialize(coordinator, start_offset=0, group_id="G2")
     first = leader.share_fetch(fetch(0, max_records=10))
