@@ -546,3 +546,46 @@ def test_any_run_replays_to_the_live_state_and_every_assignable_partition_has_a_
             for p in sorted(assignable):
                 if p < count and subscribers:
                     assert any(p in group.target.get(m, {}).get(topic_id, ()) for m in subscribers), (name, p)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"group_id": "  ", "member_epoch": 0, "subscribed_topic_names": ["T1"]}, "GroupId can't be empty."),
+        (
+            {"group_id": "sg", "member_epoch": 0, "subscribed_topic_names": ["T1"], "rack_id": " "},
+            "RackId can't be empty.",
+        ),
+        ({"group_id": "sg", "member_id": " ", "member_epoch": 3}, "MemberId can't be empty."),
+        ({"group_id": "sg", "member_epoch": 0}, "SubscribedTopicNames must be set in first request."),
+        ({"group_id": "sg", "member_id": "m", "member_epoch": -2}, "MemberEpoch is invalid."),
+    ],
+)
+def test_invalid_share_heartbeats(fields, message):
+    """Kafka's ``GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid``: blank means empty or spaces."""
+    response = _coordinator().share_group_heartbeat(ShareGroupHeartbeatRequest(**fields)).response
+    assert (response.error_code, response.error_message) == (Errors.INVALID_REQUEST, message)
+
+
+def test_heartbeats_to_a_missing_group_or_member():
+    """Kafka's ``GroupMetadataManager.getOrMaybeCreateShareGroup``, ``shareGroupLeave``, ``ShareGroup.getOrMaybeCreateMember``.
+
+    At 1eb7644349cb a non-zero epoch to a missing group reached ``getOrMaybeCreatePersistedShareGroup``
+    (an IllegalStateException, UNKNOWN_SERVER_ERROR); GROUP_ID_NOT_FOUND is what its non-persisted twin
+    and the consumer-group path answer.
+    """
+    coordinator = _coordinator()
+    beat = ShareGroupHeartbeatRequest(group_id="nope", member_id="m", member_epoch=3)
+    response = coordinator.share_group_heartbeat(beat).response
+    assert (response.error_code, response.error_message) == (Errors.GROUP_ID_NOT_FOUND, "Share group nope not found.")
+    leave = ShareGroupHeartbeatRequest(group_id="nope", member_id="m", member_epoch=-1)
+    response = coordinator.share_group_heartbeat(leave).response
+    assert (response.error_code, response.error_message) == (Errors.GROUP_ID_NOT_FOUND, "Group nope not found.")
+    _join(coordinator)
+    stranger = ShareGroupHeartbeatRequest(group_id="sg", member_id="m", member_epoch=3)
+    response = coordinator.share_group_heartbeat(stranger).response
+    assert (response.error_code, response.error_message) == (
+        Errors.UNKNOWN_MEMBER_ID,
+        "Member m is not a member of group sg.",
+    )
+    assert "nope" not in coordinator.share_groups

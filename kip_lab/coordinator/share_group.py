@@ -301,12 +301,13 @@ class ShareGroupHandlers:
 
     @staticmethod
     def _validate_share_heartbeat(r: ShareGroupHeartbeatRequest) -> None:
-        if not r.group_id:
+        """Kafka's ``GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid`` (blank = empty or spaces)."""
+        if not r.group_id.strip():
             raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
-        if r.rack_id == "":
+        if r.rack_id is not None and not r.rack_id.strip():
             raise ApiError(Errors.INVALID_REQUEST, "RackId can't be empty.")
         if r.member_epoch > 0 or r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if not r.member_id:
+            if not r.member_id.strip():
                 raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
         elif r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
             if not r.subscribed_topic_names:
@@ -322,14 +323,14 @@ class ShareGroupHandlers:
         group = self.share_groups.get(r.group_id)
         joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
         if r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if group is None:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            if group is None:  # Kafka's GroupMetadataManager.shareGroupLeave
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
             member = group.member(r.member_id)
             response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
             return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
         if group is None:
-            if not joining:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            if not joining:  # Kafka's GroupMetadataManager.getOrMaybeCreateShareGroup
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
             group = ShareGroup(r.group_id)  # created by replaying this heartbeat's records
 
         if joining:
