@@ -568,7 +568,7 @@ def test_invalid_share_heartbeats(fields, message):
 
 
 def test_heartbeats_to_a_missing_group_or_member():
-    """Kafka's ``GroupMetadataManager.getOrMaybeCreateShareGroup``, ``shareGroupLeave``, ``ShareGroup.getOrMaybeCreateMember``.
+    """Missing groups and members: Kafka's ``GroupMetadataManager.getOrMaybeCreateShareGroup``, ``shareGroupLeave``.
 
     At 1eb7644349cb a non-zero epoch to a missing group reached ``getOrMaybeCreatePersistedShareGroup``
     (an IllegalStateException, UNKNOWN_SERVER_ERROR); GROUP_ID_NOT_FOUND is what its non-persisted twin
