@@ -22,7 +22,7 @@ from kip_lab.protocol.share import (
     ShareFetchRequestTopic,
 )
 from kip_lab.runtime.scheduler import Scheduler
-from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.leader import SharePartitionLeader
 from kip_lab.share.partition import ACQUIRED, AVAILABLE
@@ -113,7 +113,7 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
     assert leader.sessions[key].epoch == 1
     assert acquired(r) == {0: [(3, 3, 2)]}  # 3 was released (dc 1) and is acquired again
     assert sp.state_at(4) == (AVAILABLE, 1)
-    r = leader.share_fetch(fetch(-1, acks={0: [ack(3, 3, ACCEPT)]}))  # 7: final, with acknowledgements
+    r = leader.share_fetch(fetch(-1, acks={0: [ack(3, 3, ACCEPT)]}, max_bytes=0))  # 7: final, with acknowledgements
     assert r.responses[0].partitions[0].acknowledge_error_code is Errors.NONE
     assert not r.responses[0].partitions[0].acquired_records and key not in leader.sessions
     assert leader.share_acknowledge(acknowledge(5, {0: []})).error_code is Errors.SHARE_SESSION_NOT_FOUND  # 8
@@ -129,7 +129,7 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
         ("fetch", 1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 4
         ("fetch", 7, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 5
         ("fetch", 1, True, None, Errors.NONE),  # row 6
-        ("fetch", -1, True, "forget", Errors.INVALID_REQUEST),  # row 7 (A-16)
+        ("fetch", -1, True, "forget", Errors.NONE),  # row 7: Kafka ignores ForgottenTopicsData at -1
         ("fetch", -1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 8
         ("fetch", -1, True, None, Errors.NONE),  # row 9
         ("ack", 0, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 10
@@ -141,6 +141,8 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
     ],
 )
 def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra, expected) -> None:
+    """KIP-932's share session table as Kafka's ``SharePartitionManager.newContext`` and ``acknowledgeSessionUpdate``
+    answer it (a final ShareFetch names its partitions with PartitionMaxBytes 0)."""
     if cached:
         leader.share_fetch(fetch(0, max_records=1))
     before = leader.sessions.get((GROUP, "C1"))
@@ -150,6 +152,7 @@ def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra,
             epoch,
             acks={0: [ack(0, 0, ACCEPT)]} if extra == "acks" else None,
             forgotten=(0,) if extra == "forget" else (),
+            max_bytes=0 if epoch == -1 else None,
         )
         response = leader.share_fetch(request)
     else:
@@ -164,6 +167,28 @@ def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra,
         assert session.epoch == 1
     else:
         assert session.epoch == before_epoch + 1
+
+
+def test_a_final_share_fetch_that_fetches_is_invalid(leader: SharePartitionLeader) -> None:
+    """Kafka's ``SharePartitionManager.newContext``: at epoch -1, PartitionMaxBytes > 0 is INVALID_REQUEST."""
+    leader.share_fetch(fetch(0, max_records=1))
+    assert leader.share_fetch(fetch(-1)).error_code is Errors.INVALID_REQUEST
+    assert leader.sessions[(GROUP, "C1")].epoch == 1  # refused: the session stays
+
+
+def test_a_final_share_fetch_that_forgets_is_invalid_kip() -> None:
+    """KIP-932, 'Share sessions': a final ShareFetch that adds or forgets topics is INVALID_REQUEST."""
+    coordinator = ShareCoordinator(ShareCoordinatorConfig(fidelity="kip"))
+    kip = SharePartitionLeader(
+        CoordinatorPersister(coordinator), scheduler=Scheduler(), config=SharePartitionConfig(fidelity="kip")
+    )
+    initialize(coordinator, start_offset=0)
+    log = TopicLog(TOPIC, 0)
+    log.append(3)
+    kip.add_log(log)
+    kip.share_fetch(fetch(0, max_records=1))
+    assert kip.share_fetch(fetch(-1, forgotten=(0,))).error_code is Errors.INVALID_REQUEST
+    assert kip.share_fetch(fetch(-1, acks={0: [ack(0, 0, ACCEPT)]})).error_code is Errors.NONE
 
 
 def test_an_acknowledgement_error_is_per_partition_and_fetching_goes_on(leader: SharePartitionLeader) -> None:
@@ -227,7 +252,7 @@ def test_unknown_partition_is_a_partition_error(leader: SharePartitionLeader) ->
 def test_admin_reset_reloads_the_share_partition_on_its_first_session(leader: SharePartitionLeader) -> None:
     """S-11 step 3 / R-SL-02: the state epoch moved, so the first session re-reads the state."""
     leader.share_fetch(fetch(0, max_records=2))
-    leader.share_fetch(fetch(-1))
+    leader.share_fetch(fetch(-1, max_bytes=0))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     initialize(coordinator, state_epoch=1, start_offset=7)
     r = leader.share_fetch(fetch(0, max_records=1, member="C2"))

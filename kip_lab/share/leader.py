@@ -193,6 +193,19 @@ class SharePartitionLeader:
         """ShareFetch, answered at once (the persister must have completed the writes it caused)."""
         return self.begin_share_fetch(request).response()
 
+    def _final_fetch_problem(self, request: ShareFetchRequest) -> str | None:
+        """What makes a final (epoch -1) ShareFetch invalid (docs/decisions.md SP12).
+
+        ``kafka`` (Kafka's ``SharePartitionManager.newContext``): a partition to fetch, i.e. with
+        PartitionMaxBytes > 0; forgotten partitions are ignored. ``kip``: forgetting partitions
+        (the partitions it names carry acknowledgements).
+        """
+        if self.config.fidelity == "kip":
+            return "the final ShareFetch cannot forget partitions" if request.forgotten_topics_data else None
+        if any(p.partition_max_bytes > 0 for t in request.topics for p in t.partitions):
+            return "the final ShareFetch cannot fetch partitions (PartitionMaxBytes must be 0)"
+        return None
+
     def begin_share_fetch(self, request: ShareFetchRequest) -> LeaderReply[ShareFetchResponse]:
         """ShareFetch whose answer is ready once the writes of its acknowledgements have completed."""
         key = (request.group_id, request.member_id)
@@ -209,8 +222,8 @@ class SharePartitionLeader:
             session = ShareSession(request.group_id, request.member_id)
         elif (problem := _session_problem(session, epoch, request.member_id)) is not None:
             return _ready(_fetch_error(*problem))
-        elif epoch == FINAL_SHARE_SESSION_EPOCH and request.forgotten_topics_data:
-            return _ready(_fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions"))
+        elif epoch == FINAL_SHARE_SESSION_EPOCH and (problem := self._final_fetch_problem(request)) is not None:
+            return _ready(_fetch_error(Errors.INVALID_REQUEST, problem))
 
         answers: dict[TopicPartition, dict] = {}
         outcomes: dict[TopicPartition, AcknowledgeOutcome] = {}
