@@ -9,11 +9,13 @@ State is kept per range of offsets (``InFlightBatch``), as Kafka's ``SharePartit
 whole batches until an operation splits them: a log batch is acquired whole when the limits
 allow, so a million records in batches of 500 cost two thousand objects, not a million.
 
-Durability (KIP-932 "Share-group state persistence"): acquisition is never persisted; every
-other change (acknowledge, release, reject, gap, lock expiry, session end, log start moving)
-becomes a ``PendingWrite`` handed to the persister. The records it touches are marked pending
-and the change takes effect only in ``complete_write``, when the share coordinator has
-answered, so a simulation can put latency (or a failure) between the two.
+Durability (KIP-932 "Managing durable share-partition state"): acquisition is never persisted;
+every other change (acknowledge, release, reject, gap, lock expiry, session end; the log start
+moving only under ``fidelity="kip"``) becomes a ``PendingWrite`` handed to the persister. The
+records it touches are marked pending and the change takes effect only in ``complete_write``,
+when the share coordinator has answered, so a simulation can put latency (or a failure) between
+the two. ``SharePartitionConfig.fidelity`` picks Kafka's ``SharePartition`` behaviour (default)
+or the KIP's text where they differ (docs/decisions.md SP rows).
 """
 
 from __future__ import annotations
