@@ -326,7 +326,7 @@ def test_failed_write_leaves_records_acquired_and_times_out_an_expired_lock() ->
     """Kafka's ``SharePartition.rollbackOrProcessStateUpdates``: a refused acknowledgement rolls back.
 
     The lock ran out while the write was pending, so the records time out as soon as they are
-    Acquired again.
+    Acquired again (KAFKA-19476: an expired lock runs on rollback).
     """
     rig = deferred_rig_with_acquired(produced=2, acquired=2)
     write = rig.sp.acknowledge("C1", [ack(0, 1, ACCEPT)])

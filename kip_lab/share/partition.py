@@ -678,7 +678,7 @@ class SharePartition:
         On success the write's record changes take effect, locks are settled and the SPSO moves.
         On failure an acknowledgement's or release's records return to Acquired (Kafka's
         ``rollbackOrProcessStateUpdates``), and those whose lock ran out meanwhile time out at
-        once (a new write); a lock timeout's records move anyway, as in Kafka's
+        once, a new write (KAFKA-19476); a lock timeout's records move anyway, as in Kafka's
         ``releaseAcquisitionLockOnTimeout``, though the share coordinator does not hold the change.
         """
         if not self._pending:
