@@ -95,9 +95,11 @@ def acquire_accept(records: int, batch: int) -> Callable[[], None]:
                     first_offset=r.first_offset, last_offset=r.last_offset, acknowledge_types=accept
                 )
                 sp.acknowledge("member-1", [ack])
-        state = coordinator.state(GROUP, TOPIC, 0)
-        if sp.spso != records or state is None or state.start_offset != records:
-            raise AssertionError(f"not every record was acknowledged durably: SPSO {sp.spso}")
+        reloaded = SharePartition.load(  # what the durable state means: a new leader's SPSO
+            GROUP, TOPIC, 0, log, config=config, scheduler=Scheduler(), persister=CoordinatorPersister(coordinator)
+        )
+        if sp.spso != records or reloaded.spso != records:
+            raise AssertionError(f"not every record was acknowledged durably: SPSO {sp.spso}, {reloaded.spso} reloaded")
 
     return run
 

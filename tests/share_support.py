@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from kip_lab.protocol.share import (
     AcknowledgementBatch,
@@ -91,7 +92,11 @@ def make_rig(
     deferred: bool = False,
     start_offset: int = -1,
     coordinator_config: ShareCoordinatorConfig | None = None,
+    fidelity: Literal["kafka", "kip"] = "kafka",
 ) -> Rig:
+    """``fidelity`` applies to both the share-partition and the share coordinator."""
+    config = (config or SharePartitionConfig()).model_copy(update={"fidelity": fidelity})
+    coordinator_config = (coordinator_config or ShareCoordinatorConfig()).model_copy(update={"fidelity": fidelity})
     log = TopicLog(TOPIC, 0)
     if produced:
         log.append(produced)
@@ -100,7 +105,5 @@ def make_rig(
     initialize(coordinator, start_offset=start_offset)
     coordinators = [coordinator]
     persister = CoordinatorPersister(lambda group, topic, partition: coordinators[-1], deferred=deferred)
-    sp = SharePartition.load(
-        GROUP, TOPIC, 0, log, config=config or SharePartitionConfig(), scheduler=scheduler, persister=persister
-    )
+    sp = SharePartition.load(GROUP, TOPIC, 0, log, config=config, scheduler=scheduler, persister=persister)
     return Rig(log, scheduler, coordinators, persister, sp)

@@ -130,7 +130,7 @@ def test_replay_with_snapshots_updates_and_a_stale_update() -> None:
     # the deletion marker
     assert delete(sc) is Errors.NONE
     assert sc.state(GROUP, TOPIC, 0) is None
-    assert read(sc, 3).error_code is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert read(sc, 3).error_code is Errors.INVALID_REQUEST
     assert ShareCoordinator.from_log(log).states == {}
     assert delete(sc) is Errors.NONE and log.end_offset == 7  # already gone: nothing written
     assert sc.prunable_offset() == log.end_offset
@@ -195,11 +195,48 @@ def test_state_epoch_fencing_and_reinitialization() -> None:
 
 
 def test_unknown_share_partition() -> None:
+    """Kafka's ``ShareCoordinatorShard.writeState`` / ``readState`` since KAFKA-19338: no state, INVALID_REQUEST.
+
+    A write does not create the state (at the reference commit it did; KAFKA-19338 made it an error).
+    """
     sc = ShareCoordinator()
+    answer = read(sc)
+    assert answer.error_code is Errors.INVALID_REQUEST
+    assert answer.error_message == "Read operation on uninitialized share partition not allowed."
+    assert write(sc, start=0) is Errors.INVALID_REQUEST
+    assert summary(sc).error_code is Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(sc.log) == 0
+
+
+def test_unknown_share_partition_kip() -> None:
+    """KIP-932, 'Using the share coordinator from the share-partition leader': UNKNOWN_TOPIC_OR_PARTITION."""
+    sc = ShareCoordinator(ShareCoordinatorConfig(fidelity="kip"))
     assert read(sc).error_code is Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert write(sc, start=0) is Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert summary(sc).error_code is Errors.UNKNOWN_TOPIC_OR_PARTITION
     assert len(sc.log) == 0
+
+
+def test_a_write_combines_as_kafkas_batch_combiner() -> None:
+    """Kafka's ``PersisterStateBatchCombiner.combineStateBatches``, at the share coordinator.
+
+    Equal ranges: the higher delivery count wins, then the higher state; a write's own
+    overlapping batches are merged; batches below the start offset are dropped.
+    """
+    sc = ShareCoordinator()
+    initialize(sc, start_offset=0)
+    acked, available, archived = DeliveryState.ACKNOWLEDGED, DeliveryState.AVAILABLE, DeliveryState.ARCHIVED
+    assert write(sc, batches=[batch(0, 9, available, 2)]) is Errors.NONE
+    assert write(sc, batches=[batch(0, 9, available, 1)]) is Errors.NONE  # a lower count loses
+    assert sc.state(GROUP, TOPIC, 0).spans == ((0, 9, 0, 2),)
+    assert write(sc, batches=[batch(0, 9, acked, 2)]) is Errors.NONE  # same count: the higher state wins
+    assert sc.state(GROUP, TOPIC, 0).spans == ((0, 9, 2, 2),)
+    overlapping = [batch(10, 15, available, 1), batch(12, 20, archived, 1), batch(18, 25, available, 3)]
+    assert write(sc, batches=overlapping) is Errors.NONE
+    assert sc.state(GROUP, TOPIC, 0).spans == ((0, 9, 2, 2), (10, 11, 0, 1), (12, 17, 4, 1), (18, 25, 0, 3))
+    assert write(sc, start=14) is Errors.NONE
+    assert sc.state(GROUP, TOPIC, 0).spans == ((14, 17, 4, 1), (18, 25, 0, 3))
+    assert ShareCoordinator.from_log(sc.log).states == sc.states
 
 
 def test_loading_refuses_every_rpc_until_replayed() -> None:

@@ -1,9 +1,10 @@
 """KIP-932's worked examples, every step asserted: the in-flight records example and the share-state writes.
 
 States are compared offset by offset (state, delivery count); writes as (StartOffset,
-[(FirstOffset, LastOffset, DeliveryState, DeliveryCount)]) exactly as the seed prints them;
-the share coordinator's stored state after replaying its records, and a coordinator rebuilt
-from its log, after every step.
+[(FirstOffset, LastOffset, DeliveryState, DeliveryCount)]); the share coordinator's stored
+state after replaying its records, and a coordinator rebuilt from its log, after every step.
+Under ``fidelity="kip"`` the writes are exactly the KIP's (section 'Examples with share-group
+state'); under ``kafka`` the same steps write what Kafka's ``SharePartition`` writes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def assert_replay_matches(rig: Rig) -> None:
 
 # -- the share-state writes example [L988-1196] ------------------------------------------------
 def test_share_state_writes_example_every_step() -> None:
-    rig = make_rig(100)  # a topic-partition whose latest offset is 100; SP initialized with StartOffset -1
+    """KIP-932, 'Examples with share-group state': every write of the example, as printed."""
+    rig = make_rig(100, fidelity="kip")  # a topic-partition whose latest offset is 100; StartOffset -1
     sent = 0  # the load writes the resolved start offset (step 0)
 
     def step(expected_window, spso, speo, write, stored) -> None:
@@ -144,8 +146,8 @@ def test_share_state_writes_example_every_step() -> None:
 
 
 def test_share_state_writes_records_on_the_state_topic() -> None:
-    """Which writes became ShareSnapshots (state left empty) and which ShareUpdates, with their epochs."""
-    rig = make_rig(100)
+    """KIP-932, 'Share-group state records': a write leaving no batches is a (small) ShareSnapshot."""
+    rig = make_rig(100, fidelity="kip")
     rig.log.append(10)
     rig.sp.acquire("C1", 10)
     rig.sp.acknowledge("C1", [ack(100, 109, ACCEPT)])
@@ -167,7 +169,8 @@ def test_share_state_writes_records_on_the_state_topic() -> None:
 
 # -- the in-flight records example [L527-555] ----------------------------------------------------
 def test_in_flight_records_example() -> None:
-    rig = make_rig()
+    """KIP-932, 'In-flight records example': the states of offsets 0-9, built by the example's steps."""
+    rig = make_rig(fidelity="kip")
     rig.log.append(2)  # offsets 0-1
     rig.log.append(7)  # offsets 2-8, one batch
     rig.sp.acquire("C1", 2)
@@ -193,5 +196,111 @@ def test_in_flight_records_example() -> None:
     assert [rig.sp.state_at(o) for o in range(10)] == expected
     assert (rig.sp.spso, rig.sp.speo) == (2, 9)  # in-flight offsets 2..8
     # Durable: the SPSO, dc 2 at offset 3, Acknowledged 5, Archived 6; acquired 2 and 4 are not persisted.
+    assert rig.stored() == (2, [(3, 3, AV, 2), (5, 5, ACKED, 1), (6, 6, ARCH, 1)])
+    assert_replay_matches(rig)
+
+
+# -- the same steps under Kafka's behaviour -------------------------------------------------------
+def test_share_state_writes_example_under_kafka() -> None:
+    """The share-state example's steps as Kafka's ``SharePartition.writeShareGroupState`` writes them.
+
+    Every write carries the SPSO as it was before the change, and the changed ranges; loading a
+    StartOffset of -1 writes nothing. The log holds one record per batch, so that acquisitions
+    split as in the example (Kafka takes a fetched batch whole). The windows match the KIP's.
+    """
+    rig = make_rig(100)
+    sent = 0
+
+    def step(spso, speo, write, stored) -> None:
+        nonlocal sent
+        assert (rig.sp.spso, rig.sp.speo) == (spso, speo)
+        if write is None:
+            assert len(rig.persister.sent) == sent
+        else:
+            assert len(rig.persister.sent) == sent + 1
+            assert rig.last_write() == write
+        sent = len(rig.persister.sent)
+        assert rig.stored() == stored
+        assert_replay_matches(rig)
+
+    def produce(count: int) -> None:
+        for _ in range(count):
+            rig.log.append(1)
+
+    step(100, 100, None, (-1, []))  # 0: nothing written at load
+    produce(10)
+    rig.sp.acquire("C1", 10)  # 1
+    step(100, 110, None, (-1, []))
+    rig.sp.acknowledge("C1", [ack(100, 109, ACCEPT)])  # 2
+    step(110, 110, (100, [(100, 109, ACKED, 1)]), (100, [(100, 109, ACKED, 1)]))
+    produce(10)  # 3
+    rig.sp.acquire("C1", 3)
+    rig.scheduler.advance(1_000)
+    rig.sp.acquire("C2", 6)
+    rig.scheduler.advance(1_000)
+    rig.sp.acquire("C3", 1)
+    step(110, 120, None, (100, [(100, 109, ACKED, 1)]))
+    rig.sp.acknowledge("C1", [ack(110, 110, RELEASE)])  # 4: the write's start prunes 100-109
+    step(110, 120, (110, [(110, 110, AV, 1)]), (110, [(110, 110, AV, 1)]))
+    rig.sp.acknowledge("C3", [ack(119, 119, ACCEPT)])  # 5
+    step(110, 120, (110, [(119, 119, ACKED, 1)]), (110, [(110, 110, AV, 1), (119, 119, ACKED, 1)]))
+    produce(1)  # 6
+    got = rig.sp.acquire("C1", 10)
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(110, 110, 2), (120, 120, 1)]
+    step(110, 121, None, (110, [(110, 110, AV, 1), (119, 119, ACKED, 1)]))
+    assert [f.key for f in rig.scheduler.run(30_000)] == [("lock", 1)]  # 7: 111-112 time out
+    step(110, 121, (110, [(111, 112, AV, 1)]), (110, [(110, 112, AV, 1), (119, 119, ACKED, 1)]))
+    rig.sp.acknowledge("C2", [ack(113, 118, ACCEPT)])  # 8
+    step(110, 121, (110, [(113, 118, ACKED, 1)]), (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]))
+    assert [(r.first_offset, r.last_offset) for r in rig.sp.acquire("C3", 10)] == [(111, 112)]  # 9
+    step(110, 121, None, (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]))
+    rig.sp.acknowledge("C1", [ack(110, 110, ACCEPT)])  # 10
+    step(
+        111, 121, (110, [(110, 110, ACKED, 2)]), (110, [(110, 110, ACKED, 2), (111, 112, AV, 1), (113, 119, ACKED, 1)])
+    )
+    rig.sp.acknowledge("C3", [ack(111, 112, ACCEPT)])  # 11
+    step(120, 121, (111, [(111, 112, ACKED, 2)]), (111, [(111, 112, ACKED, 2), (113, 119, ACKED, 1)]))
+
+
+def test_share_state_records_under_kafka() -> None:
+    """Kafka's ``ShareCoordinatorShard.generateShareStateRecord``: ShareUpdates until the snapshot is due."""
+    rig = make_rig(100)
+    rig.log.append(10)
+    rig.sp.acquire("C1", 10)
+    rig.sp.acknowledge("C1", [ack(100, 109, ACCEPT)])
+    rig.log.append(10)
+    rig.sp.acquire("C1", 10)
+    rig.sp.acknowledge("C1", [ack(110, 110, RELEASE)])
+    kinds = [
+        (type(e.record.key).__name__, e.record.value.snapshot_epoch, e.record.value.start_offset)
+        for e in rig.coordinator.log
+    ]
+    assert kinds == [
+        ("ShareSnapshotKey", 0, -1),  # InitializeShareGroupState
+        ("ShareUpdateKey", 0, -1),  # the leader's read recorded leader epoch 0
+        ("ShareUpdateKey", 0, 100),  # {100, [100-109 Acknowledged]}
+        ("ShareUpdateKey", 0, 110),  # {110, [110 Available dc1]}
+    ]
+
+
+def test_in_flight_records_example_under_kafka() -> None:
+    """The in-flight example's steps under Kafka's ``SharePartition.acquire``: the 7-record batch is taken whole.
+
+    The states of 2-8 are the KIP's except that 7 and 8 were delivered with the batch (Acquired,
+    delivery count 1) instead of waiting Available in flight.
+    """
+    rig = make_rig()
+    rig.log.append(2)
+    rig.log.append(7)
+    rig.sp.acquire("C1", 2)
+    rig.sp.acknowledge("C1", [ack(0, 1, ACCEPT, REJECT)])
+    assert [(r.first_offset, r.last_offset) for r in rig.sp.acquire("C1", 5)] == [(2, 8)]
+    rig.sp.acknowledge("C1", [ack(3, 3, RELEASE), ack(5, 6, ACCEPT, REJECT)])
+    assert rig.sp.acquire("C2", 1)[0].first_offset == 3
+    rig.sp.acknowledge("C2", [ack(3, 3, RELEASE)])
+    rig.log.append(5)
+    expected = [(ACQUIRED, 1), (AVAILABLE, 2), (ACQUIRED, 1), (ACKNOWLEDGED, 1), (ARCHIVED, 1), (ACQUIRED, 1)]
+    assert [rig.sp.state_at(o) for o in range(2, 8)] == expected
+    assert (rig.sp.spso, rig.sp.speo) == (2, 9)
     assert rig.stored() == (2, [(3, 3, AV, 2), (5, 5, ACKED, 1), (6, 6, ARCH, 1)])
     assert_replay_matches(rig)

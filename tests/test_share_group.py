@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from kip_lab.coordinator import GroupCoordinator
+from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kip_lab.protocol.errors import Errors
@@ -98,7 +99,8 @@ def _changes(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[tup
 
 
 def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
-    assignor = SimpleAssignor(member_hash=_seed_hash)
+    """KIP-932, 'The SimpleAssignor': the example table, with the table's hashes."""
+    assignor = SimpleAssignor(member_hash=_seed_hash, fidelity="kip")
     current: dict[str, dict[str, frozenset[int]]] = {}
     previous: dict[str, set[str]] = {}
     for event, subscriptions, counts, changes, expected in SEED_TABLE:
@@ -119,8 +121,25 @@ def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
         previous = flat
 
 
-def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():
+def test_simple_assignor_gives_every_member_every_partition_of_its_topics():
+    """Kafka's ``SimpleAssignor.assign``: each member gets all partitions of each topic it subscribes to."""
     assignor = SimpleAssignor()
+    subs = {"a": frozenset({"T1"}), "b": frozenset({"T2"}), "c": frozenset({"T1", "T2"}), "d": frozenset({"T3"})}
+    parts = {"T1": (0, 1, 2), "T2": (0, 1), "T3": ()}
+    current = {"a": {"T1": frozenset({0})}}
+    assert assignor.assign(subs, parts, current) == {
+        "a": {"T1": (0, 1, 2)},
+        "b": {"T2": (0, 1)},
+        "c": {"T1": (0, 1, 2), "T2": (0, 1)},
+        "d": {},
+    }
+    with pytest.raises(ValueError, match="fidelity"):
+        SimpleAssignor(fidelity="kraft")
+
+
+def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():
+    """KIP-932, 'The SimpleAssignor': every partition of a subscribed topic gets at least one member."""
+    assignor = SimpleAssignor(fidelity="kip")
     subs = {"a": frozenset({"T1"}), "b": frozenset({"T2"}), "c": frozenset({"T1", "T2"})}
     parts = {"T1": (0, 1, 2), "T2": (0, 1)}
     first = assignor.assign(subs, parts, {})
@@ -227,9 +246,9 @@ def test_unknown_member_and_fenced_epochs():
         ShareGroupHeartbeatRequest(group_id="sg", member_id=joined.member_id, member_epoch=7)
     ).response
     assert ahead.error_code == Errors.FENCED_MEMBER_EPOCH and "greater member epoch (7)" in ahead.error_message
-    # Fencing removes the member (its records are tombstoned and the group is Empty again).
-    assert coordinator.share_groups["sg"].members == {}
-    assert coordinator.share_groups["sg"].state is ShareGroupState.EMPTY
+    # Kafka's GroupMetadataManager.throwIfShareGroupMemberEpochIsInvalid: refused; the member stays.
+    assert list(coordinator.share_groups["sg"].members) == [joined.member_id]
+    assert coordinator.share_groups["sg"].state is ShareGroupState.STABLE
 
 
 def test_heartbeat_at_the_previous_epoch_is_accepted_and_a_steady_heartbeat_writes_nothing():
@@ -287,12 +306,17 @@ def test_failover_rebuilds_every_share_group_from_the_log_at_every_step():
         assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
 
 
-def test_failover_bumps_the_epoch_of_groups_with_members_and_rearms_their_sessions():
-    coordinator = _coordinator()
+@pytest.mark.parametrize(("fidelity", "bump"), [("kafka", 0), ("kip", 1)])
+def test_failover_rearms_sessions_and_bumps_the_epoch_only_under_kip(fidelity, bump):
+    """Kafka's ``GroupMetadataManager.onLoaded`` leaves a share group's epoch alone; KIP-932, 'Persistence
+    and fail-over': the new coordinator bumps it."""
+    config = CoordinatorConfig(fidelity=fidelity)
+    coordinator = GroupCoordinator(config=config)
+    coordinator.cluster.create_topic("T1", 2)
     joined = _join(coordinator)
     epoch = coordinator.share_groups["sg"].group_epoch
-    rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster)
-    assert rebuilt.share_groups["sg"].group_epoch == epoch + 1
+    rebuilt = GroupCoordinator.from_log(coordinator.log, config=config, cluster=coordinator.cluster)
+    assert rebuilt.share_groups["sg"].group_epoch == epoch + bump
     assert ("share-session", "sg", joined.member_id) in rebuilt.timers()
 
 
@@ -380,13 +404,18 @@ def test_an_unavailable_share_coordinator_leaves_the_topic_uninitialized_and_the
     assert coordinator.share_groups["sg"].initialized != {}
 
 
-def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partitions():
-    # The same table, driven by heartbeats: joins, a partition change, a subscription change, leaves.
+@pytest.mark.parametrize("fidelity", ["kip", "kafka"])
+def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partitions(fidelity):
+    """The table's steps driven by heartbeats: joins, a partition change, a subscription change, leaves.
+
+    ``kip``: the KIP's table ('The SimpleAssignor'). ``kafka``: Kafka's ``SimpleAssignor.assign``
+    through ``GroupMetadataManager.shareGroupHeartbeat``: every member has every partition of its topics.
+    """
     coordinator, _ = _with_share_coordinator()
     coordinator.cluster.delete_topic("T1")
     coordinator.cluster.create_topic("T1", 1)
     coordinator.cluster.create_topic("T2", 2)
-    coordinator.share_assignor = SimpleAssignor(member_hash=_seed_hash)
+    coordinator.share_assignor = SimpleAssignor(member_hash=_seed_hash, fidelity=fidelity)
     names = {coordinator.cluster.topic(t).topic_id: t for t in ("T1", "T2")}
     epochs: dict[str, int] = {}
 
@@ -422,9 +451,13 @@ def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partit
         lambda: beat("M1", ["T1", "T2"]),
         lambda: [beat(f"M{i}", leave=True) for i in (1, 3, 4, 5, 6, 7, 8)],
     ]
-    for (event, _, _, _, expected), step in zip(SEED_TABLE, script, strict=True):
+    for (event, subscriptions, counts, _, expected), step in zip(SEED_TABLE, script, strict=True):
         step()
         settle()
+        if fidelity == "kafka":
+            expected = {
+                m: {f"{t}:{p}" for t in topics for p in range(counts[t])} for m, topics in subscriptions.items()
+            }
         assert assignments() == expected, event
 
 
@@ -513,3 +546,46 @@ def test_any_run_replays_to_the_live_state_and_every_assignable_partition_has_a_
             for p in sorted(assignable):
                 if p < count and subscribers:
                     assert any(p in group.target.get(m, {}).get(topic_id, ()) for m in subscribers), (name, p)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"group_id": "  ", "member_epoch": 0, "subscribed_topic_names": ["T1"]}, "GroupId can't be empty."),
+        (
+            {"group_id": "sg", "member_epoch": 0, "subscribed_topic_names": ["T1"], "rack_id": " "},
+            "RackId can't be empty.",
+        ),
+        ({"group_id": "sg", "member_id": " ", "member_epoch": 3}, "MemberId can't be empty."),
+        ({"group_id": "sg", "member_epoch": 0}, "SubscribedTopicNames must be set in first request."),
+        ({"group_id": "sg", "member_id": "m", "member_epoch": -2}, "MemberEpoch is invalid."),
+    ],
+)
+def test_invalid_share_heartbeats(fields, message):
+    """Kafka's ``GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid``: blank means empty or spaces."""
+    response = _coordinator().share_group_heartbeat(ShareGroupHeartbeatRequest(**fields)).response
+    assert (response.error_code, response.error_message) == (Errors.INVALID_REQUEST, message)
+
+
+def test_heartbeats_to_a_missing_group_or_member():
+    """Missing groups and members: Kafka's ``GroupMetadataManager.getOrMaybeCreateShareGroup``, ``shareGroupLeave``.
+
+    At 1eb7644349cb a non-zero epoch to a missing group reached ``getOrMaybeCreatePersistedShareGroup``
+    (an IllegalStateException, UNKNOWN_SERVER_ERROR); GROUP_ID_NOT_FOUND is what its non-persisted twin
+    and the consumer-group path answer.
+    """
+    coordinator = _coordinator()
+    beat = ShareGroupHeartbeatRequest(group_id="nope", member_id="m", member_epoch=3)
+    response = coordinator.share_group_heartbeat(beat).response
+    assert (response.error_code, response.error_message) == (Errors.GROUP_ID_NOT_FOUND, "Share group nope not found.")
+    leave = ShareGroupHeartbeatRequest(group_id="nope", member_id="m", member_epoch=-1)
+    response = coordinator.share_group_heartbeat(leave).response
+    assert (response.error_code, response.error_message) == (Errors.GROUP_ID_NOT_FOUND, "Group nope not found.")
+    _join(coordinator)
+    stranger = ShareGroupHeartbeatRequest(group_id="sg", member_id="m", member_epoch=3)
+    response = coordinator.share_group_heartbeat(stranger).response
+    assert (response.error_code, response.error_message) == (
+        Errors.UNKNOWN_MEMBER_ID,
+        "Member m is not a member of group sg.",
+    )
+    assert "nope" not in coordinator.share_groups

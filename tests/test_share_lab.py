@@ -35,7 +35,8 @@ def _poison_run(action: str, consumers: int = 3, seed: int = 7) -> Lab:
             failures=[rule],
         )
     lab.run(until=6_000)  # joined, share-partition initialized (at latest = 0)
-    lab.produce_share_records("orders", 30, poison_every=10, batch_size=5)
+    # A fetch takes whole log batches (Kafka's SharePartition.acquire), so the hanging run produces one-record batches.
+    lab.produce_share_records("orders", 30, poison_every=10, batch_size=1 if action == "hang" else 5)
     lab.run(until=90_000)
     return lab
 
@@ -259,7 +260,8 @@ def test_time_travel_replays_a_share_run_identically():
     assert [e.to_json() for e in lab.trace] == first
 
 
-def test_group_coordinator_failover_keeps_the_share_group_and_bumps_its_epoch():
+def test_group_coordinator_failover_keeps_the_share_group_and_its_epoch():
+    """Kafka's ``GroupMetadataManager.onLoaded``: the share group, its members and its epoch survive as they were."""
     lab = _lab()
     for name in ("A", "B"):
         lab.add_share_consumer(name, group_id="queue", subscribed_topic_names=["orders"])
@@ -268,7 +270,7 @@ def test_group_coordinator_failover_keeps_the_share_group_and_bumps_its_epoch():
     before = lab.coordinator.share_state_snapshot()["queue"]
     lab.fail_over()
     after = lab.coordinator.share_groups["queue"]
-    assert after.group_epoch == before["group_epoch"] + 1 and set(after.members) == set(before["members"])
+    assert after.group_epoch == before["group_epoch"] and set(after.members) == set(before["members"])
     lab.run(until=40_000)
     assert all(c.settled() for c in lab.clients.values())
     assert _sp(lab).spso == 30 and at_least_once(lab.world) == [] and lab.invariants.violations == []

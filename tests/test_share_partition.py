@@ -31,9 +31,14 @@ def test_record_state_machine_is_enforced() -> None:
         RECORD_STATE_MACHINE.next_state(ARCHIVED, "release")
 
 
-def test_poison_message_released_until_the_limit_then_archived_while_others_flow() -> None:
-    """D-01: record 1 fails every delivery; dc 1..5, then Archived; record 0 and 2 are consumed meanwhile."""
-    rig = make_rig(config=SharePartitionConfig(delivery_count_limit=5), start_offset=0)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_poison_message_released_until_the_limit_then_archived_while_others_flow(fidelity) -> None:
+    """Record 1 fails every delivery: dc 1..5, then Archived; records 0 and 2 are consumed meanwhile.
+
+    Kafka's ``SharePartition.acknowledge``: a release at the delivery limit archives. The writes
+    carry the SPSO (``kafka``, Kafka's ``writeShareGroupState``) or the KIP example's -1 (``kip``).
+    """
+    rig = make_rig(config=SharePartitionConfig(delivery_count_limit=5), start_offset=0, fidelity=fidelity)
     rig.log.append(3)
     writes = []
     for attempt in range(1, 6):
@@ -47,33 +52,44 @@ def test_poison_message_released_until_the_limit_then_archived_while_others_flow
         writes.append(rig.last_write())
     assert rig.sp.state_at(1) == (ARCHIVED, 0)  # below the SPSO now
     assert (rig.sp.spso, rig.sp.speo) == (3, 3)
-    assert writes[0] == (-1, [(0, 0, 2, 1), (1, 1, 0, 1), (2, 2, 2, 1)])
-    assert writes[1:4] == [(-1, [(1, 1, 0, dc)]) for dc in (2, 3, 4)]
-    assert writes[4] == (3, [])  # the 5th failure archives it and the SPSO passes it
+    if fidelity == "kafka":
+        assert writes[0] == (0, [(0, 0, 2, 1), (1, 1, 0, 1), (2, 2, 2, 1)])
+        assert writes[1:4] == [(1, [(1, 1, 0, dc)]) for dc in (2, 3, 4)]
+        assert writes[4] == (1, [(1, 1, 4, 5)])  # the 5th failure archives it; the SPSO passes it afterwards
+        assert rig.stored() == (1, [(1, 1, 4, 5), (2, 2, 2, 1)])  # the stored start lags: a reader skips them
+    else:
+        assert writes[0] == (-1, [(0, 0, 2, 1), (1, 1, 0, 1), (2, 2, 2, 1)])
+        assert writes[1:4] == [(-1, [(1, 1, 0, dc)]) for dc in (2, 3, 4)]
+        assert writes[4] == (3, [])  # the 5th failure archives it and the SPSO passes it
     assert rig.sp.acquire("C1", 10) == []
     rig.log.append(2)
     assert ranges(rig.sp.acquire("C2", 10)) == [(3, 4, 1)]
 
 
-def test_poison_message_by_lock_timeouts() -> None:
-    rig = make_rig(config=SharePartitionConfig(delivery_count_limit=2, record_lock_duration_ms=1_000), start_offset=0)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_poison_message_by_lock_timeouts(fidelity) -> None:
+    """Kafka's ``SharePartition.releaseAcquisitionLockOnTimeout``: at the delivery limit a timeout archives."""
+    config = SharePartitionConfig(delivery_count_limit=2, record_lock_duration_ms=1_000)
+    rig = make_rig(config=config, start_offset=0, fidelity=fidelity)
     rig.log.append(1)
     rig.sp.acquire("C1", 1)
     rig.scheduler.advance(1_000)
     assert rig.sp.state_at(0) == (AVAILABLE, 1)
     assert ranges(rig.sp.acquire("C2", 1)) == [(0, 0, 2)]
     rig.scheduler.advance(1_000)
-    assert rig.last_write() == (1, [])
+    assert rig.last_write() == ((0, [(0, 0, 4, 2)]) if fidelity == "kafka" else (1, []))
     assert rig.sp.spso == 1
 
 
-def test_reject_archives_whatever_the_delivery_count() -> None:
-    rig = make_rig(start_offset=0)
+@pytest.mark.parametrize(("fidelity", "start_offset"), [("kafka", 0), ("kip", -1)])
+def test_reject_archives_whatever_the_delivery_count(fidelity, start_offset) -> None:
+    """Kafka's ``SharePartition.acknowledge``: REJECT archives at any delivery count."""
+    rig = make_rig(start_offset=0, fidelity=fidelity)
     rig.log.append(2)
     rig.sp.acquire("C1", 2)
     rig.sp.acknowledge("C1", [ack(1, 1, REJECT)])
     assert rig.sp.state_at(1) == (ARCHIVED, 1)
-    assert rig.last_write() == (-1, [(1, 1, 4, 1)])
+    assert rig.last_write() == (start_offset, [(1, 1, 4, 1)])
 
 
 def test_acknowledgement_by_another_member_fails_atomically() -> None:
@@ -102,19 +118,64 @@ def test_late_acknowledgement_after_lock_expiry_fails_and_can_be_reacquired() ->
     assert ranges(rig.sp.acquire("C1", 1)) == [(0, 0, 2)]
 
 
-def test_malformed_batches_are_invalid_requests() -> None:
-    rig = make_rig(start_offset=0)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_malformed_batches_are_invalid_requests(fidelity) -> None:
+    """Kafka's ``KafkaApis.validateAcknowledgementBatches``: batches out of order are INVALID_REQUEST.
+
+    A batch starting at the previous batch's last offset passes Kafka's check, and
+    ``SharePartition.acknowledge`` then finds that offset already acknowledged: INVALID_RECORD_STATE,
+    nothing changes. Under ``kip`` it is an overlap: INVALID_REQUEST.
+    """
+    rig = make_rig(start_offset=0, fidelity=fidelity)
     rig.log.append(4)
     rig.sp.acquire("C1", 4)
     with pytest.raises(ApiError, match="INVALID_REQUEST"):
         rig.sp.acknowledge("C1", [ack(2, 3, ACCEPT), ack(0, 2, ACCEPT)])
+    expected = "INVALID_RECORD_STATE" if fidelity == "kafka" else "INVALID_REQUEST"
+    with pytest.raises(ApiError, match=expected):
+        rig.sp.acknowledge("C1", [ack(0, 2, ACCEPT), ack(2, 3, ACCEPT)])
+    assert [rig.sp.state_at(o) for o in range(4)] == [(ACQUIRED, 1)] * 4
     with pytest.raises(ValueError, match="acknowledge_types must hold 1 or 3"):
         ack(0, 2, ACCEPT, ACCEPT)
 
 
-def test_acquired_records_cap_and_window_cap() -> None:
-    """D-02 / R-LM-01/02: with max locks 3, C2 gets nothing until C1's records are settled."""
+@pytest.mark.parametrize(("fidelity", "error"), [("kafka", "INVALID_REQUEST"), ("kip", "INVALID_RECORD_STATE")])
+def test_an_acknowledgement_past_the_in_flight_records(fidelity, error) -> None:
+    """Kafka's ``SharePartition.acknowledge``: offsets past the last in-flight record are INVALID_REQUEST.
+
+    Under ``kip`` they were never delivered, so not Acquired: INVALID_RECORD_STATE.
+    """
+    rig = make_rig(start_offset=0, fidelity=fidelity)
+    rig.log.append(3)
+    rig.sp.acquire("C1", 3)
+    with pytest.raises(ApiError, match=error):
+        rig.sp.acknowledge("C1", [ack(1, 5, ACCEPT)])
+    assert [rig.sp.state_at(o) for o in range(3)] == [(ACQUIRED, 1)] * 3
+
+
+def test_in_flight_limit_is_checked_before_the_fetch_and_caps_the_window() -> None:
+    """Kafka's ``SharePartition.canAcquireRecords``: the window SPEO - SPSO, checked before acquiring.
+
+    A fetch may overshoot the limit (it takes whole batches); the next one gets nothing until the
+    window shrinks or an in-flight record is Available again.
+    """
     rig = make_rig(config=SharePartitionConfig(partition_max_record_locks=3), start_offset=0)
+    rig.log.append(2)
+    rig.log.append(2)
+    rig.log.append(2)
+    assert ranges(rig.sp.acquire("C1", 3)) == [(0, 3, 1)]  # the second batch is taken whole
+    assert rig.sp.speo == 4
+    assert rig.sp.acquire("C2", 10) == []  # 4 in flight >= 3
+    rig.sp.acknowledge("C1", [ack(0, 0, ACCEPT)])
+    assert rig.sp.acquire("C2", 10) == []  # 3 in flight (1-3): still at the limit
+    rig.sp.acknowledge("C1", [ack(1, 1, RELEASE)])
+    assert ranges(rig.sp.acquire("C2", 10)) == [(1, 1, 2), (4, 5, 1)]  # an Available record opens the fetch
+
+
+def test_acquired_records_cap_and_window_cap_kip() -> None:
+    """KIP-932, 'Fetching and acknowledging records': the lock limit caps the acquired records and the window."""
+    config = SharePartitionConfig(partition_max_record_locks=3)
+    rig = make_rig(config=config, start_offset=0, fidelity="kip")
     rig.log.append(5)
     assert ranges(rig.sp.acquire("C1", 10)) == [(0, 2, 1)]
     assert rig.sp.speo == 3  # the window is capped too: 3-4 stay beyond the SPEO
@@ -123,8 +184,21 @@ def test_acquired_records_cap_and_window_cap() -> None:
     assert ranges(rig.sp.acquire("C2", 10)) == [(3, 3, 1)]
 
 
-def test_whole_batches_share_one_lock_and_the_rest_of_a_cut_batch_waits_in_flight() -> None:
+def test_a_fetch_takes_the_whole_batch_beyond_max_records() -> None:
+    """Kafka's ``SharePartition.acquireNewBatchRecords``: max_records is soft; a batch it reaches is taken whole."""
     rig = make_rig(start_offset=0)
+    rig.log.append(4)
+    rig.log.append(4)
+    rig.log.append(4)
+    assert ranges(rig.sp.acquire("C1", 6)) == [(0, 7, 1)]
+    assert rig.sp.speo == 8
+    assert list(rig.sp.lock_deadlines().values()) == [30_000]
+    assert ranges(rig.sp.acquire("C2", 1)) == [(8, 11, 1)]
+
+
+def test_whole_batches_share_one_lock_and_the_rest_of_a_cut_batch_waits_in_flight() -> None:
+    """KIP-932's share-state example: max_records is a hard cap; a cut batch's rest waits Available in flight."""
+    rig = make_rig(start_offset=0, fidelity="kip")
     rig.log.append(4)
     rig.log.append(4)
     assert ranges(rig.sp.acquire("C1", 6)) == [(0, 5, 1)]
@@ -137,21 +211,55 @@ def test_whole_batches_share_one_lock_and_the_rest_of_a_cut_batch_waits_in_fligh
     ]
 
 
-def test_gap_acknowledgement_archives_compacted_offsets() -> None:
-    """R-BT-04 / A-21: the leader hands out 0-4 although 2 was compacted away; the consumer acks it as GAP."""
-    rig = make_rig(start_offset=0)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_gap_acknowledgement_archives_compacted_offsets(fidelity) -> None:
+    """The leader hands out 0-4 although 2 was compacted away; the consumer acknowledges it as GAP.
+
+    Kafka's ``SharePartition.acknowledge`` (GAP archives, as REJECT).
+    """
+    rig = make_rig(start_offset=0, fidelity=fidelity)
     rig.log.append(5)
     rig.log.compact([2])
     rig.sp.acquire("C1", 5)
     assert [r.offset for r in rig.log.read(0, 4)] == [0, 1, 3, 4]
     rig.sp.acknowledge("C1", [ack(0, 4, ACCEPT, ACCEPT, GAP, ACCEPT, ACCEPT)])
     assert rig.sp.spso == 5
-    assert rig.last_write() == (5, [])
+    if fidelity == "kafka":
+        assert rig.last_write() == (0, [(0, 1, 2, 1), (2, 2, 4, 1), (3, 4, 2, 1)])
+    else:
+        assert rig.last_write() == (5, [])
+
+
+def test_log_start_moving_past_acquired_records_writes_nothing_and_late_acks_succeed() -> None:
+    """Kafka's ``SharePartition.updateCacheAndOffsets``: retention to 3 while 1 is acquired.
+
+    The SPSO moves at once, in memory; nothing is written until the next change, whose write
+    carries the new start offset. The late acknowledgement of 1 succeeds and changes nothing.
+    """
+    rig = make_rig(start_offset=0)
+    rig.log.append(2)
+    rig.log.append(4)
+    rig.sp.acquire("C1", 2)
+    rig.sp.acquire("C2", 4)
+    rig.sp.acknowledge("C2", [ack(4, 4, ACCEPT)])
+    sent = len(rig.persister.sent)
+    rig.log.delete_records_before(3)
+    assert rig.sp.move_log_start() is None
+    assert len(rig.persister.sent) == sent
+    assert rig.sp.spso == 3 and rig.sp.acquired_count == 2  # 3 and 5 are still acquired by C2
+    assert rig.sp.acknowledge("C1", [ack(1, 1, REJECT)]) is None  # no error, nothing to write
+    assert rig.sp.state_at(1) == (ARCHIVED, 0)
+    assert rig.stored() == (0, [(4, 4, 2, 1)])
+    rig.sp.acknowledge("C2", [ack(3, 3, ACCEPT)])
+    assert rig.last_write() == (3, [(3, 3, 2, 1)])
+    assert rig.stored() == (3, [(3, 4, 2, 1)])  # the write carries the SPSO before the change
+    assert rig.sp.spso == 5
+    assert (new_leader(rig).spso, new_leader(rig).speo) == (5, 5)
 
 
 def test_log_start_moving_archives_what_it_passes_and_late_acks_succeed() -> None:
-    """S-14 / R-SP-06/07: retention to 3 while 1 is acquired; its acknowledgement still succeeds."""
-    rig = make_rig(start_offset=0)
+    """KIP-932, 'Log retention': retention to 3 while 1 is acquired archives it in one write; its ack succeeds."""
+    rig = make_rig(start_offset=0, fidelity="kip")
     rig.log.append(6)
     rig.sp.acquire("C1", 2)
     rig.sp.acquire("C2", 4)
@@ -214,16 +322,34 @@ def test_change_takes_effect_when_the_write_completes() -> None:
     assert rig.sp.spso == 3 and rig.sp.acquired_count == 0
 
 
-def test_failed_write_leaves_records_acquired_and_retries_an_expired_lock() -> None:
+def test_failed_write_leaves_records_acquired_and_times_out_an_expired_lock() -> None:
+    """Kafka's ``SharePartition.rollbackOrProcessStateUpdates``: a refused acknowledgement rolls back.
+
+    The lock ran out while the write was pending, so the records time out as soon as they are
+    Acquired again (KAFKA-19476: an expired lock runs on rollback).
+    """
     rig = deferred_rig_with_acquired(produced=2, acquired=2)
     write = rig.sp.acknowledge("C1", [ack(0, 1, ACCEPT)])
     rig.scheduler.advance(30_000)  # the lock runs out while the write is pending
     rig.persister.queue.clear()
     rig.sp.complete_write(write.write_id, Errors.COORDINATOR_LOAD_IN_PROGRESS)
     assert rig.sp.state_at(0) == (ACQUIRED, 1) and not rig.sp.pending_writes
-    assert rig.sp.lock_deadlines() == {0: 60_000}  # the expiry is retried one lock duration later
-    rig.scheduler.advance(30_000)
+    assert rig.sp.lock_deadlines() == {0: 30_000}  # due now
+    rig.scheduler.advance(0)
     assert [w.origin for w in rig.sp.pending_writes] == ["lock 0 timeout"]
+
+
+def test_a_lock_timeout_stands_when_its_write_fails() -> None:
+    """Kafka's ``SharePartition.releaseAcquisitionLockOnTimeout``: the records move even if the write fails."""
+    rig = deferred_rig_with_acquired(produced=2, acquired=2)
+    rig.scheduler.advance(30_000)
+    [write] = rig.sp.pending_writes
+    rig.persister.queue.clear()
+    rig.sp.complete_write(write.write_id, Errors.COORDINATOR_NOT_AVAILABLE)
+    assert [rig.sp.state_at(o) for o in (0, 1)] == [(AVAILABLE, 1)] * 2
+    assert rig.sp.acquired_count == 0 and rig.sp.lock_deadlines() == {}
+    assert rig.stored() == (0, [])  # the share coordinator never heard of it
+    assert ranges(rig.sp.acquire("C2", 2)) == [(0, 1, 2)]
 
 
 def test_a_fenced_share_partition_stops() -> None:
@@ -245,7 +371,7 @@ def new_leader(rig: Rig) -> SharePartition:
         TOPIC,
         0,
         rig.log,
-        config=SharePartitionConfig(),
+        config=rig.sp.config,
         scheduler=rig.scheduler,
         persister=rig.persister,
         leader_epoch=1,
@@ -273,7 +399,8 @@ def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
 
 
 def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> None:
-    rig = make_rig(start_offset=0)
+    """KIP-932, 'Log retention': the new leader's first act is one write moving the start to the log start."""
+    rig = make_rig(start_offset=0, fidelity="kip")
     rig.log.append(5)
     rig.sp.acquire("C1", 5)
     rig.sp.acknowledge("C1", [ack(1, 1, RELEASE), ack(3, 3, ACCEPT)])
@@ -292,3 +419,22 @@ def test_config_names_and_bounds() -> None:
         SharePartitionConfig(delivery_count_limit=11)
     with pytest.raises(ValueError, match="isolation_level"):
         SharePartitionConfig(isolation_level="serializable")
+
+
+def test_a_refused_write_reaches_the_client_as_kafka_maps_it() -> None:
+    """Kafka's ``SharePartition.fetchPersisterError``: the client's error for each share coordinator error."""
+    rig = make_rig(start_offset=0)
+    expected = {
+        Errors.NOT_COORDINATOR: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.COORDINATOR_NOT_AVAILABLE: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.GROUP_ID_NOT_FOUND: Errors.INVALID_REQUEST,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.INVALID_REQUEST,
+        Errors.FENCED_STATE_EPOCH: Errors.FENCED_STATE_EPOCH,
+        Errors.FENCED_LEADER_EPOCH: Errors.NOT_LEADER_OR_FOLLOWER,
+        Errors.INVALID_REQUEST: Errors.UNKNOWN_SERVER_ERROR,
+        Errors.NONE: Errors.NONE,
+    }
+    assert {error: rig.sp.client_error(error) for error in expected} == expected
+    kip = make_rig(start_offset=0, fidelity="kip")
+    assert all(kip.sp.client_error(error) is error for error in expected)

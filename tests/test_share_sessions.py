@@ -22,7 +22,7 @@ from kip_lab.protocol.share import (
     ShareFetchRequestTopic,
 )
 from kip_lab.runtime.scheduler import Scheduler
-from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.leader import SharePartitionLeader
 from kip_lab.share.partition import ACQUIRED, AVAILABLE
@@ -35,13 +35,14 @@ ACCEPT, RELEASE = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE
 
 @pytest.fixture
 def leader() -> SharePartitionLeader:
-    """A broker leading topic_uuid:0 and :1 (each with 10 records), share group G1 initialized at offset 0."""
+    """A broker leading topic_uuid:0 and :1 (each with 10 one-record batches), share group G1 initialized at 0."""
     coordinator = ShareCoordinator()
     leader = SharePartitionLeader(CoordinatorPersister(coordinator), scheduler=Scheduler())
     for partition in (0, 1):
         initialize(coordinator, partition=partition, start_offset=0)
         log = TopicLog(TOPIC, partition)
-        log.append(10)
+        for _ in range(10):
+            log.append(1)
         leader.add_log(log)
     return leader
 
@@ -112,7 +113,7 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
     assert leader.sessions[key].epoch == 1
     assert acquired(r) == {0: [(3, 3, 2)]}  # 3 was released (dc 1) and is acquired again
     assert sp.state_at(4) == (AVAILABLE, 1)
-    r = leader.share_fetch(fetch(-1, acks={0: [ack(3, 3, ACCEPT)]}))  # 7: final, with acknowledgements
+    r = leader.share_fetch(fetch(-1, acks={0: [ack(3, 3, ACCEPT)]}, max_bytes=0))  # 7: final, with acknowledgements
     assert r.responses[0].partitions[0].acknowledge_error_code is Errors.NONE
     assert not r.responses[0].partitions[0].acquired_records and key not in leader.sessions
     assert leader.share_acknowledge(acknowledge(5, {0: []})).error_code is Errors.SHARE_SESSION_NOT_FOUND  # 8
@@ -128,7 +129,7 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
         ("fetch", 1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 4
         ("fetch", 7, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 5
         ("fetch", 1, True, None, Errors.NONE),  # row 6
-        ("fetch", -1, True, "forget", Errors.INVALID_REQUEST),  # row 7 (A-16)
+        ("fetch", -1, True, "forget", Errors.NONE),  # row 7: Kafka ignores ForgottenTopicsData at -1
         ("fetch", -1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 8
         ("fetch", -1, True, None, Errors.NONE),  # row 9
         ("ack", 0, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 10
@@ -140,6 +141,8 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
     ],
 )
 def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra, expected) -> None:
+    """KIP-932's share session table as Kafka's ``SharePartitionManager.newContext`` and ``acknowledgeSessionUpdate``
+    answer it (a final ShareFetch names its partitions with PartitionMaxBytes 0)."""
     if cached:
         leader.share_fetch(fetch(0, max_records=1))
     before = leader.sessions.get((GROUP, "C1"))
@@ -149,6 +152,7 @@ def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra,
             epoch,
             acks={0: [ack(0, 0, ACCEPT)]} if extra == "acks" else None,
             forgotten=(0,) if extra == "forget" else (),
+            max_bytes=0 if epoch == -1 else None,
         )
         response = leader.share_fetch(request)
     else:
@@ -165,11 +169,34 @@ def test_session_matrix(leader: SharePartitionLeader, rpc, epoch, cached, extra,
         assert session.epoch == before_epoch + 1
 
 
-def test_invalid_record_state_is_per_partition_and_fetching_goes_on(leader: SharePartitionLeader) -> None:
+def test_a_final_share_fetch_that_fetches_is_invalid(leader: SharePartitionLeader) -> None:
+    """Kafka's ``SharePartitionManager.newContext``: at epoch -1, PartitionMaxBytes > 0 is INVALID_REQUEST."""
+    leader.share_fetch(fetch(0, max_records=1))
+    assert leader.share_fetch(fetch(-1)).error_code is Errors.INVALID_REQUEST
+    assert leader.sessions[(GROUP, "C1")].epoch == 1  # refused: the session stays
+
+
+def test_a_final_share_fetch_that_forgets_is_invalid_kip() -> None:
+    """KIP-932, 'Share sessions': a final ShareFetch that adds or forgets topics is INVALID_REQUEST."""
+    coordinator = ShareCoordinator(ShareCoordinatorConfig(fidelity="kip"))
+    kip = SharePartitionLeader(
+        CoordinatorPersister(coordinator), scheduler=Scheduler(), config=SharePartitionConfig(fidelity="kip")
+    )
+    initialize(coordinator, start_offset=0)
+    log = TopicLog(TOPIC, 0)
+    log.append(3)
+    kip.add_log(log)
+    kip.share_fetch(fetch(0, max_records=1))
+    assert kip.share_fetch(fetch(-1, forgotten=(0,))).error_code is Errors.INVALID_REQUEST
+    assert kip.share_fetch(fetch(-1, acks={0: [ack(0, 0, ACCEPT)]})).error_code is Errors.NONE
+
+
+def test_an_acknowledgement_error_is_per_partition_and_fetching_goes_on(leader: SharePartitionLeader) -> None:
+    """Kafka's ``SharePartition.acknowledge``: offset 5 is past the in-flight records (INVALID_REQUEST)."""
     leader.share_fetch(fetch(0, partitions=(0, 1), max_records=2))
     r = leader.share_fetch(fetch(1, partitions=(0, 1), acks={0: [ack(5, 5, ACCEPT)]}, max_records=2))
     by_partition = {p.partition_index: p for p in r.responses[0].partitions}
-    assert by_partition[0].acknowledge_error_code is Errors.INVALID_RECORD_STATE
+    assert by_partition[0].acknowledge_error_code is Errors.INVALID_REQUEST
     assert sum(len(p.acquired_records) for p in by_partition.values()) >= 1
 
 
@@ -225,7 +252,7 @@ def test_unknown_partition_is_a_partition_error(leader: SharePartitionLeader) ->
 def test_admin_reset_reloads_the_share_partition_on_its_first_session(leader: SharePartitionLeader) -> None:
     """S-11 step 3 / R-SL-02: the state epoch moved, so the first session re-reads the state."""
     leader.share_fetch(fetch(0, max_records=2))
-    leader.share_fetch(fetch(-1))
+    leader.share_fetch(fetch(-1, max_bytes=0))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     initialize(coordinator, state_epoch=1, start_offset=7)
     r = leader.share_fetch(fetch(0, max_records=1, member="C2"))
@@ -262,6 +289,7 @@ def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
     log.append(4)
     leader.add_log(log)
     leader.share_fetch(fetch(0, max_records=4))  # acquisition writes nothing: ready at once
+    stored_start = coordinator.state(GROUP, TOPIC, 0).start_offset
     reply = leader.begin_share_acknowledge(acknowledge(1, {0: [ack(0, 3, ACCEPT)]}))
     assert not reply.ready and len(reply.writes) == 1
     with pytest.raises(RuntimeError, match="deliver the persister"):
@@ -270,13 +298,18 @@ def test_the_answer_waits_for_the_write_with_a_deferred_persister() -> None:
     assert sp.spso == 0 and sp.state_at(0) == (ACQUIRED, 1)  # not yet in effect
     persister.deliver()
     assert reply.ready and reply.response().responses[0].partitions[0].error_code is Errors.NONE
-    assert sp.spso == 4 and coordinator.state(GROUP, TOPIC, 0).start_offset == 4
+    assert sp.spso == 4
+    assert coordinator.state(GROUP, TOPIC, 0).start_offset == stored_start == 0  # Kafka's write carries the old SPSO
     fetch_reply = leader.begin_share_fetch(fetch(2, acks={0: [ack(0, 0, ACCEPT)]}))  # below the SPSO: no write
     assert fetch_reply.ready and fetch_reply.response().responses[0].partitions[0].acknowledge_error_code is Errors.NONE
 
 
 def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLeader) -> None:
-    """A zombie leader: the share coordinator has seen leader epoch 1, this broker is still at 0."""
+    """A zombie leader: the share coordinator has seen leader epoch 1, this broker is still at 0.
+
+    Kafka's ``SharePartition.fetchPersisterError``: FENCED_LEADER_EPOCH reaches the client as
+    NOT_LEADER_OR_FOLLOWER, on the acknowledgement and on the fetch that reads the state again.
+    """
     leader.share_fetch(fetch(0, max_records=2))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     coordinator.read_share_group_state(
@@ -286,18 +319,18 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
         )
     )
     r = leader.share_acknowledge(acknowledge(1, {0: [ack(0, 1, ACCEPT)]}))
-    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    assert r.responses[0].partitions[0].error_code is Errors.NOT_LEADER_OR_FOLLOWER
     zombie = leader.partitions[(GROUP, TOPIC, 0)]
     assert zombie.fenced is Errors.FENCED_LEADER_EPOCH and zombie.state_at(0) == (ACQUIRED, 1)
     r = leader.share_fetch(fetch(2))  # the leader reads the state again and is refused: it is not the leader
-    assert r.responses[0].partitions[0].error_code is Errors.FENCED_LEADER_EPOCH
+    assert r.responses[0].partitions[0].error_code is Errors.NOT_LEADER_OR_FOLLOWER
     leader.add_log(leader.logs[(TOPIC, 0)], leader_epoch=1)  # this broker leads again, at epoch 1
     r = leader.share_fetch(fetch(3))
     assert acquired(r) == {0: [(0, 9, 1)]}  # the durable state had no delivery of 0-1: dc restarts at 1
 
 
 def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:
-    """R-SG-05: two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
+    """Two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     initialize(coordinator, start_offset=0, group_id="G2")
     first = leader.share_fetch(fetch(0, max_records=10))

@@ -119,7 +119,7 @@ class ShareGroupHandlers:
     def _init_share_groups(self, share_config: ShareGroupConfig | None = None) -> None:
         self.share_config = share_config or ShareGroupConfig()
         self.share_groups: dict[str, ShareGroup] = {}
-        self.share_assignor = SimpleAssignor()
+        self.share_assignor = SimpleAssignor(fidelity=self.config.fidelity)
         self.share_state_rpc: ShareStateRpc | None = None
         # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
         self.share_state_calls: list[tuple[Message, Any]] = []
@@ -160,8 +160,9 @@ class ShareGroupHandlers:
         return self._apply_share(result)
 
     def _load_share_groups(self) -> list[CoordinatorResult]:
-        """Failover duties: re-arm session timers, bump the epoch of groups with members (KIP-932
-        "the new coordinator ... will bump the group epoch"), and retry any unfinished dance."""
+        """Failover duties: re-arm session timers and retry any unfinished dance; under ``fidelity="kip"``
+        also bump the epoch of groups with members (KIP-932, 'Persistence and fail-over': "It will bump
+        the group epoch"; Kafka's ``GroupMetadataManager.onLoaded`` does not)."""
         self.share_groups = {g: v for g, v in self.share_groups.items() if not v.dead}
         results = []
         for group_id in sorted(self.share_groups):
@@ -169,7 +170,7 @@ class ShareGroupHandlers:
             batches: tuple[tuple[Record, ...], ...] = ()
             for member_id in sorted(group.members):
                 self._schedule_share_session(group_id, member_id)
-            if group.members:
+            if group.members and self.config.fidelity == "kip":
                 batches = ((self._share_epoch_record(group_id, group.group_epoch + 1),),)
             result = self._apply_share(CoordinatorResult(None, batches, origin=f"load share group {group_id}"))
             results.append(self._with_state_sync(result, group_id))
@@ -300,12 +301,13 @@ class ShareGroupHandlers:
 
     @staticmethod
     def _validate_share_heartbeat(r: ShareGroupHeartbeatRequest) -> None:
-        if not r.group_id:
+        """Kafka's ``GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid`` (blank = empty or spaces)."""
+        if not r.group_id.strip():
             raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
-        if r.rack_id == "":
+        if r.rack_id is not None and not r.rack_id.strip():
             raise ApiError(Errors.INVALID_REQUEST, "RackId can't be empty.")
         if r.member_epoch > 0 or r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if not r.member_id:
+            if not r.member_id.strip():
                 raise ApiError(Errors.INVALID_REQUEST, "MemberId can't be empty.")
         elif r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
             if not r.subscribed_topic_names:
@@ -321,14 +323,14 @@ class ShareGroupHandlers:
         group = self.share_groups.get(r.group_id)
         joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
         if r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if group is None:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            if group is None:  # Kafka's GroupMetadataManager.shareGroupLeave
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
             member = group.member(r.member_id)
             response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
             return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
         if group is None:
-            if not joining:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {r.member_id} is not in group {r.group_id}.")
+            if not joining:  # Kafka's GroupMetadataManager.getOrMaybeCreateShareGroup
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
             group = ShareGroup(r.group_id)  # created by replaying this heartbeat's records
 
         if joining:
@@ -339,21 +341,20 @@ class ShareGroupHandlers:
                     Errors.GROUP_MAX_SIZE_REACHED,
                     f"The share group has reached its maximum capacity of {self.share_config.max_size} members.",
                 )
-            # A join with a known member id is a new incarnation of it: nothing assigned (decision SG-4).
+            # A join with a known member id is a new incarnation of it: nothing assigned (docs/decisions.md SG4).
             member = ShareGroupMember(member_id) if known is None else replace(known, member_epoch=0, assigned={})
         else:
             member = group.member(r.member_id)
             received, current = r.member_epoch, member.member_epoch
             if received > current or (received < current and received != member.previous_member_epoch):
+                # Kafka's throwIfShareGroupMemberEpochIsInvalid: refused, and the member stays (docs/decisions.md SG4).
                 side = "greater" if received > current else "smaller"
-                response = ShareGroupHeartbeatResponse(
-                    error_code=Errors.FENCED_MEMBER_EPOCH,
-                    error_message=f"The share group member has a {side} member epoch ({received}) than the one "
+                raise ApiError(
+                    Errors.FENCED_MEMBER_EPOCH,
+                    f"The share group member has a {side} member epoch ({received}) than the one "
                     f"known by the group coordinator ({current}). The member must abandon all its partitions "
                     "and rejoin.",
-                    member_epoch=received,
                 )
-                return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
             member_id = member.member_id
 
         updated = replace(
@@ -432,7 +433,7 @@ class ShareGroupHandlers:
     def _share_target(
         self, group: ShareGroup, members: dict[str, ShareGroupMember], metadata: dict[str, tuple[str, int]]
     ) -> dict[str, dict[str, tuple[int, ...]]]:
-        """The SimpleAssignor over the subscribed share-partitions that have state (R-GI-01)."""
+        """The SimpleAssignor over the subscribed share-partitions that have state (docs/decisions.md SG5)."""
         assignable: dict[str, tuple[int, ...]] = {}
         for _, (topic_id, count) in sorted(metadata.items()):
             entry = group.initialized.get(topic_id)

@@ -22,7 +22,7 @@ from kip_lab.coordinator.share_group import call_share_coordinator
 from kip_lab.protocol.common import Message
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.share.admin import ResetSpec, ShareAdmin, TimestampedLogs
-from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.coordinator import STATE_TOPIC, ShareCoordinator
 from kip_lab.share.leader import SharePartitionLeader
 from kip_lab.share.persister import CoordinatorPersister, SentWrite
@@ -75,7 +75,7 @@ class ShareWorld:
         self.world = world
         self.config = config or SharePartitionConfig()
         self.log = PartitionLog(STATE_TOPIC, 0)  # replicated: survives the share coordinator's failover
-        self.coordinator = ShareCoordinator(log=self.log)
+        self.coordinator = ShareCoordinator(ShareCoordinatorConfig(fidelity=self.config.fidelity), log=self.log)
         self.coordinator_host = sorted(world.brokers)[0]
         self.group_configs: dict[str, SharePartitionConfig] = {}
         self.leaders = {

@@ -12,8 +12,8 @@ class SharePartitionConfig(BaseModel):
 
     Ranges are the KIP's broker limits; ``delivery_count_limit`` is the KIP's
     ``group.share.delivery.count.limit`` (its diagram calls it ``...delivery.attempt.limit``).
-    ``partition_max_record_locks`` caps both the acquired records and the in-flight window
-    (docs/decisions.md SP-4). ``auto_offset_reset`` resolves a start offset of -1 read from
+    ``partition_max_record_locks`` limits the in-flight window (docs/decisions.md SP4: how
+    depends on ``fidelity``). ``auto_offset_reset`` resolves a start offset of -1 read from
     the share coordinator.
     """
 
@@ -34,6 +34,10 @@ class SharePartitionConfig(BaseModel):
         "read_uncommitted", description="group.share.isolation.level"
     )
     auto_offset_reset: Literal["latest", "earliest"] = Field("latest", description="group.share.auto.offset.reset")
+    fidelity: Literal["kafka", "kip"] = Field(
+        "kafka",
+        description="kafka: Apache Kafka's SharePartition; kip: KIP-932's text and examples (docs/decisions.md SP)",
+    )
 
 
 class ShareCoordinatorConfig(BaseModel):
@@ -43,4 +47,8 @@ class ShareCoordinatorConfig(BaseModel):
 
     snapshot_update_records_per_snapshot: int = Field(
         500, ge=0, description="share.coordinator.snapshot.update.records.per.snapshot"
+    )
+    fidelity: Literal["kafka", "kip"] = Field(
+        "kafka",
+        description="kafka: Apache Kafka's ShareCoordinatorShard; kip: KIP-932's text (docs/decisions.md SP rows)",
     )

@@ -53,7 +53,7 @@ from kip_lab.share.records import (
     ShareUpdateKey,
     ShareUpdateValue,
 )
-from kip_lab.share.state_batches import DurableState, spans_from_batches
+from kip_lab.share.state_batches import DurableState, batches_from_spans, combine, spans_from_batches
 
 SharePartitionKey = tuple[str, str, int]  # (group id, topic id, partition)
 STATE_TOPIC = "__share_group_state"
@@ -253,7 +253,7 @@ class ShareCoordinator:
         def handle(sp: SharePartitionKey, data) -> tuple[PartitionStateResult, Record | None]:
             state = self.states.get(sp)
             if state is None:
-                return _state_error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None
+                return _state_error(data.partition, *self._uninitialized(sp, "Read")), None
             if data.leader_epoch < state.leader_epoch:
                 message = _stale("leader", data.leader_epoch, state.leader_epoch)
                 return _state_error(data.partition, Errors.FENCED_LEADER_EPOCH, message), None
@@ -276,7 +276,7 @@ class ShareCoordinator:
         def handle(sp: SharePartitionKey, data: WriteStatePartition) -> tuple[PartitionResult, Record | None]:
             state = self.states.get(sp)
             if state is None:
-                return _error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None
+                return _error(data.partition, *self._uninitialized(sp, "Write")), None
             if data.leader_epoch < state.leader_epoch:
                 return _error(
                     data.partition, Errors.FENCED_LEADER_EPOCH, _stale("leader", data.leader_epoch, state.leader_epoch)
@@ -289,11 +289,28 @@ class ShareCoordinator:
 
         return self._run_each(request, handle, _error, WriteShareGroupStateResponse, TopicResults)
 
+    def _uninitialized(self, sp: SharePartitionKey, operation: str) -> tuple[Errors, str]:
+        """A read or write of a share-partition with no state (never initialized, or deleted).
+
+        ``kafka``: INVALID_REQUEST, as Kafka's ``ShareCoordinatorShard`` answers since KAFKA-19338
+        (before it, a write created the state). ``kip``: UNKNOWN_TOPIC_OR_PARTITION, the KIP's
+        "this share-partition is not actually part of the share group".
+        """
+        if self.config.fidelity == "kafka":
+            return Errors.INVALID_REQUEST, f"{operation} operation on uninitialized share partition not allowed."
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)
+
     def _write_record(self, sp: SharePartitionKey, state: DurableState, data: WriteStatePartition) -> Record:
+        """A ShareSnapshot of the combined state, or a ShareUpdate with the write's batches combined.
+
+        As Kafka's ``ShareCoordinatorShard.generateShareStateRecord``: a snapshot once
+        ``snapshot_update_records_per_snapshot`` updates followed the last one; under ``kip``
+        also when the combined state has no batches left (the KIP's "the snapshot will be small").
+        """
         spans = spans_from_batches(data.state_batches)
         combined = state.with_write(data.start_offset, spans, data.leader_epoch)
         due = self.updates_since_snapshot.get(sp, 0) >= self.config.snapshot_update_records_per_snapshot
-        if due or not combined.spans:
+        if due or (self.config.fidelity == "kip" and not combined.spans):
             return self._snapshot(
                 sp,
                 DurableState(
@@ -310,7 +327,7 @@ class ShareCoordinator:
                 snapshot_epoch=state.snapshot_epoch,
                 leader_epoch=data.leader_epoch,
                 start_offset=data.start_offset,
-                state_batches=data.state_batches,
+                state_batches=batches_from_spans(combine((), spans, data.start_offset)),
             ),
         )
 

@@ -90,7 +90,7 @@ class ShareGroup:
     def member(self, member_id: str) -> ShareGroupMember:
         found = self.members.get(member_id)
         if found is None:
-            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in share group {self.group_id}.")
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
         return found
 
     def target_of(self, member_id: str) -> Assignment:

@@ -1,6 +1,10 @@
-"""KIP-932's SimpleAssignor: every partition of a subscribed topic gets at least one member.
+"""The share groups' SimpleAssignor, as Kafka ships it (``fidelity="kafka"``) or as KIP-932 describes it.
 
-The KIP's three steps, per subscribed topic:
+Kafka's ``SimpleAssignor.assign`` gives every member every partition of each topic it
+subscribes to (homogeneous or not): the share-partition leaders, not the assignment, share out
+the records.
+
+The KIP's three steps (``fidelity="kip"``), per subscribed topic:
 
 1. hash each subscriber's member id and map it to one partition (approximately even balance);
 2. a partition that got no member in (1) and has no member in the current assignment is
@@ -12,7 +16,7 @@ that may be assigned (those with initialized share state), which is what reprodu
 KIP's example table with its hashes 1, 2, ...; the default hash is CRC-32 of the member id
 (deterministic across runs, unlike Python's ``hash``). Step (2) keeps a partition's current
 members when it still has subscribers among them, and otherwise hands out the topic's
-subscribers in hash order, starting again from the first for every topic (decision SG-2).
+subscribers in hash order, starting again from the first for every topic (docs/decisions.md SG2).
 Racks, lag and throughput are ignored, as the KIP says.
 """
 
@@ -20,9 +24,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 # member id -> topic id -> partitions
 ShareAssignment = dict[str, dict[str, tuple[int, ...]]]
+Fidelity = Literal["kafka", "kip"]
 
 
 def crc32_hash(member_id: str) -> int:
@@ -30,12 +36,15 @@ def crc32_hash(member_id: str) -> int:
 
 
 class SimpleAssignor:
-    """``org.apache.kafka.coordinator.group.share.SimpleAssignor`` as the KIP describes it."""
+    """The ``simple`` share-group assignor: Kafka's (``fidelity="kafka"``) or the KIP's (``"kip"``)."""
 
     name = "simple"
 
-    def __init__(self, member_hash: Callable[[str], int] = crc32_hash) -> None:
+    def __init__(self, member_hash: Callable[[str], int] = crc32_hash, *, fidelity: Fidelity = "kafka") -> None:
+        if fidelity not in ("kafka", "kip"):
+            raise ValueError(f"fidelity must be 'kafka' or 'kip', got {fidelity!r}")
         self.member_hash = member_hash
+        self.fidelity = fidelity
 
     def assign(
         self,
@@ -49,6 +58,12 @@ class SimpleAssignor:
         partitions that may be assigned (sorted); ``current``: the previous target.
         """
         out: ShareAssignment = {member_id: {} for member_id in sorted(subscriptions)}
+        if self.fidelity == "kafka":
+            for member_id, topics in out.items():
+                for topic_id in sorted(subscriptions[member_id]):
+                    if partitions.get(topic_id):
+                        topics[topic_id] = tuple(partitions[topic_id])
+            return out
         for topic_id in sorted(partitions):
             available = partitions[topic_id]
             subscribers = sorted(

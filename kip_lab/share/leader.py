@@ -58,13 +58,14 @@ class AcknowledgeOutcome:
     write: PendingWrite | None
     error: Errors = Errors.NONE
     message: str | None = None
+    client_error: Callable[[Errors], Errors] = Errors  # how a refused write reaches the client
 
     def result(self) -> tuple[Errors, str | None]:
         if self.write is None or self.write.error is Errors.NONE:
             return self.error, self.message
         if self.write.error is None:
             raise RuntimeError(f"write {self.write.write_id} of {self.write.origin} has not completed")
-        return self.write.error, f"the share coordinator refused the write: {self.write.error.name}"
+        return self.client_error(self.write.error), f"the share coordinator refused the write: {self.write.error.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,15 +182,29 @@ class SharePartitionLeader:
     ) -> AcknowledgeOutcome:
         """One partition's acknowledgements: atomic; the answer waits for the write they caused."""
         try:
-            write = self.share_partition(group_id, topic_id, partition).acknowledge(member_id, batches)
+            sp = self.share_partition(group_id, topic_id, partition)
+            write = sp.acknowledge(member_id, batches)
         except ApiError as error:
             return AcknowledgeOutcome(None, error.error, error.message)
-        return AcknowledgeOutcome(write)
+        return AcknowledgeOutcome(write, client_error=sp.client_error)
 
     # ------------------------------------------------------------------ ShareFetch
     def share_fetch(self, request: ShareFetchRequest) -> ShareFetchResponse:
         """ShareFetch, answered at once (the persister must have completed the writes it caused)."""
         return self.begin_share_fetch(request).response()
+
+    def _final_fetch_problem(self, request: ShareFetchRequest) -> str | None:
+        """What makes a final (epoch -1) ShareFetch invalid (docs/decisions.md SP12).
+
+        ``kafka`` (Kafka's ``SharePartitionManager.newContext``): a partition to fetch, i.e. with
+        PartitionMaxBytes > 0; forgotten partitions are ignored. ``kip``: forgetting partitions
+        (the partitions it names carry acknowledgements).
+        """
+        if self.config.fidelity == "kip":
+            return "the final ShareFetch cannot forget partitions" if request.forgotten_topics_data else None
+        if any(p.partition_max_bytes > 0 for t in request.topics for p in t.partitions):
+            return "the final ShareFetch cannot fetch partitions (PartitionMaxBytes must be 0)"
+        return None
 
     def begin_share_fetch(self, request: ShareFetchRequest) -> LeaderReply[ShareFetchResponse]:
         """ShareFetch whose answer is ready once the writes of its acknowledgements have completed."""
@@ -207,8 +222,8 @@ class SharePartitionLeader:
             session = ShareSession(request.group_id, request.member_id)
         elif (problem := _session_problem(session, epoch, request.member_id)) is not None:
             return _ready(_fetch_error(*problem))
-        elif epoch == FINAL_SHARE_SESSION_EPOCH and request.forgotten_topics_data:
-            return _ready(_fetch_error(Errors.INVALID_REQUEST, "the final ShareFetch cannot forget partitions"))
+        elif epoch == FINAL_SHARE_SESSION_EPOCH and (problem := self._final_fetch_problem(request)) is not None:
+            return _ready(_fetch_error(Errors.INVALID_REQUEST, problem))
 
         answers: dict[TopicPartition, dict] = {}
         outcomes: dict[TopicPartition, AcknowledgeOutcome] = {}
@@ -251,7 +266,7 @@ class SharePartitionLeader:
             except ApiError as error:
                 answer.update(error_code=error.error, error_message=error.message)
                 continue
-            if budget == 0:
+            if budget <= 0:  # a soft max_records (Kafka) may be overshot by the last batch taken
                 continue
             acquired = sp.acquire(request.member_id, budget)
             if acquired:

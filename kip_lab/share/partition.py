@@ -9,11 +9,13 @@ State is kept per range of offsets (``InFlightBatch``), as Kafka's ``SharePartit
 whole batches until an operation splits them: a log batch is acquired whole when the limits
 allow, so a million records in batches of 500 cost two thousand objects, not a million.
 
-Durability (KIP-932 "Share-group state persistence"): acquisition is never persisted; every
-other change (acknowledge, release, reject, gap, lock expiry, session end, log start moving)
-becomes a ``PendingWrite`` handed to the persister. The records it touches are marked pending
-and the change takes effect only in ``complete_write``, when the share coordinator has
-answered, so a simulation can put latency (or a failure) between the two.
+Durability (KIP-932 "Managing durable share-partition state"): acquisition is never persisted;
+every other change (acknowledge, release, reject, gap, lock expiry, session end; the log start
+moving only under ``fidelity="kip"``) becomes a ``PendingWrite`` handed to the persister. The
+records it touches are marked pending and the change takes effect only in ``complete_write``,
+when the share coordinator has answered, so a simulation can put latency (or a failure) between
+the two. ``SharePartitionConfig.fidelity`` picks Kafka's ``SharePartition`` behaviour (default)
+or the KIP's text where they differ (docs/decisions.md SP rows).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from kip_lab.share.state_batches import (
     Span,
     batches_from_spans,
     coalesce,
+    combine,
     drop_below,
-    overlay,
     spans_from_batches,
 )
 from kip_lab.share.topic_log import TopicLog
@@ -81,6 +83,17 @@ DURABLE_CODE = {
 }
 STATE_OF_CODE = {int(code): state for state, code in DURABLE_CODE.items()}
 FENCING_ERRORS = (Errors.FENCED_LEADER_EPOCH, Errors.FENCED_STATE_EPOCH)
+# What a share-partition leader answers its client when the share coordinator refused a read or a
+# write: Kafka's ``SharePartition.fetchPersisterError`` (any other code: UNKNOWN_SERVER_ERROR).
+CLIENT_ERROR_OF_PERSISTER_ERROR = {
+    Errors.NOT_COORDINATOR: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.COORDINATOR_NOT_AVAILABLE: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.COORDINATOR_LOAD_IN_PROGRESS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.GROUP_ID_NOT_FOUND: Errors.INVALID_REQUEST,
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.INVALID_REQUEST,
+    Errors.FENCED_STATE_EPOCH: Errors.FENCED_STATE_EPOCH,
+    Errors.FENCED_LEADER_EPOCH: Errors.NOT_LEADER_OR_FOLLOWER,
+}
 ACKNOWLEDGE_TRIGGER = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.REJECT: "reject", AcknowledgeType.GAP: "gap"}
 
 
@@ -128,6 +141,7 @@ class PendingWrite:
     spans: tuple[Span, ...]
     changes: tuple[RecordChange, ...]
     new_log_start: int | None = None
+    applies_on_failure: bool = False  # a lock timeout: its records move even if the write fails
     error: Errors | None = None  # set when completed
 
     @property
@@ -212,22 +226,39 @@ class SharePartition:
         persister: Persister,
         leader_epoch: int = 0,
     ) -> SharePartition:
-        """Read the durable state (ApiError if the share coordinator has none) and rebuild the window.
+        """Read the durable state (ApiError if the share coordinator refuses) and rebuild the window.
 
-        A start offset of -1 is resolved from ``auto_offset_reset`` and written back at once (the
-        seed's first write, ``{StartOffset: 100, StateBatches: []}``).
+        As Kafka's ``SharePartition.maybeInitialize``: the stored batches are taken in offset
+        order whatever order they arrive in; offsets between them that have no batch were never
+        delivered and are Available again; the SPEO follows the last batch. Under ``kafka`` a
+        batch that starts below the stored start offset fails the load (UNKNOWN_SERVER_ERROR, as
+        Kafka's IllegalStateException reaches the client); under ``kip`` the part below is
+        Archived, as the KIP says of everything below the SPSO.
+
+        A start offset of -1 is resolved from ``auto_offset_reset``; under ``kip`` it is written
+        back at once (the KIP's first write, ``{StartOffset: 100, StateBatches: []}``), under
+        ``kafka`` the first acknowledgement's write carries it.
         """
         result = persister.read_state(group_id, topic_id, partition, leader_epoch)
+        kafka = config.fidelity == "kafka"
         if result.error_code is not Errors.NONE:
-            raise ApiError(result.error_code, result.error_message or "")
+            error = CLIENT_ERROR_OF_PERSISTER_ERROR.get(result.error_code, Errors.UNKNOWN_SERVER_ERROR)
+            raise ApiError(error if kafka else result.error_code, result.error_message or "")
         sp = cls(group_id, topic_id, partition, log, config, scheduler, persister, leader_epoch, result.state_epoch)
-        spans = spans_from_batches(result.state_batches)
+        spans = sorted(spans_from_batches(result.state_batches))
         sp.durable = DurableState(result.state_epoch, leader_epoch, 0, result.start_offset, tuple(spans))
         if result.start_offset == UNCHANGED_START_OFFSET:
             start = log.high_watermark if config.auto_offset_reset == "latest" else log.log_start_offset
             sp.spso = sp.speo = start
-            sp._submit(sp._new_write("initialize start offset", start, (), ()))
+            if not kafka:
+                sp._submit(sp._new_write("initialize start offset", start, (), ()))
             return sp
+        if kafka and spans and spans[0][0] < result.start_offset:
+            raise ApiError(
+                Errors.UNKNOWN_SERVER_ERROR,
+                f"failed to initialize share-partition {group_id}:{topic_id}:{partition}: a state batch starts at "
+                f"{spans[0][0]}, below the start offset {result.start_offset}",
+            )
         sp.spso = sp.speo = result.start_offset
         sp._rebuild_window(drop_below(spans, sp.spso))
         sp._advance_start()
@@ -235,27 +266,33 @@ class SharePartition:
         return sp
 
     def _rebuild_window(self, spans: list[Span]) -> None:
-        """In-flight records from durable spans; offsets without a span were in flight but undelivered."""
-        if not spans:
-            return
-        end = spans[-1][1] + 1
-        read_committed = self.config.isolation_level == "read_committed"
-        for segment in self.log.segments(self.spso, end, read_committed):
-            if not segment.deliverable:
-                self._append(InFlightBatch(segment.first, segment.last, ARCHIVED))
+        """In-flight records from sorted durable spans at or above the SPSO.
+
+        An offset between spans has no durable state: it was never delivered (or only acquired),
+        so it is Available again (Kafka fills such gaps since KAFKA-18494), unless the log says it
+        is not deliverable (a transaction marker, an aborted record under read_committed).
+        """
+        cursor = self.spso
+        for first, last, code, count in spans:
+            first = max(first, cursor)  # a span overlapping an earlier one keeps only its new offsets
+            if first > last:
                 continue
-            cursor = segment.first
-            for f, last, code, count in spans:
-                if last < cursor or f > segment.last:
-                    continue
-                if f > cursor:
-                    self._append(InFlightBatch(cursor, f - 1, AVAILABLE))
-                stop = min(last, segment.last)
-                self._append(InFlightBatch(max(f, cursor), stop, STATE_OF_CODE[code], count))
-                cursor = stop + 1
-            if cursor <= segment.last:
-                self._append(InFlightBatch(cursor, segment.last, AVAILABLE))
-        self.speo = max(self.speo, end)
+            if first > cursor:
+                self._fill_undelivered(cursor, first)
+            self._append(InFlightBatch(first, last, STATE_OF_CODE[code], count))
+            cursor = last + 1
+
+    def _fill_undelivered(self, first: int, end: int) -> None:
+        """Offsets ``[first, end)`` with no durable state: Available, or Archived where the log skips them."""
+        read_committed = self.config.isolation_level == "read_committed"
+        cursor = first
+        for segment in self.log.segments(first, end, read_committed):
+            if segment.first > cursor:
+                self._append(InFlightBatch(cursor, segment.first - 1, AVAILABLE))
+            self._append(InFlightBatch(segment.first, segment.last, AVAILABLE if segment.deliverable else ARCHIVED))
+            cursor = segment.last + 1
+        if cursor < end:
+            self._append(InFlightBatch(cursor, end - 1, AVAILABLE))
 
     def _append(self, batch: InFlightBatch) -> None:
         self._batches.append(batch)
@@ -358,12 +395,19 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acquisition (never persisted)
     def acquire(self, member_id: str, max_records: int) -> list[AcquiredRecords]:
-        """ShareFetch's acquisition for ``member_id``: up to ``max_records`` records under one lock.
+        """ShareFetch's acquisition for ``member_id``: about ``max_records`` records under one lock.
 
         Available in-flight records come first (lowest offsets), then new records from the log,
-        a whole log batch at a time while the limits allow (a batch cut by ``max_records`` brings
-        its rest into flight as Available). Returns the acquired ranges in offset order with
-        their delivery counts.
+        a whole log batch at a time. Returns the acquired ranges in offset order with their
+        delivery counts. How the limits apply depends on ``fidelity`` (docs/decisions.md SP4, SP5):
+
+        * ``kafka`` (Kafka's ``SharePartition.canAcquireRecords`` and ``acquire``): nothing is
+          acquired when no in-flight record is Available and the window SPEO - SPSO has reached
+          ``partition_max_record_locks``; otherwise ``max_records`` is a soft limit: a batch is
+          taken whole once it starts within the limit.
+        * ``kip``: ``partition_max_record_locks`` caps both the acquired records and the window,
+          and ``max_records`` is a hard cap: a log batch it cuts is split, its rest entering the
+          window as Available (the KIP's share-state example).
         """
         if max_records < 1:
             raise ValueError(f"max_records must be >= 1, got {max_records}")
@@ -371,7 +415,11 @@ class SharePartition:
             return []
         self.move_log_start()
         floor = self._start_floor()
-        budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
+        kafka = self.config.fidelity == "kafka"
+        if kafka:
+            budget = max_records if self._can_acquire(floor) else 0
+        else:
+            budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
         if budget <= 0:
             return []
         lock_id = self._next_lock_id
@@ -380,7 +428,7 @@ class SharePartition:
         while index < len(self._batches) and budget > 0:
             batch = self._batches[index]
             if batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor:
-                if batch.size > budget:
+                if batch.size > budget and not kafka:
                     self._split_before(batch.first_offset + budget)
                 self._acquire_batch(batch, member_id, lock_id)
                 budget -= batch.size
@@ -396,6 +444,13 @@ class SharePartition:
         self._advance_start()
         return _acquired_ranges(taken)
 
+    def _can_acquire(self, floor: int) -> bool:
+        """Kafka's ``canAcquireRecords``: an Available in-flight record, or room in the window."""
+        for batch in self._batches:
+            if batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor:
+                return True
+        return self.speo - self.spso < self.config.partition_max_record_locks
+
     def _acquire_batch(self, batch: InFlightBatch, member_id: str, lock_id: int) -> None:
         RECORD_STATE_MACHINE.require(batch.state, "acquire", ACQUIRED)
         batch.state = ACQUIRED
@@ -405,15 +460,17 @@ class SharePartition:
 
     def _acquire_from_log(self, member_id: str, lock_id: int, budget: int) -> list[InFlightBatch]:
         read_committed = self.config.isolation_level == "read_committed"
-        bound = self.log.last_stable_offset if read_committed else self.log.high_watermark
-        end = min(bound, self.spso + self.config.partition_max_record_locks)
+        end = self.log.last_stable_offset if read_committed else self.log.high_watermark
+        kafka = self.config.fidelity == "kafka"
+        if not kafka:
+            end = min(end, self.spso + self.config.partition_max_record_locks)
         taken = []
         for segment in self.log.segments(self.speo, end, read_committed):
             if not segment.deliverable:
                 RECORD_STATE_MACHINE.require(AVAILABLE, "skip", ARCHIVED)
                 self._append(InFlightBatch(segment.first, segment.last, ARCHIVED))
                 continue
-            last = min(segment.last, segment.first + budget - 1)
+            last = segment.last if kafka else min(segment.last, segment.first + budget - 1)
             RECORD_STATE_MACHINE.require(AVAILABLE, "acquire", ACQUIRED)
             batch = InFlightBatch(segment.first, last, ACQUIRED, 1, member_id, lock_id)
             self._append(batch)
@@ -421,7 +478,7 @@ class SharePartition:
             budget -= batch.size
             if last < segment.last:  # the rest of the log batch comes into flight, Available
                 self._append(InFlightBatch(last + 1, segment.last, AVAILABLE))
-            if budget == 0:
+            if budget <= 0:
                 break
         return taken
 
@@ -431,12 +488,18 @@ class SharePartition:
 
         INVALID_REQUEST if the batches are out of order or overlap; INVALID_RECORD_STATE (and
         nothing changes) if any acknowledged in-flight offset is not Acquired by ``member_id``.
-        Offsets below the SPSO (passed by retention while acquired) are accepted and ignored.
+        Offsets past the in-flight records: INVALID_REQUEST under ``kafka`` (Kafka's
+        ``SharePartition.acknowledge``), INVALID_RECORD_STATE under ``kip``. Offsets below the
+        SPSO (passed by retention while acquired) are accepted and ignored.
         """
         if self.fenced is not None:
-            raise ApiError(self.fenced, "the share coordinator fenced this share-partition's leader")
+            raise ApiError(self.client_error(self.fenced), "the share coordinator fenced this share-partition's leader")
         previous_last = -1
         for ack in batches:
+            if ack.first_offset == previous_last and self.config.fidelity == "kafka":
+                # KafkaApis.validateAcknowledgementBatches lets a batch start at the previous one's last offset;
+                # SharePartition.acknowledge then finds that offset no longer Acquired and rolls back.
+                raise ApiError(Errors.INVALID_RECORD_STATE, f"offset {previous_last} is acknowledged twice")
             if ack.first_offset <= previous_last:
                 raise ApiError(Errors.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap")
             previous_last = ack.last_offset
@@ -452,6 +515,11 @@ class SharePartition:
 
     def _check_acquired_by(self, member_id: str, first: int, last: int) -> None:
         if last >= self.speo:
+            if self.config.fidelity == "kafka" and self._batches:  # Kafka's fetchSubMapForAcknowledgementBatch
+                raise ApiError(
+                    Errors.INVALID_REQUEST,
+                    f"offsets up to {last} are past the in-flight records (the last is {self.speo - 1})",
+                )
             raise ApiError(Errors.INVALID_RECORD_STATE, f"offsets up to {last} were never delivered (SPEO {self.speo})")
         first = max(first, self.spso)
         if first > last:
@@ -504,14 +572,27 @@ class SharePartition:
                 changes.append(
                     (batch.first_offset, batch.last_offset, "lock timeout at limit" if at_limit else "lock timeout")
                 )
-        return self._submit_changes(changes, f"lock {lock_id} timeout") if changes else None
+        if not changes:
+            return None
+        return self._submit_changes(changes, f"lock {lock_id} timeout", applies_on_failure=True)
 
     def move_log_start(self) -> PendingWrite | None:
-        """Retention moved the log start offset past the SPSO: everything below it is Archived (T10/T11)."""
+        """Retention moved the log start offset past the SPSO: everything below it leaves the window.
+
+        ``kafka`` (Kafka's ``SharePartition.updateCacheAndOffsets``): at once and in memory only;
+        the SPSO becomes the log start offset and the next write carries it. Acknowledgements of
+        records acquired below it are accepted and change nothing. ``kip``: one write archives
+        everything below the new log start (T10/T11); until it completes nothing below it is
+        acquired and no new records are read.
+        """
         if self.fenced is not None:
             return None
         new_start = self.log.log_start_offset
         if new_start <= self._start_floor():
+            return None
+        if self.config.fidelity == "kafka":
+            self._drop_below_log_start(new_start)
+            self._advance_start()
             return None
         changes = []
         for batch in self._batches[: self._split_before(min(new_start, self.speo))]:
@@ -520,7 +601,12 @@ class SharePartition:
         return self._submit_changes(changes, "log start moved", new_log_start=new_start)
 
     def _submit_changes(
-        self, changes: list[tuple[int, int, str]], origin: str, new_log_start: int | None = None
+        self,
+        changes: list[tuple[int, int, str]],
+        origin: str,
+        new_log_start: int | None = None,
+        *,
+        applies_on_failure: bool = False,
     ) -> PendingWrite:
         write_id = self._next_write_id
         planned = []
@@ -540,17 +626,23 @@ class SharePartition:
             start_offset, spans = new_log_start, ()  # every change is below the new start
         else:
             start_offset, spans = self._start_offset_field(changed)
-        return self._submit(self._new_write(origin, start_offset, spans, tuple(planned), new_log_start))
+        write = self._new_write(origin, start_offset, spans, tuple(planned), new_log_start)
+        write.applies_on_failure = applies_on_failure
+        return self._submit(write)
 
     def _start_offset_field(self, changed: list[Span]) -> tuple[int, tuple[Span, ...]]:
-        """The seed's write shape (docs/decisions.md SP-6).
+        """The write's StartOffset and state batches (docs/decisions.md SP6).
 
-        A write whose SPSO move leaves no durable in-flight state is sent as just the new
-        StartOffset; otherwise it carries the changed ranges and StartOffset -1, and the stored
-        start lags until a later write moves it (the seed's "Acknowledge 110" step).
+        ``kafka`` (Kafka's ``SharePartition.writeShareGroupState``): the SPSO as it is before the
+        change, and the changed ranges. ``kip`` (the KIP's share-state example): a write whose
+        SPSO move leaves no durable in-flight state is just the new StartOffset; otherwise the
+        changed ranges with StartOffset -1, and the stored start lags until a later write moves
+        it (the example's "Acknowledge 110" step).
         """
+        if self.config.fidelity == "kafka":
+            return self.spso, tuple(coalesce(changed))
         new_start = self._projected_start()
-        if new_start > self.spso and not drop_below(overlay(self.projected_durable().spans, changed), new_start):
+        if new_start > self.spso and not drop_below(combine(self.projected_durable().spans, changed), new_start):
             return new_start, ()
         return UNCHANGED_START_OFFSET, tuple(coalesce(changed))
 
@@ -584,8 +676,10 @@ class SharePartition:
         """The share coordinator answered ``write_id`` (writes complete in the order submitted).
 
         On success the write's record changes take effect, locks are settled and the SPSO moves.
-        On failure the records return to where they were; those whose lock ran out meanwhile
-        time out now (a new write).
+        On failure an acknowledgement's or release's records return to Acquired (Kafka's
+        ``rollbackOrProcessStateUpdates``), and those whose lock ran out meanwhile time out at
+        once, a new write (KAFKA-19476); a lock timeout's records move anyway, as in Kafka's
+        ``releaseAcquisitionLockOnTimeout``, though the share coordinator does not hold the change.
         """
         if not self._pending:
             raise ValueError(f"write {write_id} is not pending")
@@ -594,38 +688,47 @@ class SharePartition:
             raise ValueError(f"writes complete in order: {oldest} is pending before {write_id}")
         write = self._pending.pop(write_id)
         write.error = error
-        if error is not Errors.NONE:
+        if error is Errors.NONE or write.applies_on_failure:
+            self._apply_changes(write)
+            if error is Errors.NONE:
+                self.durable = self.durable.with_write(write.start_offset, write.spans, write.leader_epoch)
+                if write.new_log_start is not None:
+                    self._drop_below_log_start(write.new_log_start)
+            self._advance_start()
+        else:
             expired = set()
             for batch in self._batches:
                 if batch.pending_write == write_id:
                     batch.pending_write = batch.pending_state = None
                     if batch.state == ACQUIRED and batch.lock_id in self._expired_locks:
                         expired.add(batch.lock_id)
-            if error in FENCING_ERRORS:
-                self.fenced = error  # another leader (or a reset) owns the state now: this one stops
-                self.scheduler.cancel_all(self)
-                return write
-            for lock_id in sorted(expired):  # retry their expiry one lock duration later
-                self.scheduler.schedule(self, ("lock", lock_id), self.config.record_lock_duration_ms)
-            return write
+            for lock_id in sorted(expired):
+                self.scheduler.schedule(self, ("lock", lock_id), 0)
+        if error in FENCING_ERRORS:
+            self.fenced = error  # another leader (or a reset) owns the state now: this one stops
+            self.scheduler.cancel_all(self)
+        return write
+
+    def _apply_changes(self, write: PendingWrite) -> None:
         for change in write.changes:
             first = max(change.first_offset, self.spso)  # the log start may have passed it meanwhile
             if first > change.last_offset:
                 continue
             for index in self._slice(first, change.last_offset):
                 batch = self._batches[index]
-                if batch.pending_write != write_id:
+                if batch.pending_write != write.write_id:
                     continue
                 RECORD_STATE_MACHINE.require(batch.state, change.trigger, batch.pending_state)  # type: ignore[arg-type]
                 if batch.state == ACQUIRED:
                     self._unlock(batch)
                 batch.state = batch.pending_state  # type: ignore[assignment]
                 batch.pending_write = batch.pending_state = None
-        self.durable = self.durable.with_write(write.start_offset, write.spans, write.leader_epoch)
-        if write.new_log_start is not None:
-            self._drop_below_log_start(write.new_log_start)
-        self._advance_start()
-        return write
+
+    def client_error(self, error: Errors) -> Errors:
+        """The error a client gets for a refused write: Kafka's ``fetchPersisterError`` under ``kafka``."""
+        if self.config.fidelity == "kip" or error is Errors.NONE:
+            return error
+        return CLIENT_ERROR_OF_PERSISTER_ERROR.get(error, Errors.UNKNOWN_SERVER_ERROR)
 
     def _unlock(self, batch: InFlightBatch) -> None:
         lock_id = batch.lock_id

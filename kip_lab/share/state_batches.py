@@ -3,13 +3,14 @@
 A *span* is ``(first_offset, last_offset, delivery_state, delivery_count)`` with
 ``delivery_state`` a ``DeliveryState`` code. Spans in a durable state are sorted, do not
 overlap and are coalesced (neighbours with the same state and count merged). The share
-coordinator (on every write and on replay) and the leader's persister (tracking what it has
-made durable) combine writes with the same function, so they can never disagree about what
-a write means.
+coordinator (on every write and on replay) and the leader (tracking what it has made
+durable) combine writes with the same function, ``combine``, so they can never disagree
+about what a write means.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -42,27 +43,37 @@ def coalesce(spans: Iterable[Span]) -> list[Span]:
     return out
 
 
-def overlay(old: Sequence[Span], new: Sequence[Span]) -> list[Span]:
-    """``new`` written over ``old`` offset by offset (newest wins); both sorted, non-overlapping."""
+def combine(old: Sequence[Span], new: Sequence[Span], start_offset: int = UNCHANGED_START_OFFSET) -> list[Span]:
+    """Stored spans and a write's spans as one sorted, non-overlapping, coalesced list.
+
+    As Kafka's ``PersisterStateBatchCombiner.combineStateBatches``: spans wholly below
+    ``start_offset`` (unless -1) are dropped and a span across it is cut there; where spans
+    overlap, each offset takes the one with the higher delivery count, then the higher
+    delivery state. A record's count and state only grow, so for one leader's writes this is
+    "the newest wins"; it also merges a write whose own spans overlap.
+    """
+    spans = [*old, *new]
+    if start_offset != UNCHANGED_START_OFFSET:
+        spans = drop_below(spans, start_offset)
+    events: list[tuple[int, int, tuple[int, int]]] = []
+    for first, last, state, count in spans:
+        events.append((first, 1, (count, state)))
+        events.append((last + 1, -1, (count, state)))
+    events.sort()
+    active: Counter[tuple[int, int]] = Counter()
     out: list[Span] = []
-    it = iter(old)
-    cur = next(it, None)
-    for span in new:
-        first, last = span[0], span[1]
-        while cur is not None and cur[1] < first:
-            out.append(cur)
-            cur = next(it, None)
-        if cur is not None and cur[0] < first:
-            out.append((cur[0], first - 1, cur[2], cur[3]))
-            cur = (first, cur[1], cur[2], cur[3])
-        out.append(span)
-        while cur is not None and cur[1] <= last:
-            cur = next(it, None)
-        if cur is not None and cur[0] <= last:
-            cur = (last + 1, cur[1], cur[2], cur[3])
-    while cur is not None:
-        out.append(cur)
-        cur = next(it, None)
+    index = 0
+    while index < len(events):
+        offset = events[index][0]
+        while index < len(events) and events[index][0] == offset:
+            _, delta, priority = events[index]
+            active[priority] += delta
+            if not active[priority]:
+                del active[priority]
+            index += 1
+        if active:
+            count, state = max(active)
+            out.append((offset, events[index][0] - 1, state, count))
     return coalesce(out)
 
 
@@ -89,11 +100,10 @@ class DurableState(NamedTuple):
     spans: tuple[Span, ...] = ()
 
     def with_write(self, start_offset: int, spans: Sequence[Span], leader_epoch: int) -> DurableState:
-        """This state after a write: a new start offset (unless -1), then its spans overlaid."""
+        """This state after a write: a new start offset (unless -1), then its spans combined."""
         start = self.start_offset if start_offset == UNCHANGED_START_OFFSET else start_offset
-        combined = overlay(self.spans, spans) if spans else self.spans
-        if combined and start != UNCHANGED_START_OFFSET and combined[0][0] < start:
-            combined = drop_below(combined, start)
+        unchanged = not spans and (start == UNCHANGED_START_OFFSET or not self.spans or self.spans[0][0] >= start)
+        combined = self.spans if unchanged else combine(self.spans, spans, start)
         leader = self.leader_epoch if leader_epoch == -1 else leader_epoch
         return DurableState(self.state_epoch, leader, self.snapshot_epoch, start, tuple(combined))
 
