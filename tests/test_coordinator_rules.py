@@ -46,7 +46,7 @@ def group_epoch_records(result) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
-# §4.1.2 request validation
+# Request validation
 # ---------------------------------------------------------------------------------------
 JOIN = {"member_epoch": 0, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["foo"], "topic_partitions": []}
 
@@ -179,7 +179,7 @@ def test_config_rejects_session_timeout_out_of_bounds():
 
 
 # ---------------------------------------------------------------------------------------
-# Join (T1, J1, C2, RC1, W1/W3/W4)
+# Join
 # ---------------------------------------------------------------------------------------
 def test_join_generates_a_deterministic_member_id(make_harness):
     ids = []
@@ -243,7 +243,7 @@ def test_first_join_bumps_computes_and_reconciles_in_three_batches(h):
 
 
 def test_second_join_gets_pending_partitions_until_released(h):
-    """RC2: the joiner jumps to TE; partitions still held by A are pending, not usable."""
+    """The joiner jumps to TE; partitions still held by A are pending, not usable."""
     h.join("A")
     result = h.join("B")
     assert group_epoch_records(result) == [2]
@@ -256,7 +256,7 @@ def test_second_join_gets_pending_partitions_until_released(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Group epoch triggers (T1-T9): exactly +1 each
+# Group epoch triggers: exactly +1 each
 # ---------------------------------------------------------------------------------------
 def test_t1_join_bumps_once(h):
     stable_ab(h)
@@ -371,7 +371,7 @@ def test_t4_regex_change_bumps_once(h):
         GROUP_METADATA,
     ]
     assert h.target("R") == {"bar": [0, 1, 2]}
-    assert h.assigned(result) == {}  # revoke foo first (RC3)
+    assert h.assigned(result) == {}  # revoke foo first
     h.assert_replays()
 
 
@@ -436,7 +436,7 @@ def test_topic_deletion_bumps_once_and_revokes_its_partitions(h):
     assert group_epoch_records(result) == [before + 1]
     assert h.target("A") == {"foo": [0, 1, 2, 3, 4, 5]}
     assert h.assigned(result) == {"foo": [0, 1, 2, 3, 4, 5]}  # bar left out: revoke it
-    assert result.response.member_epoch == before  # still revoking (RC3)
+    assert result.response.member_epoch == before  # still revoking
     assert h.member("A").state is MemberState.UNREVOKED_PARTITIONS
     h.settle()
     assert h.member("A").member_epoch == before + 1
@@ -520,7 +520,7 @@ def test_t9_static_member_not_back_within_session_timeout_is_removed_and_bumps_o
 
 
 # ---------------------------------------------------------------------------------------
-# Not triggers (N1, N2, N4) and Kafka's rack / rebalance timeout handling
+# Not triggers, and Kafka's rack / rebalance timeout handling
 # ---------------------------------------------------------------------------------------
 def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
     stable_ab(h)
@@ -528,7 +528,7 @@ def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
     result = h.heartbeat("A", h.member("A").member_epoch)
     assert result.response.error_code == Errors.NONE
     assert result.records == []
-    assert result.response.assignment is None  # RC9: converged, nothing changed
+    assert result.response.assignment is None  # converged, nothing changed
     assert h.gc.log.end_offset == log_end
     assert h.snapshot() == before
 
@@ -580,7 +580,7 @@ def test_rack_or_rebalance_timeout_change_writes_member_record_without_bump(h, c
 
 
 # ---------------------------------------------------------------------------------------
-# Fencing (F1, F2, F4 / RC13)
+# Fencing and the lost-response grace
 # ---------------------------------------------------------------------------------------
 def test_unknown_member_is_unknown_member_id(h):
     stable_ab(h)
@@ -698,7 +698,7 @@ def test_previous_epoch_is_fenced_when_the_grace_is_switched_off(make_harness):
 
 
 # ---------------------------------------------------------------------------------------
-# Static membership (SM1-SM4)
+# Static membership
 # ---------------------------------------------------------------------------------------
 def static_group(h: Harness) -> None:
     h.join("A", instance_id="i-a")
@@ -790,7 +790,7 @@ def test_static_heartbeat_with_unknown_instance_id_is_unknown_member_id(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Rebalance timeout (R2, R3)
+# Rebalance timeout
 # ---------------------------------------------------------------------------------------
 def revoking_a(h: Harness) -> None:
     h.join("A", rebalance_timeout_ms=10_000)
@@ -828,7 +828,7 @@ def test_member_that_revokes_in_time_is_kept(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Revoke before assign (RC3, RC4, RC5, RC8)
+# Revoke before assign
 # ---------------------------------------------------------------------------------------
 def test_a_response_never_revokes_and_assigns_together(h):
     stable_ab(h)
@@ -847,10 +847,10 @@ def test_a_response_never_revokes_and_assigns_together(h):
     moved = step("A", h.heartbeat("A", before, subscribed_topic_names=["bar"]))
     assert h.target("A") == {"bar": [0, 1, 2]}
     assert h.target("B") == {"foo": [0, 1, 2, 3, 4, 5]}
-    # RC3: A keeps its epoch, gives up foo-0..2, gets no bar yet.
+    # A keeps its epoch, gives up foo-0..2, gets no bar yet.
     assert moved.response.member_epoch == before
     assert h.assigned(moved) == {} and h.pending(moved) == {}
-    # RC2: B moves to the new epoch; foo-0..2 wait until A releases them. Its usable set did
+    # B moves to the new epoch; foo-0..2 wait until A releases them. Its usable set did
     # not change, so (Kafka, D16) the response carries the new epoch and no assignment.
     b = step("B", h.heartbeat("B", before))
     assert b.response.member_epoch == before + 1
@@ -866,11 +866,11 @@ def test_a_response_never_revokes_and_assigns_together(h):
         topic_partitions=h.tps({"foo": [3, 4, 5]}),
     )
     assert (h.assigned(full), h.pending(full)) == ({"foo": [3, 4, 5]}, {"foo": [0, 1, 2]})
-    # RC4: A acknowledges with an empty owned set; now it gets bar.
+    # A acknowledges with an empty owned set; now it gets bar.
     a = step("A", h.heartbeat("A", before, topic_partitions=[]))
     assert a.response.member_epoch == before + 1
     assert (h.assigned(a), h.pending(a)) == ({"bar": [0, 1, 2]}, {})
-    # RC5: B gets the released partitions with no epoch change.
+    # B gets the released partitions with no epoch change.
     b = step("B", h.heartbeat("B", before + 1))
     assert b.response.member_epoch == before + 1
     assert (h.assigned(b), h.pending(b)) == ({"foo": [0, 1, 2, 3, 4, 5]}, {})
@@ -881,7 +881,7 @@ def test_a_response_never_revokes_and_assigns_together(h):
 
 
 def test_unacknowledged_revocation_hands_nothing_to_the_new_owner(h):
-    """RC6: with a null owned list the revocation is not acknowledged; B keeps waiting."""
+    """With a null owned list the revocation is not acknowledged; B keeps waiting."""
     h.join("A")
     h.join("B")
     for _ in range(2):
