@@ -1164,3 +1164,30 @@ def test_static_member_rejoining_with_new_subscriptions_writes_kafkas_records(h)
     assert result.records[5].value.member_epoch == 0  # the copy, at epoch 0, with A's partitions
     assert group_epoch_records(result) == [before + 1]
     h.assert_replays()
+
+
+def test_known_member_rejoining_at_epoch_zero_gets_its_assignment_back(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid`` as fixed by KAFKA-19233: a known
+    member's join at epoch 0 is accepted as it is; it keeps its epoch and assignment (no bump), and the full
+    response hands the assignment back."""
+    stable_ab(h)
+    before, epoch, owned = h.epoch(), h.member("A").member_epoch, h.owns("A")
+    result = h.join("A")
+    assert result.response.error_code == Errors.NONE
+    assert result.records == []
+    assert (h.epoch(), result.response.member_epoch) == (before, epoch)
+    assert h.assigned(result) == owned
+    h.assert_replays()
+
+
+def test_known_member_rejoining_at_epoch_zero_starts_afresh_under_kip(kip):
+    """KIP-848 "Consumer Group Heartbeat API", step 2: epoch 0 creates the member: what it owned is released,
+    it starts from nothing, and the group epoch is bumped."""
+    h = kip
+    stable_ab(h)
+    before = h.epoch()
+    result = h.join("A")
+    assert result.response.error_code == Errors.NONE
+    assert group_epoch_records(result) == [before + 1]
+    h.settle()
+    assert h.owns("A") == {"foo": [0, 1, 2]} and h.member("A").member_epoch == before + 1

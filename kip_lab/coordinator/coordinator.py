@@ -735,10 +735,12 @@ class GroupCoordinator(
                     self._target_member_record(group.group_id, member_id, group.target.get(replaced, {})),
                     self._current_assignment_record(group.group_id, member),
                 ]
-            elif waiting:
+            elif waiting or (member_id in members and self.config.fidelity == "kafka"):
+                # Kafka (KAFKA-19233) accepts a known member's epoch-0 rejoin as it is: the member keeps
+                # its epoch and assignment, and the full response hands the assignment back.
                 member = members[member_id]
             elif member_id in members:
-                # Rejoin of a member the coordinator still knows: a new incarnation, nothing owned.
+                # KIP-848 "Consumer Group Heartbeat API": epoch 0 creates the member afresh (nothing owned).
                 member = _fresh(members[member_id])
                 released = members[member_id].owned()
                 rejoining = True
