@@ -1191,3 +1191,25 @@ def test_known_member_rejoining_at_epoch_zero_starts_afresh_under_kip(kip):
     assert group_epoch_records(result) == [before + 1]
     h.settle()
     assert h.owns("A") == {"foo": [0, 1, 2]} and h.member("A").member_epoch == before + 1
+
+
+def test_a_full_group_refuses_any_new_member_id_first(make_harness):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupIsFull``, checked before the member is looked up: a static
+    member rejoining under a new id, or an unknown member at any epoch, gets GROUP_MAX_SIZE_REACHED."""
+    h = make_harness(CoordinatorConfig(max_size=2))
+    h.join("A", instance_id="i-a")
+    h.join("B")
+    h.heartbeat("A", -2, instance_id="i-a")
+    assert h.join("A2", instance_id="i-a").response.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    assert h.heartbeat("Z", 3).response.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    assert h.heartbeat("B", h.member("B").member_epoch).response.error_code == Errors.NONE
+
+
+def test_unreleased_instance_id_in_kafkas_words(h):
+    """Kafka ``GroupMetadataManager.throwIfInstanceIdIsUnreleased``."""
+    h.join("A", instance_id="i-a")
+    result = h.join("A2", instance_id="i-a")
+    assert result.response.error_code == Errors.UNRELEASED_INSTANCE_ID
+    assert result.response.error_message == (
+        "Static member A2 with instance id i-a cannot join the group because the instance id is owned by A member."
+    )

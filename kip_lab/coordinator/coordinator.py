@@ -699,6 +699,13 @@ class GroupCoordinator(
         replaced: str | None = None
         rejoining = False
         members = group.members
+        # Kafka ``throwIfConsumerGroupIsFull``: before the member is looked up, whatever the epoch; a
+        # static member replacing another under a new id counts as new.
+        if r.member_id not in members and len(members) >= self.config.max_size:
+            raise ApiError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
 
         if joining:
             member_id = r.member_id or self._new_member_id()
@@ -710,11 +717,6 @@ class GroupCoordinator(
             existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
             if waiting and existing_static is not None and existing_static.member_id == member_id:
                 existing_static = None
-            if existing_static is None and member_id not in members and len(members) >= self.config.max_size:
-                raise ApiError(
-                    Errors.GROUP_MAX_SIZE_REACHED,
-                    f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
-                )
             if existing_static is not None:
                 # A classic static member never announces a temporary leave: when either side of the
                 # replacement speaks the classic protocol, the instance id is taken over at once (Kafka).
@@ -723,7 +725,7 @@ class GroupCoordinator(
                     raise ApiError(
                         Errors.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
-                        f"the instance id is owned by member {existing_static.member_id}.",
+                        f"the instance id is owned by {existing_static.member_id} member.",
                     )
                 # KIP-345 replacement (Kafka ``replaceMember``): the old member's tombstones, then a copy of it
                 # under the new id with the old target and assignment; the request's changes come after.
