@@ -588,11 +588,9 @@ class GroupCoordinator(
                 return self._heartbeat_into_classic_group(request)  # online upgrade (``migration``)
             result = self._heartbeat(request)
         except ApiError as error:
-            response = ConsumerGroupHeartbeatResponse(
-                error_code=error.error,
-                error_message=error.message,
-                member_epoch=request.member_epoch,
-            )
+            # The error alone, its other fields left at their defaults (Kafka
+            # ``GroupCoordinatorService.consumerGroupHeartbeat``).
+            response = ConsumerGroupHeartbeatResponse(error_code=error.error, error_message=error.message)
             return CoordinatorResult(response, origin="ConsumerGroupHeartbeat")
         return self._apply(result)
 
@@ -767,9 +765,7 @@ class GroupCoordinator(
                 if self.config.fidelity == "kafka":  # the request is refused; the member stays
                     raise ApiError(Errors.FENCED_MEMBER_EPOCH, fenced)
                 # KIP-848 "Consumer Group Heartbeat API": the member is also removed from the group.
-                response = ConsumerGroupHeartbeatResponse(
-                    error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced, member_epoch=r.member_epoch
-                )
+                response = ConsumerGroupHeartbeatResponse(error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced)
                 return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
 
         # A steady heartbeat carries none of the optional fields: the member is unchanged.
