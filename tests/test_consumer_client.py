@@ -382,16 +382,18 @@ def test_first_heartbeat_is_full_with_epoch_zero_later_ones_carry_only_changes()
     assert all(body == {"group_id": "g", "member_id": "A", "member_epoch": 1} for body in steady)
 
 
-def test_changed_subscription_is_sent_alone_and_at_once() -> None:
+def test_changed_subscription_is_sent_alone_with_the_next_heartbeat() -> None:
+    """Kafka ``AbstractMembershipManager.onSubscriptionUpdated``: a member already in the group sends its new
+    subscription in its next heartbeat, at the usual interval, carrying only the changed field."""
     lab = make_lab(members="A")
     lab.create_topic("bar", 2)
     lab.run(until=lab.now + 100)  # no heartbeat in flight
+    last = heartbeats(lab, "A")[-1].time_ms
     since = lab.step_count
     lab.change_subscription("A", topics=["foo", "bar"])
-    changed_at = lab.now
     step_until(lab, sends("A"))
     first = heartbeats(lab, "A", since)[0]
-    assert first.time_ms == changed_at
+    assert first.time_ms == last + 5_002  # not at once: the interval after the last response (1 ms each way)
     assert first.payload["body"] == {
         "group_id": "g",
         "member_id": "A",

@@ -46,7 +46,7 @@ def group_epoch_records(result) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
-# §4.1.2 request validation
+# Request validation
 # ---------------------------------------------------------------------------------------
 JOIN = {"member_epoch": 0, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["foo"], "topic_partitions": []}
 
@@ -179,7 +179,7 @@ def test_config_rejects_session_timeout_out_of_bounds():
 
 
 # ---------------------------------------------------------------------------------------
-# Join (T1, J1, C2, RC1, W1/W3/W4)
+# Join
 # ---------------------------------------------------------------------------------------
 def test_join_generates_a_deterministic_member_id(make_harness):
     ids = []
@@ -243,7 +243,7 @@ def test_first_join_bumps_computes_and_reconciles_in_three_batches(h):
 
 
 def test_second_join_gets_pending_partitions_until_released(h):
-    """RC2: the joiner jumps to TE; partitions still held by A are pending, not usable."""
+    """The joiner jumps to TE; partitions still held by A are pending, not usable."""
     h.join("A")
     result = h.join("B")
     assert group_epoch_records(result) == [2]
@@ -256,7 +256,7 @@ def test_second_join_gets_pending_partitions_until_released(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Group epoch triggers (T1-T9): exactly +1 each
+# Group epoch triggers: exactly +1 each
 # ---------------------------------------------------------------------------------------
 def test_t1_join_bumps_once(h):
     stable_ab(h)
@@ -371,7 +371,7 @@ def test_t4_regex_change_bumps_once(h):
         GROUP_METADATA,
     ]
     assert h.target("R") == {"bar": [0, 1, 2]}
-    assert h.assigned(result) == {}  # revoke foo first (RC3)
+    assert h.assigned(result) == {}  # revoke foo first
     h.assert_replays()
 
 
@@ -436,7 +436,7 @@ def test_topic_deletion_bumps_once_and_revokes_its_partitions(h):
     assert group_epoch_records(result) == [before + 1]
     assert h.target("A") == {"foo": [0, 1, 2, 3, 4, 5]}
     assert h.assigned(result) == {"foo": [0, 1, 2, 3, 4, 5]}  # bar left out: revoke it
-    assert result.response.member_epoch == before  # still revoking (RC3)
+    assert result.response.member_epoch == before  # still revoking
     assert h.member("A").state is MemberState.UNREVOKED_PARTITIONS
     h.settle()
     assert h.member("A").member_epoch == before + 1
@@ -520,7 +520,7 @@ def test_t9_static_member_not_back_within_session_timeout_is_removed_and_bumps_o
 
 
 # ---------------------------------------------------------------------------------------
-# Not triggers (N1, N2, N4) and Kafka's rack / rebalance timeout handling
+# Not triggers, and Kafka's rack / rebalance timeout handling
 # ---------------------------------------------------------------------------------------
 def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
     stable_ab(h)
@@ -528,7 +528,7 @@ def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
     result = h.heartbeat("A", h.member("A").member_epoch)
     assert result.response.error_code == Errors.NONE
     assert result.records == []
-    assert result.response.assignment is None  # RC9: converged, nothing changed
+    assert result.response.assignment is None  # converged, nothing changed
     assert h.gc.log.end_offset == log_end
     assert h.snapshot() == before
 
@@ -580,7 +580,7 @@ def test_rack_or_rebalance_timeout_change_writes_member_record_without_bump(h, c
 
 
 # ---------------------------------------------------------------------------------------
-# Fencing (F1, F2, F4 / RC13)
+# Fencing and the lost-response grace
 # ---------------------------------------------------------------------------------------
 def test_unknown_member_is_unknown_member_id(h):
     stable_ab(h)
@@ -629,6 +629,7 @@ def test_wrong_epoch_is_fenced_without_removing_the_member(h, delta, word):
     )
     assert result.records == []
     assert h.snapshot() == snapshot
+    assert (result.response.member_id, result.response.member_epoch) == (None, 0)  # the error alone
 
 
 @pytest.mark.parametrize(("delta", "word"), [(+1, "greater"), (-1, "smaller")], ids=["ahead", "behind"])
@@ -646,7 +647,7 @@ def test_wrong_epoch_is_fenced_and_removes_the_member_under_kip(kip, delta, word
     result = h.heartbeat("A", sent)
     assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
     assert word in result.response.error_message
-    assert result.response.member_epoch == sent
+    assert result.response.member_epoch == 0  # an error response carries the error alone
     assert batch_kinds(result) == [[CURRENT_ASSIGNMENT, MEMBER_METADATA, GROUP_METADATA]]
     assert tombstones(result) == [(CURRENT_ASSIGNMENT, "A"), (MEMBER_METADATA, "A")]
     assert group_epoch_records(result) == [before + 1]
@@ -698,7 +699,7 @@ def test_previous_epoch_is_fenced_when_the_grace_is_switched_off(make_harness):
 
 
 # ---------------------------------------------------------------------------------------
-# Static membership (SM1-SM4)
+# Static membership
 # ---------------------------------------------------------------------------------------
 def static_group(h: Harness) -> None:
     h.join("A", instance_id="i-a")
@@ -790,7 +791,7 @@ def test_static_heartbeat_with_unknown_instance_id_is_unknown_member_id(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Rebalance timeout (R2, R3)
+# Rebalance timeout
 # ---------------------------------------------------------------------------------------
 def revoking_a(h: Harness) -> None:
     h.join("A", rebalance_timeout_ms=10_000)
@@ -828,7 +829,7 @@ def test_member_that_revokes_in_time_is_kept(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Revoke before assign (RC3, RC4, RC5, RC8)
+# Revoke before assign
 # ---------------------------------------------------------------------------------------
 def test_a_response_never_revokes_and_assigns_together(h):
     stable_ab(h)
@@ -847,10 +848,10 @@ def test_a_response_never_revokes_and_assigns_together(h):
     moved = step("A", h.heartbeat("A", before, subscribed_topic_names=["bar"]))
     assert h.target("A") == {"bar": [0, 1, 2]}
     assert h.target("B") == {"foo": [0, 1, 2, 3, 4, 5]}
-    # RC3: A keeps its epoch, gives up foo-0..2, gets no bar yet.
+    # A keeps its epoch, gives up foo-0..2, gets no bar yet.
     assert moved.response.member_epoch == before
     assert h.assigned(moved) == {} and h.pending(moved) == {}
-    # RC2: B moves to the new epoch; foo-0..2 wait until A releases them. Its usable set did
+    # B moves to the new epoch; foo-0..2 wait until A releases them. Its usable set did
     # not change, so (Kafka, D16) the response carries the new epoch and no assignment.
     b = step("B", h.heartbeat("B", before))
     assert b.response.member_epoch == before + 1
@@ -866,11 +867,11 @@ def test_a_response_never_revokes_and_assigns_together(h):
         topic_partitions=h.tps({"foo": [3, 4, 5]}),
     )
     assert (h.assigned(full), h.pending(full)) == ({"foo": [3, 4, 5]}, {"foo": [0, 1, 2]})
-    # RC4: A acknowledges with an empty owned set; now it gets bar.
+    # A acknowledges with an empty owned set; now it gets bar.
     a = step("A", h.heartbeat("A", before, topic_partitions=[]))
     assert a.response.member_epoch == before + 1
     assert (h.assigned(a), h.pending(a)) == ({"bar": [0, 1, 2]}, {})
-    # RC5: B gets the released partitions with no epoch change.
+    # B gets the released partitions with no epoch change.
     b = step("B", h.heartbeat("B", before + 1))
     assert b.response.member_epoch == before + 1
     assert (h.assigned(b), h.pending(b)) == ({"foo": [0, 1, 2, 3, 4, 5]}, {})
@@ -881,7 +882,7 @@ def test_a_response_never_revokes_and_assigns_together(h):
 
 
 def test_unacknowledged_revocation_hands_nothing_to_the_new_owner(h):
-    """RC6: with a null owned list the revocation is not acknowledged; B keeps waiting."""
+    """With a null owned list the revocation is not acknowledged; B keeps waiting."""
     h.join("A")
     h.join("B")
     for _ in range(2):
@@ -1164,3 +1165,52 @@ def test_static_member_rejoining_with_new_subscriptions_writes_kafkas_records(h)
     assert result.records[5].value.member_epoch == 0  # the copy, at epoch 0, with A's partitions
     assert group_epoch_records(result) == [before + 1]
     h.assert_replays()
+
+
+def test_known_member_rejoining_at_epoch_zero_gets_its_assignment_back(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid`` as fixed by KAFKA-19233: a known
+    member's join at epoch 0 is accepted as it is; it keeps its epoch and assignment (no bump), and the full
+    response hands the assignment back."""
+    stable_ab(h)
+    before, epoch, owned = h.epoch(), h.member("A").member_epoch, h.owns("A")
+    result = h.join("A")
+    assert result.response.error_code == Errors.NONE
+    assert result.records == []
+    assert (h.epoch(), result.response.member_epoch) == (before, epoch)
+    assert h.assigned(result) == owned
+    h.assert_replays()
+
+
+def test_known_member_rejoining_at_epoch_zero_starts_afresh_under_kip(kip):
+    """KIP-848 "Consumer Group Heartbeat API", step 2: epoch 0 creates the member: what it owned is released,
+    it starts from nothing, and the group epoch is bumped."""
+    h = kip
+    stable_ab(h)
+    before = h.epoch()
+    result = h.join("A")
+    assert result.response.error_code == Errors.NONE
+    assert group_epoch_records(result) == [before + 1]
+    h.settle()
+    assert h.owns("A") == {"foo": [0, 1, 2]} and h.member("A").member_epoch == before + 1
+
+
+def test_a_full_group_refuses_any_new_member_id_first(make_harness):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupIsFull``, checked before the member is looked up: a static
+    member rejoining under a new id, or an unknown member at any epoch, gets GROUP_MAX_SIZE_REACHED."""
+    h = make_harness(CoordinatorConfig(max_size=2))
+    h.join("A", instance_id="i-a")
+    h.join("B")
+    h.heartbeat("A", -2, instance_id="i-a")
+    assert h.join("A2", instance_id="i-a").response.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    assert h.heartbeat("Z", 3).response.error_code == Errors.GROUP_MAX_SIZE_REACHED
+    assert h.heartbeat("B", h.member("B").member_epoch).response.error_code == Errors.NONE
+
+
+def test_unreleased_instance_id_in_kafkas_words(h):
+    """Kafka ``GroupMetadataManager.throwIfInstanceIdIsUnreleased``."""
+    h.join("A", instance_id="i-a")
+    result = h.join("A2", instance_id="i-a")
+    assert result.response.error_code == Errors.UNRELEASED_INSTANCE_ID
+    assert result.response.error_message == (
+        "Static member A2 with instance id i-a cannot join the group because the instance id is owned by A member."
+    )

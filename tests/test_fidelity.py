@@ -94,4 +94,4 @@ def test_compare_profiles_shows_where_the_member_failure_case_departs():
 def test_the_same_scenario_and_profile_give_the_same_trace():
     scenario = with_fidelity(load_library_scenario("member_failure"), "kip")
     first, second = run_scenario(scenario).trace, run_scenario(scenario).trace
-    assert list(first) == list(second)
+    assert first.to_jsonl() == second.to_jsonl()

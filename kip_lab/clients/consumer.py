@@ -204,12 +204,11 @@ class Consumer(MemberPlumbing, ApplicationLoop):
             self._cancel(key)
 
     def change_subscription(self, topics: list[str] | None, regex: str | None) -> None:
-        """subscribe() again with other topics or another pattern: an immediate heartbeat sends it."""
+        """subscribe() again with other topics or another pattern: a member not in the group joins; one in
+        it sends the change with its next heartbeat (Kafka ``AbstractMembershipManager.onSubscriptionUpdated``)."""
         self.config = self.config.model_copy(update={"subscribed_topic_names": topics, "subscribed_topic_regex": regex})
         if self.state is MemberState.UNSUBSCRIBED:
             self.subscribe()
-        elif self.alive and self._hb_in_flight is None:
-            self._timer("heartbeat", 0)
 
     # ------------------------------------------------------------------ the application thread
     def _may_auto_commit(self) -> bool:

@@ -588,11 +588,9 @@ class GroupCoordinator(
                 return self._heartbeat_into_classic_group(request)  # online upgrade (``migration``)
             result = self._heartbeat(request)
         except ApiError as error:
-            response = ConsumerGroupHeartbeatResponse(
-                error_code=error.error,
-                error_message=error.message,
-                member_epoch=request.member_epoch,
-            )
+            # The error alone, its other fields left at their defaults (Kafka
+            # ``GroupCoordinatorService.consumerGroupHeartbeat``).
+            response = ConsumerGroupHeartbeatResponse(error_code=error.error, error_message=error.message)
             return CoordinatorResult(response, origin="ConsumerGroupHeartbeat")
         return self._apply(result)
 
@@ -699,6 +697,13 @@ class GroupCoordinator(
         replaced: str | None = None
         rejoining = False
         members = group.members
+        # Kafka ``throwIfConsumerGroupIsFull``: before the member is looked up, whatever the epoch; a
+        # static member replacing another under a new id counts as new.
+        if r.member_id not in members and len(members) >= self.config.max_size:
+            raise ApiError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
 
         if joining:
             member_id = r.member_id or self._new_member_id()
@@ -710,11 +715,6 @@ class GroupCoordinator(
             existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
             if waiting and existing_static is not None and existing_static.member_id == member_id:
                 existing_static = None
-            if existing_static is None and member_id not in members and len(members) >= self.config.max_size:
-                raise ApiError(
-                    Errors.GROUP_MAX_SIZE_REACHED,
-                    f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
-                )
             if existing_static is not None:
                 # A classic static member never announces a temporary leave: when either side of the
                 # replacement speaks the classic protocol, the instance id is taken over at once (Kafka).
@@ -723,7 +723,7 @@ class GroupCoordinator(
                     raise ApiError(
                         Errors.UNRELEASED_INSTANCE_ID,
                         f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
-                        f"the instance id is owned by member {existing_static.member_id}.",
+                        f"the instance id is owned by {existing_static.member_id} member.",
                     )
                 # KIP-345 replacement (Kafka ``replaceMember``): the old member's tombstones, then a copy of it
                 # under the new id with the old target and assignment; the request's changes come after.
@@ -735,10 +735,12 @@ class GroupCoordinator(
                     self._target_member_record(group.group_id, member_id, group.target.get(replaced, {})),
                     self._current_assignment_record(group.group_id, member),
                 ]
-            elif waiting:
+            elif waiting or (member_id in members and self.config.fidelity == "kafka"):
+                # Kafka (KAFKA-19233) accepts a known member's epoch-0 rejoin as it is: the member keeps
+                # its epoch and assignment, and the full response hands the assignment back.
                 member = members[member_id]
             elif member_id in members:
-                # Rejoin of a member the coordinator still knows: a new incarnation, nothing owned.
+                # KIP-848 "Consumer Group Heartbeat API": epoch 0 creates the member afresh (nothing owned).
                 member = _fresh(members[member_id])
                 released = members[member_id].owned()
                 rejoining = True
@@ -763,9 +765,7 @@ class GroupCoordinator(
                 if self.config.fidelity == "kafka":  # the request is refused; the member stays
                     raise ApiError(Errors.FENCED_MEMBER_EPOCH, fenced)
                 # KIP-848 "Consumer Group Heartbeat API": the member is also removed from the group.
-                response = ConsumerGroupHeartbeatResponse(
-                    error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced, member_epoch=r.member_epoch
-                )
+                response = ConsumerGroupHeartbeatResponse(error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced)
                 return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
 
         # A steady heartbeat carries none of the optional fields: the member is unchanged.
