@@ -21,9 +21,14 @@ from kip_lab.protocol.classic_group import (
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 
-def upgraded(**config) -> MigrationCase:
-    """The seed's start, then A restarts with the consumer protocol (the group is converted)."""
-    case = MigrationCase(**config)
+def upgraded(fidelity: str = "kip", **config) -> MigrationCase:
+    """The case study's start, then A restarts with the consumer protocol (the group is converted).
+
+    Under ``kip`` (the default here) the conversion writes the partition metadata, so A's takeover
+    does not bump the epoch and b and c stay current at 22, as in the KIP's case study; the tests
+    of Kafka's own conversion pass ``fidelity="kafka"``.
+    """
+    case = MigrationCase(fidelity=fidelity, **config)
     assert case.consumer_join("A").response.error_code.name == "NONE"
     return case
 
@@ -52,17 +57,18 @@ def test_downgrade_follows_the_policy(policy):
     result = case.consumer_heartbeat("A", epoch=-1)  # the last consumer-protocol member leaves
     assert result.response.error_code.name == "NONE"
     if policy.downgrade_enabled:
+        # Kafka's ConsumerGroup.createGroupTombstoneRecords order, then ClassicGroup.createClassicGroupRecords.
         assert record_names(result) == [
             "~CurrentMemberAssignment(A)",
-            "~MemberMetadata(A)",
             "~CurrentMemberAssignment(b)",
-            "~MemberMetadata(b)",
             "~CurrentMemberAssignment(c)",
-            "~MemberMetadata(c)",
             "~TargetAssignmentMember(A)",
             "~TargetAssignmentMember(b)",
             "~TargetAssignmentMember(c)",
             "~TargetAssignmentMetadata",
+            "~MemberMetadata(A)",
+            "~MemberMetadata(b)",
+            "~MemberMetadata(c)",
             "~PartitionMetadata",
             "~Metadata",
             "GroupMetadata",
@@ -114,12 +120,24 @@ def test_rejoin_with_the_consumer_protocol_after_downgrade_upgrades_again():
     case.assert_rebuild_equals_live()
 
 
-def test_upgrade_needs_consumer_protocol_v3():
-    case = MigrationCase(version=2)
+def test_kip_upgrade_needs_consumer_protocol_v3():
+    """KIP-848, 'Kafka Consumer Migration': members below embedded protocol v3 are refused with INVALID_REQUEST."""
+    case = MigrationCase(version=2, fidelity="kip")
     result = case.consumer_join("A")
     assert result.response.error_code.name == "INVALID_REQUEST"
     assert "v2" in result.response.error_message
     assert case.gc.classic_groups[GROUP].state is ClassicGroupState.STABLE
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_kafka_upgrade_accepts_every_consumer_protocol_version(version):
+    """Kafka ``ConsumerGroup.fromClassicGroup`` reads any embedded subscription version: no version check."""
+    case = MigrationCase(version=version)
+    result = case.consumer_join("A")
+    assert result.response.error_code.name == "NONE"
+    assert GROUP not in case.gc.classic_groups
+    b = case.gc.groups[GROUP].members["b"]
+    assert (b.member_epoch, b.subscribed_topic_names, b.uses_classic_protocol) == (22, ("foo",), True)
 
 
 def test_an_empty_classic_group_id_is_reused_by_a_consumer_group():
@@ -254,8 +272,9 @@ def test_classic_join_into_a_consumer_group_with_an_incompatible_protocol_is_rej
         protocols=[JoinGroupRequestProtocol(name="roundrobin", metadata=b"{}")],
     )
     assert case.gc.join_group(request).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+    # Kafka ``deserializeSubscription``: a malformed embedded protocol is an IllegalStateException.
     bad = request.model_copy(update={"protocols": [JoinGroupRequestProtocol(name="range", metadata=b"not json")]})
-    assert case.gc.join_group(bad).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+    assert case.gc.join_group(bad).response.error_code.name == "UNKNOWN_SERVER_ERROR"
 
 
 def test_an_empty_consumer_group_id_is_reused_by_a_classic_group():
@@ -313,11 +332,23 @@ def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
     case.assert_rebuild_equals_live()
 
 
-def test_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rejected():
+def test_kip_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rejected():
+    """KIP-848, 'Supporting Online Consumer Group Upgrade' (JoinGroup handling): the embedded protocol must be v3+."""
     case = upgraded()
-    result = case.classic_join("d", [], -1, instance="D", version=2)
+    result = case.classic_join("", [], -1, instance="D", version=2)
     assert result.response.error_code.name == "INVALID_REQUEST"
-    assert result.records == [] and "d" not in case.gc.groups[GROUP].members
+    assert result.records == [] and not any(m.instance_id == "D" for m in case.gc.groups[GROUP].members.values())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_kafka_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_accepted(version):
+    """Kafka ``GroupMetadataManager.classicGroupJoinToConsumerGroup`` deserializes any subscription version."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("", [], -1, instance="D", version=version)
+    assert result.response.error_code.name == "NONE"
+    member = case.gc.groups[GROUP].members[result.response.member_id]
+    assert (member.instance_id, member.uses_classic_protocol) == ("D", True)
+    assert result.response.generation_id == member.member_epoch
 
 
 def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_protocol_member():

@@ -32,7 +32,7 @@ from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 
 def test_online_migration_case_l3214():
-    case = MigrationCase()
+    case = MigrationCase(fidelity="kip")
 
     # Step 0 (L3216-3225): a classic group at generation 22, Stable.
     classic = case.gc.classic_groups[GROUP]
