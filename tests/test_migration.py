@@ -8,9 +8,12 @@ import pytest
 from golden_support import GROUP, record_names
 from migration_support import MigrationCase
 
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.config import ConsumerGroupMigrationPolicy
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
@@ -18,7 +21,8 @@ from kip_lab.protocol.classic_group import (
     MemberIdentity,
     SyncGroupRequest,
 )
-from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 
 def upgraded(fidelity: str = "kip", **config) -> MigrationCase:
@@ -371,3 +375,187 @@ def test_no_downgrade_by_replacement_when_the_policy_forbids_it():
     result = case.classic_join("", [], -1, instance="A")
     assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
     assert result.response.generation_id == 22
+
+
+# ---------------------------------------------------------------------------- Kafka's behaviour, record by record
+def batch_names(batch) -> list[str]:
+    return record_names(CoordinatorResult(None, (batch,)))
+
+
+def test_kafka_conversion_batch_then_the_join_bumps_the_epoch():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup`` / ``ConsumerGroup.createConsumerGroupRecords``:
+    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch."""
+    case = MigrationCase()
+    result = case.consumer_join("A")
+    assert batch_names(result.batches[0]) == [
+        "~GroupMetadata",
+        "MemberMetadata(a)",
+        "MemberMetadata(b)",
+        "MemberMetadata(c)",
+        "Metadata",
+        "TargetAssignmentMember(a)",
+        "TargetAssignmentMember(b)",
+        "TargetAssignmentMember(c)",
+        "TargetAssignmentMetadata",
+        "CurrentMemberAssignment(a)",
+        "CurrentMemberAssignment(b)",
+        "CurrentMemberAssignment(c)",
+    ]
+    later = [name for batch in result.batches[1:] for name in batch_names(batch)]
+    assert later.count("PartitionMetadata") == 1 and later.count("Metadata") == 1
+    group = case.gc.groups[GROUP]
+    assert (group.group_epoch, group.assignment_epoch, result.response.member_epoch) == (23, 23, 23)
+    # The classic members are behind the new epoch: their next Heartbeat tells them to rejoin.
+    assert case.classic_heartbeat("b", 22, instance="B").response.error_code.name == "REBALANCE_IN_PROGRESS"
+    case.assert_rebuild_equals_live()
+
+
+def test_kip_conversion_writes_partition_metadata_and_the_takeover_does_not_bump():
+    """KIP-848, 'Online Migration' case study: A takes over its classic identity at epoch 22, no bump."""
+    case = MigrationCase(fidelity="kip")
+    result = case.consumer_join("A")
+    assert batch_names(result.batches[0])[4:6] == ["PartitionMetadata", "Metadata"]
+    assert case.gc.groups[GROUP].group_epoch == 22
+
+
+def rebalancing_classic_group_without_members(**config) -> GroupCoordinator:
+    """A new classic group whose only member joined (initial delay running) and left: no member, PreparingRebalance."""
+    cluster = ClusterMetadata()
+    cluster.create_topic("foo", 2)
+    gc = GroupCoordinator(CoordinatorConfig(**config), cluster)
+    metadata = ConsumerProtocolSubscription(version=3, topics=["foo"]).encode()
+    request = JoinGroupRequest(
+        group_id=GROUP, session_timeout_ms=45_000, protocols=[JoinGroupRequestProtocol(name="range", metadata=metadata)]
+    )
+    member_id = gc.join_group(request).response.member_id
+    assert gc.join_group(request.model_copy(update={"member_id": member_id})).response is None  # parked
+    gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id=member_id)]))
+    classic = gc.classic_groups[GROUP]
+    assert (len(classic.members), classic.state) == (0, ClassicGroupState.PREPARING_REBALANCE)
+    return gc
+
+
+def join_request(member: str) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        group_id=GROUP,
+        member_id=member,
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],
+    )
+
+
+def test_kafka_a_classic_group_without_members_but_not_empty_is_not_reused_when_migration_is_disabled():
+    """Kafka ``ClassicGroup.isEmpty`` (state Empty) in ``GroupMetadataManager.getOrMaybeCreateConsumerGroup``."""
+    gc = rebalancing_classic_group_without_members(migration_policy=ConsumerGroupMigrationPolicy.DISABLED)
+    result = gc.consumer_group_heartbeat(join_request("N"))
+    assert result.response.error_code.name == "GROUP_ID_NOT_FOUND"
+    assert result.records == [] and GROUP not in gc.groups
+
+
+def test_kafka_a_classic_group_without_members_but_not_empty_is_converted():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup`` of a group with no member: three records."""
+    gc = rebalancing_classic_group_without_members()
+    result = gc.consumer_group_heartbeat(join_request("N"))
+    assert result.response.error_code.name == "NONE"
+    assert batch_names(result.batches[0]) == ["~GroupMetadata", "Metadata", "TargetAssignmentMetadata"]
+    assert gc.groups[GROUP].group_epoch == 1  # generation 0 (no rebalance completed), bumped by N's join
+
+
+def test_kafka_known_member_id_with_unknown_instance_id_is_unknown_member():
+    """Kafka ``GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember`` (unknown static member)."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("z", [], -1, instance="Z")
+    assert result.response.error_code.name == "UNKNOWN_MEMBER_ID"
+    assert result.records == [] and "z" not in case.gc.groups[GROUP].members
+
+
+def test_kafka_sync_group_echoes_null_protocol_type_and_name():
+    """Kafka ``GroupMetadataManager.classicGroupSyncToConsumerGroup`` answers with the request's type and name."""
+    case = upgraded(fidelity="kafka")
+    joined = case.classic_join("c", [2, 5], 22)
+    request = SyncGroupRequest(
+        group_id=GROUP, generation_id=joined.response.generation_id, member_id="c", group_instance_id="C"
+    )
+    response = case.gc.sync_group(request).response
+    assert (response.error_code.name, response.protocol_type, response.protocol_name) == ("NONE", None, None)
+    assert [p for _, p in ConsumerProtocolAssignment.decode(response.assignment).assigned_partitions] == [2, 5]
+    named = case.classic_sync_result("c", joined.response.generation_id).response
+    assert (named.protocol_type, named.protocol_name) == ("consumer", "range")
+
+
+def test_kafka_leave_group_of_several_classic_members_bumps_the_epoch_once():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``: one batch, every removal, then one bump."""
+    case = upgraded(fidelity="kafka")
+    epoch = case.gc.groups[GROUP].group_epoch
+    result = case.gc.leave_group(
+        LeaveGroupRequest(
+            group_id=GROUP,
+            members=[MemberIdentity(member_id="c"), MemberIdentity(member_id="x"), MemberIdentity(member_id="b")],
+        )
+    )
+    assert [(m.member_id, m.error_code.name) for m in result.response.members] == [
+        ("c", "NONE"),
+        ("x", "UNKNOWN_MEMBER_ID"),
+        ("b", "NONE"),
+    ]
+    assert len(result.batches) == 1
+    names = record_names(result)
+    assert names[-1] == "Metadata" and names.count("Metadata") == 1
+    assert names.index("~CurrentMemberAssignment(c)") < names.index("~CurrentMemberAssignment(b)")
+    assert {"~MemberMetadata(b)", "~MemberMetadata(c)"} <= set(names)
+    group = case.gc.groups[GROUP]
+    assert group.group_epoch == epoch + 1 and sorted(group.members) == ["A"]
+    case.assert_rebuild_equals_live()
+
+
+def test_c10_kip_leave_group_bumps_once_as_well():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``; the KIP says nothing else: both profiles."""
+    case = upgraded()
+    result = case.gc.leave_group(
+        LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b"), MemberIdentity(member_id="c")])
+    )
+    assert record_names(result).count("Metadata") == 1 and case.gc.groups[GROUP].group_epoch == 23
+
+
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_a_classic_member_leaving_never_downgrades(fidelity):
+    """Kafka ``ConsumerGroup.allMembersUseClassicProtocolExcept`` in ``validateOnlineDowngradeWithFencedMember``
+    (and KIP-848, 'Kafka Consumer Migration': the group goes back when the last new-protocol consumer leaves)."""
+    case = upgraded(fidelity=fidelity, migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+    case.consumer_heartbeat("A", epoch=-1)  # downgrades forbidden: b and c stay in the consumer group
+    case.gc.config = case.gc.config.model_copy(update={"migration_policy": ConsumerGroupMigrationPolicy.BIDIRECTIONAL})
+    case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
+    assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
+    assert sorted(case.gc.groups[GROUP].members) == ["c"]
+
+
+def test_kafka_join_group_with_no_protocols_into_a_consumer_group():
+    """Kafka ``ConsumerGroup.supportsClassicProtocols`` (via ``throwIfClassicProtocolIsNotSupported``)."""
+    case = upgraded(fidelity="kafka")
+    request = JoinGroupRequest(group_id=GROUP, session_timeout_ms=45_000, member_id="", protocols=[])
+    result = case.gc.join_group(request)
+    assert result.response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL" and result.records == []
+
+
+def test_kafka_downgrade_by_static_replacement_batch():
+    """Kafka ``GroupMetadataManager.classicGroupJoinToConsumerGroup`` step 4 and ``convertToClassicGroup``:
+    the join's records, then the consumer group's tombstones and the classic group's record."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("", [], -1, instance="A")
+    new_id = result.response.member_id
+    members = sorted([new_id, "b", "c"])
+    assert batch_names(result.batches[-1]) == [
+        *[f"~CurrentMemberAssignment({m})" for m in members],
+        *[f"~TargetAssignmentMember({m})" for m in members],
+        "~TargetAssignmentMetadata",
+        *[f"~MemberMetadata({m})" for m in members],
+        "~PartitionMetadata",
+        "~Metadata",
+        "GroupMetadata",
+    ]
+    classic = case.gc.classic_groups[GROUP]
+    assert (classic.state, classic.generation_id) == (ClassicGroupState.STABLE, 23)
+    assert (result.response.generation_id, result.response.protocol_name) == (23, "range")
+    case.assert_rebuild_equals_live()
