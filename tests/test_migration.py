@@ -1,4 +1,4 @@
-"""Online migration beyond the seed's case: each migration policy, conversion both ways, the
+"""Online migration beyond the KIP's case study: each migration policy, conversion both ways, the
 rejections, classic members timing out or leaving mid-migration, static classic members, and a
 classic member whose new partitions are not yet free (docs/decisions.md M-entries)."""
 
@@ -316,7 +316,7 @@ def test_downgrade_when_the_last_consumer_member_times_out():
 
 
 def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
-    """M19 / digest A35: a cooperative member joins still owning what it keeps *and* what it must give up."""
+    """A cooperative member joins still owning what it keeps *and* what it must give up."""
     case = upgraded()
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
     joined = case.classic_join("c", owned=[2, 5], generation=22)  # target of 23: c gets foo-4 too

@@ -344,7 +344,7 @@ class OnlineMigration:
 
         Behind the group epoch (Kafka) decides the Heartbeat answer: a classic member's JoinGroup
         is what computes its new target. Behind the target epoch decides the state we show
-        (docs/decisions.md M3): the seed triggers a member's rebalance when its new target exists.
+        (docs/decisions.md M3): the KIP triggers a member's rebalance when its new target exists.
         """
         return (
             self._behind(epoch, member)
@@ -353,7 +353,7 @@ class OnlineMigration:
         )
 
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
-        """The seed's classic state of a classic member inside a consumer group (digest 3.4), or None.
+        """The KIP's classic state of a classic member inside a consumer group, or None.
 
         CompletingRebalance from its JoinGroup until its SyncGroup; PreparingRebalance while it
         must rejoin; Stable otherwise. Derived (Kafka stores no such state), so it is soft.
