@@ -591,3 +591,13 @@ def test_static_replacement_during_a_rebalance_fences_the_old_requests_and_rebal
     done = c.join(d, ref="d2")  # the leader rejoins: everyone has, generation 2
     assert done.response.generation_id == 2
     assert deferred_by_ref(done)["s2"].generation_id == 2
+
+
+def test_a_second_join_group_replaces_the_parked_one_which_is_never_answered():
+    """Kafka ``ClassicGroup.updateMember``: the new request's future replaces the parked one (docs/decisions.md C9)."""
+    c = Classic()
+    a = c.new_member("a-first")  # parked during the initial delay
+    assert c.join(a, ref="a-second").response is None
+    fired = c.advance(0)
+    answered = deferred_by_ref(fired[0])
+    assert set(answered) == {"a-second"} and answered["a-second"].generation_id == 1

@@ -378,8 +378,8 @@ class ClassicGroupHandlers:
     def _update_member(
         self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked
     ) -> None:
-        if member.awaiting_join is not None and member.awaiting_join is not parked:
-            self._complete_join(out, member, JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS))
+        # A JoinGroup already parked for this member is replaced and never answered (Kafka
+        # ``ClassicGroup.updateMember``: its client's request times out; docs/decisions.md C9).
         group.set_protocols(member, tuple(r.protocols))
         member.rebalance_timeout_ms = r.rebalance_timeout_ms
         member.session_timeout_ms = r.session_timeout_ms
