@@ -597,7 +597,8 @@ def test_a_second_join_group_replaces_the_parked_one_which_is_never_answered():
     """Kafka ``ClassicGroup.updateMember``: the new request's future replaces the parked one (docs/decisions.md C9)."""
     c = Classic()
     a = c.new_member("a-first")  # parked during the initial delay
-    assert c.join(a, ref="a-second").response is None
+    second = c.join(a, ref="a-second")
+    assert second.response is None and second.deferred == ()  # the first request gets no answer
     fired = c.advance(0)
     answered = deferred_by_ref(fired[0])
     assert set(answered) == {"a-second"} and answered["a-second"].generation_id == 1
