@@ -16,6 +16,7 @@ import pytest
 from kip_lab.assignors.client import CooperativeStickyAssignor, RebalanceProtocol
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CallbackConfig, ClassicConsumerConfig
 from kip_lab.clients import classic_consumer as cc
+from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
 from kip_lab.lab.metrics import compute_metrics
@@ -93,13 +94,13 @@ def first_step(lab: Lab, member: str, callback: str, partition: str, after: int 
     )
 
 
-def strict_lab(seed: int = 0) -> Lab:
-    return Lab(seed=seed, config=LabConfig(raise_on_violation=True))
+def strict_lab(seed: int = 0, fidelity: str = "kafka") -> Lab:
+    return Lab(seed=seed, config=LabConfig(raise_on_violation=True, coordinator=CoordinatorConfig(fidelity=fidelity)))
 
 
-def two_member_group(strategy: list[str]) -> tuple[Lab, int]:
+def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab, int]:
     """Topics a and b (one partition each); C1 alone owns both, then C2 starts."""
-    lab = strict_lab()
+    lab = strict_lab(fidelity=fidelity)
     lab.create_topic("a", 1)
     lab.create_topic("b", 1)
     add(lab, "C1", strategy, ["a", "b"])
@@ -508,13 +509,27 @@ def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
 
 
 def test_sc12b_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner(monkeypatch):
-    """The hazard the two bounces prevent: a leader moving partitions their owners never revoked."""
-    monkeypatch.setattr(cc, "leader_adjustment", lambda intended, subscriptions, partitions: (intended, [], []))
+    """The hazard the two bounces prevent: a leader moving partitions their owners never revoked.
+
+    Kafka ``ConsumerCoordinator.onLeaderElected`` trusts cooperative-sticky to withhold (it skips
+    ``validateCooperativeAssignment`` for it): with its withholding switched off, the move happens."""
     monkeypatch.setattr(
         CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
     )
     with pytest.raises(InvariantViolation, match="single-owner"):
         two_member_group(COOPERATIVE)
+
+
+def test_kip_the_leader_withholds_for_every_assignor(monkeypatch):
+    """KIP-429, 'Consumer Coordinator Algorithm' (the leader's rule): under ``kip`` the leader withholds a
+    partition another member still claims whatever the assignor did, so the same broken assignor is harmless."""
+    monkeypatch.setattr(
+        CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
+    )
+    lab, mark = two_member_group(COOPERATIVE, fidelity="kip")
+    notes = [e.payload["leader"] for e in lab.trace if e.step > mark and "leader" in e.payload]
+    assert notes and notes[0]["withheld"]  # the first assignment after C2 joined held a partition back
+    assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "b-0"]
 
 
 # ---------------------------------------------------------------------------- client state machine
@@ -730,14 +745,13 @@ def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
 
 def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
     """The superset check (Kafka's checkAssignmentMatchedSubscription): not applied, rejoin."""
-    original = cc.leader_adjustment
+    original = CooperativeStickyAssignor._assign_partitions
 
-    def with_foreign_topic(intended, subscriptions, partitions):
-        final, withheld, returned = original(intended, subscriptions, partitions)
-        final = {m: sorted({*parts, ("other", 0)}) if m.startswith("C2") else parts for m, parts in final.items()}
-        return final, withheld, returned
+    def with_foreign_topic(self, partitions_per_topic, subscriptions):
+        final = original(self, partitions_per_topic, subscriptions)
+        return {m: sorted({*parts, ("other", 0)}) if m.startswith("C2") else parts for m, parts in final.items()}
 
-    monkeypatch.setattr(cc, "leader_adjustment", with_foreign_topic)
+    monkeypatch.setattr(CooperativeStickyAssignor, "_assign_partitions", with_foreign_topic)
     lab = strict_lab()
     lab.create_topic("a", 2)
     lab.create_topic("other", 1)

@@ -11,9 +11,11 @@ It models Kafka's ``ConsumerCoordinator`` / ``AbstractCoordinator`` as KIP-429 d
 * **JoinGroup** carries one protocol per configured assignor, each with the encoded
   subscription (owned partitions and generation for the sticky assignors); MEMBER_ID_REQUIRED
   is answered by joining again with the id the coordinator chose;
-* the **leader** decodes every subscription, runs the chosen assignor and applies KIP-429's
-  leader rule: a partition another member still claims is withheld from its new owner, and a
-  claimed partition the assignor handed to nobody goes back to its claimer;
+* the **leader** decodes every subscription and runs the chosen assignor; its output is the
+  assignment (Kafka: cooperative-sticky withholds partitions still claimed by another member
+  itself). Under the ``kip`` profile the leader also applies KIP-429's leader rule to every
+  assignor's output: a partition another member still claims is withheld from its new owner,
+  and a claimed partition the assignor handed to nobody goes back to its claimer;
 * **after SyncGroup** (``onJoinComplete``): an assignment naming a topic the member does not
   subscribe to is refused (rejoin); EAGER assigns the whole set; COOPERATIVE revokes
   (owned − assigned), then assigns (assigned − owned) and, if anything was revoked, rejoins at
@@ -525,7 +527,8 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             self._fatal(error, "JoinGroup")
 
     def _assign_as_leader(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
-        """Decode every subscription, run the group's assignor, then apply KIP-429's leader rule."""
+        """Decode every subscription and run the group's assignor (Kafka ``ConsumerCoordinator.onLeaderElected``);
+        under the Lab's ``kip`` profile, then KIP-429's leader rule (docs/decisions.md K3)."""
         assignor = self._assignors[response.protocol_name]
         subscriptions = {
             m.member_id: ConsumerProtocolSubscription.decode(m.metadata)
@@ -538,7 +541,10 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             member_id: a.assigned_partitions
             for member_id, a in assignor.assign(partitions_per_topic, subscriptions).items()
         }
-        final, withheld, returned = leader_adjustment(intended, subscriptions, partitions_per_topic)
+        if self.world.coordinator.config.fidelity == "kip":
+            final, withheld, returned = leader_adjustment(intended, subscriptions, partitions_per_topic)
+        else:
+            final, withheld, returned = intended, claimed_but_given_to_nobody(intended, subscriptions), []
         self.leader_partitions = partitions_per_topic
         self._note(
             f"leader {self.member_id} assigns generation {response.generation_id} with {response.protocol_name}",
@@ -805,7 +811,7 @@ def leader_adjustment(
     subscriptions: dict[str, ConsumerProtocolSubscription],
     partitions_per_topic: dict[str, int],
 ) -> tuple[dict[str, list[tuple[str, int]]], list[tuple[str, int]], list[tuple[str, int]]]:
-    """KIP-429's leader rule over the assignor's output (001 L233-242).
+    """KIP-429's leader rule over the assignor's output (KIP-429, 'Consumer Coordinator Algorithm', step 2).
 
     A partition given to a member while another member still claims it (maybe-revoking with a
     new owner) is withheld this round. A claimed partition the leader's metadata does not know
@@ -826,9 +832,16 @@ def leader_adjustment(
     returned = sorted(tp for tp in claims if tp[1] >= partitions_per_topic.get(tp[0], 0))
     for tp in returned:
         final.setdefault(claims[tp][1], []).append(tp)
-    given = {tp for parts in final.values() for tp in parts}
-    withheld = sorted(tp for tp in claims if tp not in given)
-    return {m: sorted(parts) for m, parts in final.items()}, withheld, returned
+    final = {m: sorted(parts) for m, parts in final.items()}
+    return final, claimed_but_given_to_nobody(final, subscriptions), returned
+
+
+def claimed_but_given_to_nobody(
+    assignment: dict[str, list[tuple[str, int]]], subscriptions: dict[str, ConsumerProtocolSubscription]
+) -> list[tuple[str, int]]:
+    """The partitions some member claims that the assignment gives to nobody this round (withheld)."""
+    given = {tp for parts in assignment.values() for tp in parts}
+    return sorted({tp for s in subscriptions.values() for tp in s.owned_partitions} - given)
 
 
 def _names(partitions) -> list[str]:
