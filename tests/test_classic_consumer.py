@@ -1,9 +1,9 @@
-"""The classic consumer in the Lab: the KIP-429 digest's scenarios SC-01..SC-12, step by step.
+"""The classic consumer in the Lab: KIP-429's rebalance scenarios (numbered SC-01..SC-12 here), step by step.
 
 Each scenario runs classic consumers against the Lab's classic group coordinator and checks
-the digest's per-member sub-traces: the callbacks in order with their partitions, what each
-JoinGroup claimed, the leader's sets (withheld, final), the generations, and the invariants.
-Generation numbers are relative (the digest's are illustrative).
+each member's sub-trace: the callbacks in order with their partitions, what each JoinGroup
+claimed, the leader's sets (withheld, final), the generations, and the invariants.
+Generation numbers are relative.
 """
 
 from __future__ import annotations
@@ -776,7 +776,8 @@ def _subscription(topics, owned=(), generation=1):
 
 
 def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
-    """L-3 / L-d on an assignor that does not withhold (SC-02 step 3 with range's intent)."""
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2d (the ``kip`` leader rule): a maybe-revoking
+    partition with a new owner is withheld, here from range's intent."""
     subscriptions = {"C1": _subscription(["a", "b"], [("a", 0), ("b", 0)]), "C2": _subscription(["a", "b"])}
     final, withheld, returned = cc.leader_adjustment(
         {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
@@ -785,7 +786,8 @@ def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
 
 
 def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer():
-    """SC-07b / L-f: the leader's metadata does not know topic x (stale); C2 keeps x-0."""
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2f (the ``kip`` leader rule): the leader's metadata
+    does not know topic x (stale); C2 keeps x-0."""
     subscriptions = {"C1": _subscription(["a"], [("a", 0)]), "C2": _subscription(["a", "x"], [("a", 1), ("x", 0)])}
     final, withheld, returned = cc.leader_adjustment({"C1": [("a", 0)], "C2": [("a", 1)]}, subscriptions, {"a": 2})
     assert final == {"C1": [("a", 0)], "C2": [("a", 1), ("x", 0)]}
@@ -793,7 +795,8 @@ def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer
 
 
 def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest_claim():
-    """L-e: nobody claims b-0, so it goes straight to its new owner; two claims on x-0 (a zombie
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2e (the ``kip`` leader rule): nobody claims b-0,
+    so it goes straight to its new owner; two claims on x-0 (a zombie
     and the current owner): the higher generation gets it back."""
     subscriptions = {
         "C1": _subscription(["a", "b", "x"], [("a", 0), ("x", 0)], generation=3),
