@@ -864,3 +864,26 @@ def test_a_bad_subscription_change_is_refused_and_changes_nothing():
     with pytest.raises(ValueError, match="subscribes by topic names"):
         lab.change_subscription("C1", regex="a.*")
     assert lab.step_count == steps and lab.clients["C1"].config.subscribed_topic_names == ["a", "b"]
+
+
+def test_no_commit_between_sync_group_and_a_cooperative_revocation():
+    """Kafka ``ConsumerCoordinator.onJoinComplete``: the partitions the new assignment drops are revoked
+    at once — auto-commit runs only before JoinGroup (``onJoinPrepare``); committing them is the listener's job."""
+    lab, mark = two_member_group(COOPERATIVE)
+    events = [e for e in lab.trace if e.step > mark]
+    revoke = next(
+        i
+        for i, e in enumerate(events)
+        if e.actor == "C1" and e.kind.value == "callback_invoked" and e.payload["callback"] == "on_partitions_revoked"
+    )
+    sync = max(
+        i
+        for i, e in enumerate(events[:revoke])
+        if e.kind.value == "message_delivered" and e.payload.get("to") == "C1" and e.payload["api"] == "SyncGroup"
+    )
+    between = [
+        e.payload["api"]
+        for e in events[sync:revoke]
+        if e.kind.value == "message_sent" and e.payload.get("from") == "C1"
+    ]
+    assert "OffsetCommit" not in between

@@ -601,18 +601,9 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             added = sorted(assigned - self.owned)
         round_ = self._round
         self._in_rebalance_callbacks = True  # callbacks of this sync run before any rejoin
-        stopped = self._stop_fetching(set(revoked))
-        then = partial(self._complete_after_commit, round_, assignment, revoked, added)
-        if revoked and self.config.enable_auto_commit and stopped:
-            self._commit([], then, extra=stopped)
-        else:
-            then(True)
-
-    def _complete_after_commit(
-        self, round_: int, assignment: ConsumerProtocolAssignment, revoked: list[TP], added: list[TP], _ok: bool
-    ) -> None:
-        if round_ != self._round:
-            return
+        # No commit here (Kafka ``onJoinComplete``): committing what a revoked partition consumed
+        # is the listener's job; auto-commit only runs before JoinGroup (docs/decisions.md K5).
+        self._stop_fetching(set(revoked))
         then = partial(self._complete_after_revoke, round_, assignment, revoked, added)
         if revoked:
             self._call_back("on_partitions_revoked", revoked, then)
