@@ -372,24 +372,39 @@ def test_sc06_added_partitions_are_assigned_in_one_rebalance_without_revocation(
     assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "a-1", "a-2"]
 
 
-def test_sc07_a_deleted_topics_partitions_are_lost_not_revoked():
-    lab = strict_lab()
+def deleted_topic_group(fidelity: str):
+    lab = strict_lab(fidelity=fidelity)
     lab.create_topic("a", 2)
     lab.create_topic("x", 1)
     add(lab, "C1", COOPERATIVE, ["a", "x"])
     stable(lab)
     add(lab, "C2", COOPERATIVE, ["a"])
     stable(lab)
-    holder, other = "C1", "C2"
     kept = {m: owned(lab, m) for m in ("C1", "C2")}
-    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # the digest's C1 {a-0, x-0}
+    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # C1 {a-0, x-0}
     mark = lab.step_count
     lab.delete_topic("x")
     stable(lab)
-    assert callbacks(lab, holder, mark)[0] == ("on_partitions_lost", ["x-0"])  # C-3 (001 L229)
+    assert owned(lab, "C1") == [p for p in kept["C1"] if p != "x-0"] and owned(lab, "C2") == kept["C2"]
+    assert len(leader_views(lab, mark)) == 1  # one rebalance
+    return lab, mark
+
+
+def test_sc07_kip_a_deleted_topics_partitions_are_lost_not_revoked():
+    """KIP-429, 'Consumer Coordinator Algorithm' step 1b: the owner calls onPartitionsLost, then rejoins."""
+    lab, mark = deleted_topic_group("kip")
+    assert callbacks(lab, "C1", mark)[0] == ("on_partitions_lost", ["x-0"])
     assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
-    assert owned(lab, holder) == [p for p in kept[holder] if p != "x-0"] and owned(lab, other) == kept[other]
-    assert len(leader_views(lab, mark)) == 1  # no further rebalance
+
+
+def test_sc07_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked():
+    """Kafka ``ConsumerCoordinator.rejoinNeededOrPending`` (the leader's assignment snapshot no longer
+    matches the metadata) and ``onJoinComplete`` (owned minus assigned is revoked): no onPartitionsLost."""
+    lab, mark = deleted_topic_group("kafka")
+    assert callbacks(lab, "C1", mark)[0] == ("on_partitions_revoked", ["x-0"])
+    assert all(kind != "on_partitions_lost" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
+    rejoins = [e.payload["rejoin"] for e in lab.trace if e.step > mark and "rejoin" in e.payload]
+    assert rejoins[0] == "the leader's metadata changed"
 
 
 def test_sc08_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
@@ -719,8 +734,9 @@ class RevokeOnlyListener:
 
 
 def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
-    """KIP-429 §4.1 (CB-9): onPartitionsLost defaults to onPartitionsRevoked."""
-    lab = strict_lab()
+    """KIP-429, 'ConsumerRebalanceListener and ConsumerPartitionAssignor Semantics': onPartitionsLost
+    defaults to onPartitionsRevoked (a deleted topic's partitions are lost under ``kip``)."""
+    lab = strict_lab(fidelity="kip")
     lab.create_topic("a", 1)
     lab.create_topic("x", 1)
     listener = RevokeOnlyListener()

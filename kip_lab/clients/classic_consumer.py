@@ -233,12 +233,15 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
         """A metadata refresh would make it rejoin: an owned topic is gone, or (leader) a topic of
         the group changed its partition count since the leader assigned."""
         cluster = self.world.cluster
-        if any(cluster.topic_by_id(tp[0]) is None for tp in self.owned):
-            return True
-        if self.is_leader and self.leader_partitions:
-            now = {t: cluster.topic(t).num_partitions for t in self.leader_partitions if t in cluster}
-            return now != self.leader_partitions
-        return False
+        return any(cluster.topic_by_id(tp[0]) is None for tp in self.owned) or self._leader_metadata_changed()
+
+    def _leader_metadata_changed(self) -> bool:
+        """The leader's assignment snapshot no longer matches the cluster (Kafka ``assignmentSnapshot``)."""
+        if not (self.is_leader and self.leader_partitions):
+            return False
+        cluster = self.world.cluster
+        now = {t: cluster.topic(t).num_partitions for t in self.leader_partitions if t in cluster}
+        return now != self.leader_partitions
 
     def _topic_names(self, partitions) -> list[tuple[str, int]]:
         """(topic id, p) -> (topic name, p): the consumer protocol names topics."""
@@ -740,19 +743,21 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
                 self._fell_out(error)
 
     def _check_metadata(self) -> None:
-        """The periodic metadata refresh: partitions of a deleted topic are lost (KIP-429 C-3); the
-        leader rejoins when a topic of the group changed its partition count since it assigned."""
+        """The periodic metadata refresh: the leader rejoins when a topic of the group changed its
+        partition count (or was deleted) since it assigned (Kafka ``ConsumerCoordinator.rejoinNeededOrPending``).
+        Under the Lab's ``kip`` profile every member also calls ``on_partitions_lost`` for owned
+        partitions of a deleted topic and rejoins (KIP-429, 'Consumer Coordinator Algorithm' step 1b)."""
         if self._in_rebalance_callbacks or self.rejoin_reason is not None:
             return
         cluster = self.world.cluster
         gone = sorted(tp for tp in self.owned if cluster.topic_by_id(tp[0]) is None)
-        if gone:
+        if gone and self.world.coordinator.config.fidelity == "kip":
             self._in_rebalance_callbacks = True
             self._stop_fetching(set(gone))
             round_ = self._round
             self._call_back("on_partitions_lost", gone, partial(self._lost_gone_topics, round_, gone))
             return
-        if self._metadata_changed():
+        if self._leader_metadata_changed():
             self._request_rejoin("the leader's metadata changed")
 
     def _lost_gone_topics(self, round_: int, gone: list[TP], _ok: bool) -> None:
