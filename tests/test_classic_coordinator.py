@@ -146,6 +146,8 @@ def test_state_machine_table_is_kafkas_valid_previous_states():
 
 # -- joining ----------------------------------------------------------------------------
 def test_first_join_requires_a_member_id_and_writes_the_empty_group():
+    """Kafka ``GroupMetadataManager.classicGroupJoinNewMember`` (MEMBER_ID_REQUIRED, the new group's record)
+    and ``ClassicGroup.generateMemberId``."""
     c = Classic()
     result = c.join(ref="a")
     assert result.response.error_code.name == "MEMBER_ID_REQUIRED"

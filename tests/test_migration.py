@@ -56,6 +56,8 @@ def test_upgrade_follows_the_policy(policy):
 
 @pytest.mark.parametrize("policy", list(ConsumerGroupMigrationPolicy))
 def test_downgrade_follows_the_policy(policy):
+    """Kafka ``GroupMetadataManager.validateOnlineDowngradeWithFencedMember`` and ``convertToClassicGroup``:
+    the batch is ``ConsumerGroup.createGroupTombstoneRecords`` then the classic group's record."""
     case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
     case.gc.config = case.gc.config.model_copy(update={"migration_policy": policy})
     result = case.consumer_heartbeat("A", epoch=-1)  # the last consumer-protocol member leaves
