@@ -1,11 +1,12 @@
 """KIP-848 online migration: classic groups become consumer groups and back, members roll one by one.
 
-* Upgrade: the first ConsumerGroupHeartbeat (epoch 0) into a non-empty classic group converts
-  it, if ``group.consumer.migration.policy`` allows. One atomic batch writes the classic
-  group's tombstone and the consumer group built from the last completed generation: group
-  epoch = target epoch = every member's epoch = the generation (no bump), each member's
-  target and current assignment = its classic assignment. The joining member's own records
-  follow, as for any join.
+* Upgrade: the first ConsumerGroupHeartbeat (epoch 0) into a classic group that is not in state
+  Empty converts it, if ``group.consumer.migration.policy`` allows. One atomic batch writes the
+  classic group's tombstone and the consumer group built from the last completed generation:
+  group epoch = target epoch = every member's epoch = the generation, each member's target and
+  current assignment = its classic assignment. The joining member's own records follow, as for
+  any join; as Kafka writes no partition metadata at conversion, that join bumps the epoch (the
+  ``kip`` profile writes it, and a member taking over its own classic identity does not bump).
 * Classic members inside the consumer group are served by the consumer-group engine: their
   JoinGroup is a heartbeat carrying the subscription and the owned partitions from the embedded
   consumer protocol (and it reconciles them exactly like any member); the JoinGroup returns the
@@ -15,10 +16,10 @@
   session timeout and protocols (``classic_member_metadata``, Kafka's field). A member that was
   told to rejoin must JoinGroup within its rebalance timeout, and SyncGroup within it after its
   JoinGroup, or it is removed (Kafka's join and sync timeouts).
-* Downgrade: when a member leaves (or is fenced or times out) and only classic members remain,
-  the group is converted back, if the policy allows: consumer-group tombstones and the classic
-  group's ``GroupMetadataValue`` (generation = group epoch, each member's assignment = its
-  target) in one batch; the classic group then rebalances.
+* Downgrade: when the last consumer-protocol member leaves (or is fenced or times out) and
+  classic members remain, the group is converted back, if the policy allows: consumer-group
+  tombstones and the classic group's ``GroupMetadataValue`` (generation = group epoch, each
+  member's assignment = its target) in one batch; the classic group then rebalances.
 """
 
 from __future__ import annotations
