@@ -355,6 +355,10 @@ def test_kafka_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_
     member = case.gc.groups[GROUP].members[result.response.member_id]
     assert (member.instance_id, member.uses_classic_protocol) == ("D", True)
     assert result.response.generation_id == member.member_epoch
+    # SyncGroup answers in the member's own version (Kafka ``prepareAssignment``).
+    sync = case.classic_sync_result(member.member_id, member.member_epoch, instance="D").response
+    assert sync.error_code.name == "NONE"
+    assert ConsumerProtocolAssignment.decode(sync.assignment).version == version
 
 
 def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_protocol_member():
