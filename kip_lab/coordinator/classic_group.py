@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 from kip_lab.coordinator.member import fenced_instance_error
 from kip_lab.machines import StateMachine
@@ -56,8 +57,9 @@ CLASSIC_GROUP_STATE_MACHINE = StateMachine.from_table(
 )
 
 
+@lru_cache(maxsize=1 << 16)
 def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 units), as an unsigned 32-bit value."""
+    """Java's ``String.hashCode`` (over UTF-16 units), as an unsigned 32-bit value (cached, as Java caches it)."""
     units = text.encode("utf-16-be")
     value = 0
     for i in range(0, len(units), 2):
