@@ -360,7 +360,12 @@ def test_consumer_group_ids_are_not_classic_and_vice_versa():
     c = Classic(migration_policy="disabled")
     _a, _ = c.stable_group(2)
     hb = ConsumerGroupHeartbeatRequest(
-        group_id=GROUP, member_id="n", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]
+        group_id=GROUP,
+        member_id="n",
+        member_epoch=0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],
     )
     assert c.gc.consumer_group_heartbeat(hb).response.error_code.name == "GROUP_ID_NOT_FOUND"
     later = hb.model_copy(update={"member_epoch": 3})

@@ -283,18 +283,21 @@ def test_classic_join_into_a_consumer_group_with_an_incompatible_protocol_is_rej
     assert case.gc.join_group(bad).response.error_code.name == "UNKNOWN_SERVER_ERROR"
 
 
-def test_an_empty_consumer_group_id_is_reused_by_a_classic_group():
-    case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_an_empty_consumer_group_id_is_reused_by_a_classic_group(fidelity):
+    """Kafka ``GroupMetadataManager.maybeDeleteEmptyConsumerGroup`` (``ConsumerGroup.createGroupTombstoneRecords``
+    of a group without members), then the new classic group's record."""
+    case = upgraded(fidelity=fidelity, migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
     for member_id in ("b", "c"):
         case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id=member_id)]))
     case.consumer_heartbeat("A", epoch=-1)
     assert case.gc.groups[GROUP].state.value == "Empty"
+    # Target entries the members left behind (the removal rule, docs/decisions.md D4) go too.
+    leftover = sorted(case.gc.groups[GROUP].target)
     result = case.classic_join("", [], -1, instance=None)
     assert result.response.error_code.name == "MEMBER_ID_REQUIRED"
     assert record_names(result) == [
-        "~TargetAssignmentMember(A)",  # the last target still listed the members that left
-        "~TargetAssignmentMember(b)",
-        "~TargetAssignmentMember(c)",
+        *[f"~TargetAssignmentMember({m})" for m in leftover],
         "~TargetAssignmentMetadata",
         "~PartitionMetadata",
         "~Metadata",
