@@ -420,7 +420,7 @@ def test_kafka_conversion_batch_then_the_join_bumps_the_epoch():
 
 
 def test_kip_conversion_writes_partition_metadata_and_the_takeover_does_not_bump():
-    """KIP-848, 'Online Migration' case study: A takes over its classic identity at epoch 22, no bump."""
+    """KIP-848, 'Case Studies: Online Migration' (step 1): A takes over its classic identity at epoch 22, no bump."""
     case = MigrationCase(fidelity="kip")
     result = case.consumer_join("A")
     assert batch_names(result.batches[0])[4:6] == ["PartitionMetadata", "Metadata"]
@@ -519,8 +519,8 @@ def test_kafka_leave_group_of_several_classic_members_bumps_the_epoch_once():
     case.assert_rebuild_equals_live()
 
 
-def test_c10_kip_leave_group_bumps_once_as_well():
-    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``; the KIP says nothing else: both profiles."""
+def test_leave_group_of_several_classic_members_bumps_once_under_kip_too():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``; the KIP says nothing else (both profiles)."""
     case = upgraded()
     result = case.gc.leave_group(
         LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b"), MemberIdentity(member_id="c")])
