@@ -1,9 +1,9 @@
-"""The classic consumer in the Lab: the KIP-429 digest's scenarios SC-01..SC-12, step by step.
+"""The classic consumer in the Lab: KIP-429's rebalance scenarios (numbered SC-01..SC-12 here), step by step.
 
 Each scenario runs classic consumers against the Lab's classic group coordinator and checks
-the digest's per-member sub-traces: the callbacks in order with their partitions, what each
-JoinGroup claimed, the leader's sets (withheld, final), the generations, and the invariants.
-Generation numbers are relative (the digest's are illustrative).
+each member's sub-trace: the callbacks in order with their partitions, what each JoinGroup
+claimed, the leader's sets (withheld, final), the generations, and the invariants.
+Generation numbers are relative.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from kip_lab.assignors.client import CooperativeStickyAssignor, RebalanceProtocol
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CallbackConfig, ClassicConsumerConfig
 from kip_lab.clients import classic_consumer as cc
+from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
 from kip_lab.lab.metrics import compute_metrics
@@ -93,13 +94,13 @@ def first_step(lab: Lab, member: str, callback: str, partition: str, after: int 
     )
 
 
-def strict_lab(seed: int = 0) -> Lab:
-    return Lab(seed=seed, config=LabConfig(raise_on_violation=True))
+def strict_lab(seed: int = 0, fidelity: str = "kafka") -> Lab:
+    return Lab(seed=seed, config=LabConfig(raise_on_violation=True, coordinator=CoordinatorConfig(fidelity=fidelity)))
 
 
-def two_member_group(strategy: list[str]) -> tuple[Lab, int]:
+def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab, int]:
     """Topics a and b (one partition each); C1 alone owns both, then C2 starts."""
-    lab = strict_lab()
+    lab = strict_lab(fidelity=fidelity)
     lab.create_topic("a", 1)
     lab.create_topic("b", 1)
     add(lab, "C1", strategy, ["a", "b"])
@@ -371,24 +372,39 @@ def test_sc06_added_partitions_are_assigned_in_one_rebalance_without_revocation(
     assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "a-1", "a-2"]
 
 
-def test_sc07_a_deleted_topics_partitions_are_lost_not_revoked():
-    lab = strict_lab()
+def deleted_topic_group(fidelity: str):
+    lab = strict_lab(fidelity=fidelity)
     lab.create_topic("a", 2)
     lab.create_topic("x", 1)
     add(lab, "C1", COOPERATIVE, ["a", "x"])
     stable(lab)
     add(lab, "C2", COOPERATIVE, ["a"])
     stable(lab)
-    holder, other = "C1", "C2"
     kept = {m: owned(lab, m) for m in ("C1", "C2")}
-    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # the digest's C1 {a-0, x-0}
+    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # C1 {a-0, x-0}
     mark = lab.step_count
     lab.delete_topic("x")
     stable(lab)
-    assert callbacks(lab, holder, mark)[0] == ("on_partitions_lost", ["x-0"])  # C-3 (001 L229)
+    assert owned(lab, "C1") == [p for p in kept["C1"] if p != "x-0"] and owned(lab, "C2") == kept["C2"]
+    assert len(leader_views(lab, mark)) == 1  # one rebalance
+    return lab, mark
+
+
+def test_sc07_kip_a_deleted_topics_partitions_are_lost_not_revoked():
+    """KIP-429, 'Consumer Coordinator Algorithm' step 1b: the owner calls onPartitionsLost, then rejoins."""
+    lab, mark = deleted_topic_group("kip")
+    assert callbacks(lab, "C1", mark)[0] == ("on_partitions_lost", ["x-0"])
     assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
-    assert owned(lab, holder) == [p for p in kept[holder] if p != "x-0"] and owned(lab, other) == kept[other]
-    assert len(leader_views(lab, mark)) == 1  # no further rebalance
+
+
+def test_sc07_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked():
+    """Kafka ``ConsumerCoordinator.rejoinNeededOrPending`` (the leader's assignment snapshot no longer
+    matches the metadata) and ``onJoinComplete`` (owned minus assigned is revoked): no onPartitionsLost."""
+    lab, mark = deleted_topic_group("kafka")
+    assert callbacks(lab, "C1", mark)[0] == ("on_partitions_revoked", ["x-0"])
+    assert all(kind != "on_partitions_lost" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
+    rejoins = [e.payload["rejoin"] for e in lab.trace if e.step > mark and "rejoin" in e.payload]
+    assert rejoins[0] == "the leader's metadata changed"
 
 
 def test_sc08_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
@@ -508,13 +524,27 @@ def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
 
 
 def test_sc12b_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner(monkeypatch):
-    """The hazard the two bounces prevent: a leader moving partitions their owners never revoked."""
-    monkeypatch.setattr(cc, "leader_adjustment", lambda intended, subscriptions, partitions: (intended, [], []))
+    """The hazard the two bounces prevent: a leader moving partitions their owners never revoked.
+
+    Kafka ``ConsumerCoordinator.onLeaderElected`` trusts cooperative-sticky to withhold (it skips
+    ``validateCooperativeAssignment`` for it): with its withholding switched off, the move happens."""
     monkeypatch.setattr(
         CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
     )
     with pytest.raises(InvariantViolation, match="single-owner"):
         two_member_group(COOPERATIVE)
+
+
+def test_kip_the_leader_withholds_for_every_assignor(monkeypatch):
+    """KIP-429, 'Consumer Coordinator Algorithm' (the leader's rule): under ``kip`` the leader withholds a
+    partition another member still claims whatever the assignor did, so the same broken assignor is harmless."""
+    monkeypatch.setattr(
+        CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
+    )
+    lab, mark = two_member_group(COOPERATIVE, fidelity="kip")
+    notes = [e.payload["leader"] for e in lab.trace if e.step > mark and "leader" in e.payload]
+    assert notes and notes[0]["withheld"]  # the first assignment after C2 joined held a partition back
+    assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "b-0"]
 
 
 # ---------------------------------------------------------------------------- client state machine
@@ -704,8 +734,9 @@ class RevokeOnlyListener:
 
 
 def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
-    """KIP-429 §4.1 (CB-9): onPartitionsLost defaults to onPartitionsRevoked."""
-    lab = strict_lab()
+    """KIP-429, 'ConsumerRebalanceListener and ConsumerPartitionAssignor Semantics': onPartitionsLost
+    defaults to onPartitionsRevoked (a deleted topic's partitions are lost under ``kip``)."""
+    lab = strict_lab(fidelity="kip")
     lab.create_topic("a", 1)
     lab.create_topic("x", 1)
     listener = RevokeOnlyListener()
@@ -730,14 +761,13 @@ def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
 
 def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
     """The superset check (Kafka's checkAssignmentMatchedSubscription): not applied, rejoin."""
-    original = cc.leader_adjustment
+    original = CooperativeStickyAssignor._assign_partitions
 
-    def with_foreign_topic(intended, subscriptions, partitions):
-        final, withheld, returned = original(intended, subscriptions, partitions)
-        final = {m: sorted({*parts, ("other", 0)}) if m.startswith("C2") else parts for m, parts in final.items()}
-        return final, withheld, returned
+    def with_foreign_topic(self, partitions_per_topic, subscriptions):
+        final = original(self, partitions_per_topic, subscriptions)
+        return {m: sorted({*parts, ("other", 0)}) if m.startswith("C2") else parts for m, parts in final.items()}
 
-    monkeypatch.setattr(cc, "leader_adjustment", with_foreign_topic)
+    monkeypatch.setattr(CooperativeStickyAssignor, "_assign_partitions", with_foreign_topic)
     lab = strict_lab()
     lab.create_topic("a", 2)
     lab.create_topic("other", 1)
@@ -762,7 +792,8 @@ def _subscription(topics, owned=(), generation=1):
 
 
 def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
-    """L-3 / L-d on an assignor that does not withhold (SC-02 step 3 with range's intent)."""
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2d (the ``kip`` leader rule): a maybe-revoking
+    partition with a new owner is withheld, here from range's intent."""
     subscriptions = {"C1": _subscription(["a", "b"], [("a", 0), ("b", 0)]), "C2": _subscription(["a", "b"])}
     final, withheld, returned = cc.leader_adjustment(
         {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
@@ -771,7 +802,8 @@ def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
 
 
 def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer():
-    """SC-07b / L-f: the leader's metadata does not know topic x (stale); C2 keeps x-0."""
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2f (the ``kip`` leader rule): the leader's metadata
+    does not know topic x (stale); C2 keeps x-0."""
     subscriptions = {"C1": _subscription(["a"], [("a", 0)]), "C2": _subscription(["a", "x"], [("a", 1), ("x", 0)])}
     final, withheld, returned = cc.leader_adjustment({"C1": [("a", 0)], "C2": [("a", 1)]}, subscriptions, {"a": 2})
     assert final == {"C1": [("a", 0)], "C2": [("a", 1), ("x", 0)]}
@@ -779,7 +811,8 @@ def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer
 
 
 def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest_claim():
-    """L-e: nobody claims b-0, so it goes straight to its new owner; two claims on x-0 (a zombie
+    """KIP-429, 'Consumer Coordinator Algorithm' step 2e (the ``kip`` leader rule): nobody claims b-0,
+    so it goes straight to its new owner; two claims on x-0 (a zombie
     and the current owner): the higher generation gets it back."""
     subscriptions = {
         "C1": _subscription(["a", "b", "x"], [("a", 0), ("x", 0)], generation=3),
@@ -847,3 +880,26 @@ def test_a_bad_subscription_change_is_refused_and_changes_nothing():
     with pytest.raises(ValueError, match="subscribes by topic names"):
         lab.change_subscription("C1", regex="a.*")
     assert lab.step_count == steps and lab.clients["C1"].config.subscribed_topic_names == ["a", "b"]
+
+
+def test_no_commit_between_sync_group_and_a_cooperative_revocation():
+    """Kafka ``ConsumerCoordinator.onJoinComplete``: the partitions the new assignment drops are revoked
+    at once — auto-commit runs only before JoinGroup (``onJoinPrepare``); committing them is the listener's job."""
+    lab, mark = two_member_group(COOPERATIVE)
+    events = [e for e in lab.trace if e.step > mark]
+    revoke = next(
+        i
+        for i, e in enumerate(events)
+        if e.actor == "C1" and e.kind.value == "callback_invoked" and e.payload["callback"] == "on_partitions_revoked"
+    )
+    sync = max(
+        i
+        for i, e in enumerate(events[:revoke])
+        if e.kind.value == "message_delivered" and e.payload.get("to") == "C1" and e.payload["api"] == "SyncGroup"
+    )
+    between = [
+        e.payload["api"]
+        for e in events[sync:revoke]
+        if e.kind.value == "message_sent" and e.payload.get("from") == "C1"
+    ]
+    assert "OffsetCommit" not in between

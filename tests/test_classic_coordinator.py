@@ -4,11 +4,19 @@ written and failover (Kafka's GroupMetadataManager behaviour)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
-from kip_lab.coordinator.classic_group import CLASSIC_GROUP_STATE_MACHINE, ClassicGroupState
+from kip_lab.coordinator.classic_group import (
+    CLASSIC_GROUP_STATE_MACHINE,
+    ClassicGroupState,
+    java_hash_map_capacity,
+    java_hash_map_order,
+    java_string_hash,
+)
 from kip_lab.coordinator.view import classic_group_row, describe_record
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol.classic_group import (
@@ -62,9 +70,12 @@ class Classic:
 
     def new_member(self, ref: str) -> str:
         """The MEMBER_ID_REQUIRED round trip, then the parked JoinGroup."""
-        first = self.join(ref=ref)
+        return self.new_member_with(("range",), ref)
+
+    def new_member_with(self, names: tuple[str, ...], ref: str = "") -> str:
+        first = self.join(ref=ref, names=names)
         assert first.response.error_code.name == "MEMBER_ID_REQUIRED"
-        second = self.join(first.response.member_id, ref=ref)
+        second = self.join(first.response.member_id, ref=ref or first.response.member_id, names=names)
         assert second.response is None  # parked until the join phase completes
         return first.response.member_id
 
@@ -135,10 +146,14 @@ def test_state_machine_table_is_kafkas_valid_previous_states():
 
 # -- joining ----------------------------------------------------------------------------
 def test_first_join_requires_a_member_id_and_writes_the_empty_group():
+    """Kafka ``GroupMetadataManager.classicGroupJoinNewMember`` (MEMBER_ID_REQUIRED, the new group's record)
+    and ``ClassicGroup.generateMemberId``."""
     c = Classic()
     result = c.join(ref="a")
     assert result.response.error_code.name == "MEMBER_ID_REQUIRED"
-    assert result.response.member_id.startswith("member-")
+    # Kafka ClassicGroup.generateMemberId: client id (none here), "-", a java.util.UUID.
+    prefix, _, random_part = result.response.member_id.partition("-")
+    assert prefix == "" and str(uuid.UUID(random_part)) == random_part and uuid.UUID(random_part).version == 4
     assert [type(r.key) for r in result.records] == [GroupMetadataKey]
     assert result.records[0].value.generation == 0 and result.records[0].value.members == []
     assert c.group.state is ClassicGroupState.EMPTY
@@ -161,7 +176,8 @@ def test_initial_rebalance_waits_for_the_delay_and_extends_it_while_members_arri
     leader = c.group.leader_id
     assert leader == a  # the first member to join leads
     assert {r.generation_id for r in responses.values()} == {1}
-    assert [m.member_id for m in responses["a"].members] == sorted([a, b])  # the leader sees everyone
+    # The leader sees everyone, in Kafka's member-map order (ClassicGroup.currentClassicGroupMembers).
+    assert [m.member_id for m in responses["a"].members] == java_hash_map_order([a, b], 16)
     assert responses["b"].members == [] and responses["b"].leader == a
     assert b in c.group.members
 
@@ -344,7 +360,12 @@ def test_consumer_group_ids_are_not_classic_and_vice_versa():
     c = Classic(migration_policy="disabled")
     _a, _ = c.stable_group(2)
     hb = ConsumerGroupHeartbeatRequest(
-        group_id=GROUP, member_id="n", member_epoch=0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]
+        group_id=GROUP,
+        member_id="n",
+        member_epoch=0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],
     )
     assert c.gc.consumer_group_heartbeat(hb).response.error_code.name == "GROUP_ID_NOT_FOUND"
     later = hb.model_copy(update={"member_epoch": 3})
@@ -364,14 +385,51 @@ def test_protocol_selection_takes_the_common_protocol_with_most_votes():
     assert c.group.protocol_name == "range"  # two votes to one; roundrobin is not common
 
 
-def test_protocol_selection_tie_is_broken_by_name():
+def test_java_string_hash_and_hash_map_order():
+    """Java ``String.hashCode`` and ``HashMap`` iteration (bucket, then insertion order within a bucket)."""
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("polygenelubricants") == 2**31  # Integer.MIN_VALUE, unsigned
+    assert java_hash_map_order(["range", "sticky"], 16) == ["sticky", "range"]  # buckets 8 and 9
+    assert java_hash_map_order(["BB", "Aa"], 16) == ["BB", "Aa"]  # one bucket: insertion order
+    assert java_hash_map_capacity(12) == 16 and java_hash_map_capacity(13) == 32
+
+
+def test_protocol_selection_tie_goes_to_kafkas_vote_map_order():
+    """Kafka ``ClassicGroup.selectProtocol``: the first protocol with the most votes in its vote ``HashMap``
+    ("sticky" sits in bucket 8, "range" in bucket 9), not the smallest name."""
     c = Classic()
     x = c.join(ref="x", names=("sticky", "range"))
     c.join(x.response.member_id, ref="x", names=("sticky", "range"))
     y = c.join(ref="y", names=("range", "sticky"))
     c.join(y.response.member_id, ref="y", names=("range", "sticky"))
     c.advance(0)
-    assert c.group.protocol_name == "range"
+    assert c.group.protocol_name == "sticky"
+
+
+def test_protocol_selection_tie_in_one_bucket_goes_to_the_first_vote():
+    """Kafka ``ClassicGroup.selectProtocol``: "Aa" and "BB" share a bucket, so the vote counted first wins —
+    the vote of the member Kafka's member map iterates first."""
+    c = Classic()
+    x = c.new_member_with(("Aa", "BB"))
+    y = c.new_member_with(("BB", "Aa"))
+    c.advance(0)
+    first = java_hash_map_order([x, y], 16)[0]
+    assert c.group.protocol_name == ("Aa" if first == x else "BB")
+
+
+def test_leader_that_does_not_rejoin_is_replaced_in_kafkas_member_map_order():
+    """Kafka ``ClassicGroup.remove`` / ``maybeElectNewJoinedLeader``: the leader that did not rejoin is
+    dropped and the first member Kafka's member ``HashMap`` iterates leads."""
+    c = Classic()
+    ids = c.stable_group(5)
+    leader = c.group.leader_id
+    rejoined = [m for m in ids if m != leader]
+    for member_id in rejoined:  # changed protocols: a rebalance, which the leader sits out
+        c.join(member_id, ref=member_id, names=("range", "roundrobin"))
+    c.advance(REBALANCE)
+    assert leader not in c.group.members and c.group.state is ClassicGroupState.COMPLETING_REBALANCE
+    assert c.group.leader_id == next(m for m in java_hash_map_order(ids, 16) if m in rejoined)
 
 
 # -- static membership (KIP-345) ----------------------------------------------------------
@@ -545,3 +603,14 @@ def test_static_replacement_during_a_rebalance_fences_the_old_requests_and_rebal
     done = c.join(d, ref="d2")  # the leader rejoins: everyone has, generation 2
     assert done.response.generation_id == 2
     assert deferred_by_ref(done)["s2"].generation_id == 2
+
+
+def test_a_second_join_group_replaces_the_parked_one_which_is_never_answered():
+    """Kafka ``ClassicGroup.updateMember``: the new request's future replaces the parked one (docs/decisions.md C9)."""
+    c = Classic()
+    a = c.new_member("a-first")  # parked during the initial delay
+    second = c.join(a, ref="a-second")
+    assert second.response is None and second.deferred == ()  # the first request gets no answer
+    fired = c.advance(0)
+    answered = deferred_by_ref(fired[0])
+    assert set(answered) == {"a-second"} and answered["a-second"].generation_id == 1

@@ -147,6 +147,12 @@ def run_sticky_rebalance(
 
 
 def test_sticky_example_1_from_scratch_then_c1_leaves() -> None:
+    """Kafka ``AbstractStickyAssignor.ConstrainedAssignmentBuilder`` on the ``StickyAssignor`` javadoc's example 1.
+
+    From scratch the javadoc's assignment. When C1 leaves, each survivor keeps everything it had and
+    C1's partitions are dealt round robin in topic order (t0p1 to C0, which is then full, t2p0 and
+    t3p1 to C2); the javadoc, written for the older algorithm, shows an equally sticky split.
+    """
     topics = {t: 2 for t in ("t0", "t1", "t2", "t3")}
     every = {m: list(topics) for m in ("C0", "C1", "C2")}
     consumers = {m: StickyAssignor() for m in every}
@@ -157,9 +163,48 @@ def test_sticky_example_1_from_scratch_then_c1_leaves() -> None:
     }
     del consumers["C1"]
     assert run_sticky_rebalance(consumers, topics, every, generation=2) == {
-        "C0": "t0p0 t1p1 t2p0 t3p0",
-        "C2": "t0p1 t1p0 t2p1 t3p1",
+        "C0": "t0p0 t0p1 t1p1 t3p0",
+        "C2": "t1p0 t2p0 t2p1 t3p1",
     }
+
+
+def per_topic_counts(result: dict[str, ConsumerProtocolAssignment]) -> dict[str, set[int]]:
+    """Topic -> the distinct numbers of its partitions the members hold."""
+    counts: dict[str, dict[str, int]] = {}
+    for member_id, assignment in result.items():
+        for topic, _ in assignment.assigned_partitions:
+            counts.setdefault(topic, dict.fromkeys(result, 0))[member_id] += 1
+    return {topic: set(by_member.values()) for topic, by_member in counts.items()}
+
+
+@pytest.mark.parametrize("name", ["sticky", "cooperative-sticky"])
+def test_each_topic_stays_balanced_from_1_to_24_members_and_down_to_2(name) -> None:
+    """Kafka ``AbstractStickyAssignorTest.testTopicBalanceAfterReassignment`` (the per-topic checks), scaled:
+    two topics of 24 partitions, members 1 -> 2 -> 4 -> 24 -> 2; after each rebalance (for the
+    cooperative assignor, once its follow-up round has handed over what was withheld) every member
+    holds the same number of partitions of each topic, as Kafka's constrained assignment keeps it."""
+    topics = {"topic1": 24, "topic2": 24}
+    names = [f"consumer{i:02d}" for i in range(24)]
+    consumers = {m: client_assignor(name) for m in names}
+    owned: dict[str, ConsumerProtocolAssignment] = {}
+    generation = 0
+    for members in (names[:1], names[:2], names[:4], names, names[22:]):
+        for _ in range(1 if name == "sticky" else 2):
+            generation += 1
+            subscriptions = {
+                m: sub(
+                    list(topics),
+                    owned=" ".join(f"{t}p{p}" for t, p in owned[m].assigned_partitions) if m in owned else "",
+                    generation=generation - 1,
+                    user_data=consumers[m].subscription_user_data(set(topics)),
+                )
+                for m in members
+            }
+            owned = consumers[members[0]].assign(topics, subscriptions)
+            for member_id, assignment in owned.items():
+                consumers[member_id].on_assignment(assignment, generation)
+        share = 24 // len(members)
+        assert per_topic_counts(owned) == {"topic1": {share}, "topic2": {share}}, (len(members), assigned(owned))
 
 
 def test_sticky_example_2_balances_where_roundrobin_does_not_then_c0_leaves() -> None:

@@ -1,4 +1,4 @@
-"""Online migration beyond the seed's case: each migration policy, conversion both ways, the
+"""Online migration beyond the KIP's case study: each migration policy, conversion both ways, the
 rejections, classic members timing out or leaving mid-migration, static classic members, and a
 classic member whose new partitions are not yet free (docs/decisions.md M-entries)."""
 
@@ -8,9 +8,12 @@ import pytest
 from golden_support import GROUP, record_names
 from migration_support import MigrationCase
 
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.config import ConsumerGroupMigrationPolicy
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
@@ -18,12 +21,18 @@ from kip_lab.protocol.classic_group import (
     MemberIdentity,
     SyncGroupRequest,
 )
-from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 
-def upgraded(**config) -> MigrationCase:
-    """The seed's start, then A restarts with the consumer protocol (the group is converted)."""
-    case = MigrationCase(**config)
+def upgraded(fidelity: str = "kip", **config) -> MigrationCase:
+    """The case study's start, then A restarts with the consumer protocol (the group is converted).
+
+    Under ``kip`` (the default here) the conversion writes the partition metadata, so A's takeover
+    does not bump the epoch and b and c stay current at 22, as in the KIP's case study; the tests
+    of Kafka's own conversion pass ``fidelity="kafka"``.
+    """
+    case = MigrationCase(fidelity=fidelity, **config)
     assert case.consumer_join("A").response.error_code.name == "NONE"
     return case
 
@@ -47,22 +56,25 @@ def test_upgrade_follows_the_policy(policy):
 
 @pytest.mark.parametrize("policy", list(ConsumerGroupMigrationPolicy))
 def test_downgrade_follows_the_policy(policy):
+    """Kafka ``GroupMetadataManager.validateOnlineDowngradeWithFencedMember`` and ``convertToClassicGroup``:
+    the batch is ``ConsumerGroup.createGroupTombstoneRecords`` then the classic group's record."""
     case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
     case.gc.config = case.gc.config.model_copy(update={"migration_policy": policy})
     result = case.consumer_heartbeat("A", epoch=-1)  # the last consumer-protocol member leaves
     assert result.response.error_code.name == "NONE"
     if policy.downgrade_enabled:
+        # Kafka's ConsumerGroup.createGroupTombstoneRecords order, then ClassicGroup.createClassicGroupRecords.
         assert record_names(result) == [
             "~CurrentMemberAssignment(A)",
-            "~MemberMetadata(A)",
             "~CurrentMemberAssignment(b)",
-            "~MemberMetadata(b)",
             "~CurrentMemberAssignment(c)",
-            "~MemberMetadata(c)",
             "~TargetAssignmentMember(A)",
             "~TargetAssignmentMember(b)",
             "~TargetAssignmentMember(c)",
             "~TargetAssignmentMetadata",
+            "~MemberMetadata(A)",
+            "~MemberMetadata(b)",
+            "~MemberMetadata(c)",
             "~PartitionMetadata",
             "~Metadata",
             "GroupMetadata",
@@ -114,12 +126,24 @@ def test_rejoin_with_the_consumer_protocol_after_downgrade_upgrades_again():
     case.assert_rebuild_equals_live()
 
 
-def test_upgrade_needs_consumer_protocol_v3():
-    case = MigrationCase(version=2)
+def test_kip_upgrade_needs_consumer_protocol_v3():
+    """KIP-848, 'Kafka Consumer Migration': members below embedded protocol v3 are refused with INVALID_REQUEST."""
+    case = MigrationCase(version=2, fidelity="kip")
     result = case.consumer_join("A")
     assert result.response.error_code.name == "INVALID_REQUEST"
     assert "v2" in result.response.error_message
     assert case.gc.classic_groups[GROUP].state is ClassicGroupState.STABLE
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_kafka_upgrade_accepts_every_consumer_protocol_version(version):
+    """Kafka ``ConsumerGroup.fromClassicGroup`` reads any embedded subscription version: no version check."""
+    case = MigrationCase(version=version)
+    result = case.consumer_join("A")
+    assert result.response.error_code.name == "NONE"
+    assert GROUP not in case.gc.classic_groups
+    b = case.gc.groups[GROUP].members["b"]
+    assert (b.member_epoch, b.subscribed_topic_names, b.uses_classic_protocol) == (22, ("foo",), True)
 
 
 def test_an_empty_classic_group_id_is_reused_by_a_consumer_group():
@@ -254,19 +278,26 @@ def test_classic_join_into_a_consumer_group_with_an_incompatible_protocol_is_rej
         protocols=[JoinGroupRequestProtocol(name="roundrobin", metadata=b"{}")],
     )
     assert case.gc.join_group(request).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+    # Kafka ``deserializeSubscription``: a malformed embedded protocol is an IllegalStateException.
     bad = request.model_copy(update={"protocols": [JoinGroupRequestProtocol(name="range", metadata=b"not json")]})
-    assert case.gc.join_group(bad).response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL"
+    assert case.gc.join_group(bad).response.error_code.name == "UNKNOWN_SERVER_ERROR"
 
 
-def test_an_empty_consumer_group_id_is_reused_by_a_classic_group():
-    case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_an_empty_consumer_group_id_is_reused_by_a_classic_group(fidelity):
+    """Kafka ``GroupMetadataManager.maybeDeleteEmptyConsumerGroup`` (``ConsumerGroup.createGroupTombstoneRecords``
+    of a group without members), then the new classic group's record."""
+    case = upgraded(fidelity=fidelity, migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
     for member_id in ("b", "c"):
         case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id=member_id)]))
     case.consumer_heartbeat("A", epoch=-1)
     assert case.gc.groups[GROUP].state.value == "Empty"
+    # Target entries the members left behind (the removal rule, docs/decisions.md D4) go too.
+    leftover = sorted(case.gc.groups[GROUP].target)
     result = case.classic_join("", [], -1, instance=None)
     assert result.response.error_code.name == "MEMBER_ID_REQUIRED"
-    assert record_names(result) == [  # the members' target entries went with them (Kafka ``removeMember``)
+    assert record_names(result) == [
+        *[f"~TargetAssignmentMember({m})" for m in leftover],
         "~TargetAssignmentMetadata",
         "~PartitionMetadata",
         "~Metadata",
@@ -290,7 +321,7 @@ def test_downgrade_when_the_last_consumer_member_times_out():
 
 
 def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
-    """M19 / digest A35: a cooperative member joins still owning what it keeps *and* what it must give up."""
+    """A cooperative member joins still owning what it keeps *and* what it must give up."""
     case = upgraded()
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
     joined = case.classic_join("c", owned=[2, 5], generation=22)  # target of 23: c gets foo-4 too
@@ -310,11 +341,27 @@ def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
     case.assert_rebuild_equals_live()
 
 
-def test_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rejected():
+def test_kip_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_rejected():
+    """KIP-848, 'Supporting Online Consumer Group Upgrade' (JoinGroup handling): the embedded protocol must be v3+."""
     case = upgraded()
-    result = case.classic_join("d", [], -1, instance="D", version=2)
+    result = case.classic_join("", [], -1, instance="D", version=2)
     assert result.response.error_code.name == "INVALID_REQUEST"
-    assert result.records == [] and "d" not in case.gc.groups[GROUP].members
+    assert result.records == [] and not any(m.instance_id == "D" for m in case.gc.groups[GROUP].members.values())
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_kafka_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_is_accepted(version):
+    """Kafka ``GroupMetadataManager.classicGroupJoinToConsumerGroup`` deserializes any subscription version."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("", [], -1, instance="D", version=version)
+    assert result.response.error_code.name == "NONE"
+    member = case.gc.groups[GROUP].members[result.response.member_id]
+    assert (member.instance_id, member.uses_classic_protocol) == ("D", True)
+    assert result.response.generation_id == member.member_epoch
+    # SyncGroup answers in the member's own version (Kafka ``prepareAssignment``).
+    sync = case.classic_sync_result(member.member_id, member.member_epoch, instance="D").response
+    assert sync.error_code.name == "NONE"
+    assert ConsumerProtocolAssignment.decode(sync.assignment).version == version
 
 
 def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_protocol_member():
@@ -337,3 +384,187 @@ def test_no_downgrade_by_replacement_when_the_policy_forbids_it():
     result = case.classic_join("", [], -1, instance="A")
     assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
     assert result.response.generation_id == 22
+
+
+# ---------------------------------------------------------------------------- Kafka's behaviour, record by record
+def batch_names(batch) -> list[str]:
+    return record_names(CoordinatorResult(None, (batch,)))
+
+
+def test_kafka_conversion_batch_then_the_join_bumps_the_epoch():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup`` / ``ConsumerGroup.createConsumerGroupRecords``:
+    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch."""
+    case = MigrationCase()
+    result = case.consumer_join("A")
+    assert batch_names(result.batches[0]) == [
+        "~GroupMetadata",
+        "MemberMetadata(a)",
+        "MemberMetadata(b)",
+        "MemberMetadata(c)",
+        "Metadata",
+        "TargetAssignmentMember(a)",
+        "TargetAssignmentMember(b)",
+        "TargetAssignmentMember(c)",
+        "TargetAssignmentMetadata",
+        "CurrentMemberAssignment(a)",
+        "CurrentMemberAssignment(b)",
+        "CurrentMemberAssignment(c)",
+    ]
+    later = [name for batch in result.batches[1:] for name in batch_names(batch)]
+    assert later.count("PartitionMetadata") == 1 and later.count("Metadata") == 1
+    group = case.gc.groups[GROUP]
+    assert (group.group_epoch, group.assignment_epoch, result.response.member_epoch) == (23, 23, 23)
+    # The classic members are behind the new epoch: their next Heartbeat tells them to rejoin.
+    assert case.classic_heartbeat("b", 22, instance="B").response.error_code.name == "REBALANCE_IN_PROGRESS"
+    case.assert_rebuild_equals_live()
+
+
+def test_kip_conversion_writes_partition_metadata_and_the_takeover_does_not_bump():
+    """KIP-848, 'Case Studies: Online Migration' (step 1): A takes over its classic identity at epoch 22, no bump."""
+    case = MigrationCase(fidelity="kip")
+    result = case.consumer_join("A")
+    assert batch_names(result.batches[0])[4:6] == ["PartitionMetadata", "Metadata"]
+    assert case.gc.groups[GROUP].group_epoch == 22
+
+
+def rebalancing_classic_group_without_members(**config) -> GroupCoordinator:
+    """A new classic group whose only member joined (initial delay running) and left: no member, PreparingRebalance."""
+    cluster = ClusterMetadata()
+    cluster.create_topic("foo", 2)
+    gc = GroupCoordinator(CoordinatorConfig(**config), cluster)
+    metadata = ConsumerProtocolSubscription(version=3, topics=["foo"]).encode()
+    request = JoinGroupRequest(
+        group_id=GROUP, session_timeout_ms=45_000, protocols=[JoinGroupRequestProtocol(name="range", metadata=metadata)]
+    )
+    member_id = gc.join_group(request).response.member_id
+    assert gc.join_group(request.model_copy(update={"member_id": member_id})).response is None  # parked
+    gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id=member_id)]))
+    classic = gc.classic_groups[GROUP]
+    assert (len(classic.members), classic.state) == (0, ClassicGroupState.PREPARING_REBALANCE)
+    return gc
+
+
+def join_request(member: str) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        group_id=GROUP,
+        member_id=member,
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=["foo"],
+        topic_partitions=[],
+    )
+
+
+def test_kafka_a_classic_group_without_members_but_not_empty_is_not_reused_when_migration_is_disabled():
+    """Kafka ``ClassicGroup.isEmpty`` (state Empty) in ``GroupMetadataManager.getOrMaybeCreateConsumerGroup``."""
+    gc = rebalancing_classic_group_without_members(migration_policy=ConsumerGroupMigrationPolicy.DISABLED)
+    result = gc.consumer_group_heartbeat(join_request("N"))
+    assert result.response.error_code.name == "GROUP_ID_NOT_FOUND"
+    assert result.records == [] and GROUP not in gc.groups
+
+
+def test_kafka_a_classic_group_without_members_but_not_empty_is_converted():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup`` of a group with no member: three records."""
+    gc = rebalancing_classic_group_without_members()
+    result = gc.consumer_group_heartbeat(join_request("N"))
+    assert result.response.error_code.name == "NONE"
+    assert batch_names(result.batches[0]) == ["~GroupMetadata", "Metadata", "TargetAssignmentMetadata"]
+    assert gc.groups[GROUP].group_epoch == 1  # generation 0 (no rebalance completed), bumped by N's join
+
+
+def test_kafka_known_member_id_with_unknown_instance_id_is_unknown_member():
+    """Kafka ``GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember`` (unknown static member)."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("z", [], -1, instance="Z")
+    assert result.response.error_code.name == "UNKNOWN_MEMBER_ID"
+    assert result.records == [] and "z" not in case.gc.groups[GROUP].members
+
+
+def test_kafka_sync_group_echoes_null_protocol_type_and_name():
+    """Kafka ``GroupMetadataManager.classicGroupSyncToConsumerGroup`` answers with the request's type and name."""
+    case = upgraded(fidelity="kafka")
+    joined = case.classic_join("c", [2, 5], 22)
+    request = SyncGroupRequest(
+        group_id=GROUP, generation_id=joined.response.generation_id, member_id="c", group_instance_id="C"
+    )
+    response = case.gc.sync_group(request).response
+    assert (response.error_code.name, response.protocol_type, response.protocol_name) == ("NONE", None, None)
+    assert [p for _, p in ConsumerProtocolAssignment.decode(response.assignment).assigned_partitions] == [2, 5]
+    named = case.classic_sync_result("c", joined.response.generation_id).response
+    assert (named.protocol_type, named.protocol_name) == ("consumer", "range")
+
+
+def test_kafka_leave_group_of_several_classic_members_bumps_the_epoch_once():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``: one batch, every removal, then one bump."""
+    case = upgraded(fidelity="kafka")
+    epoch = case.gc.groups[GROUP].group_epoch
+    result = case.gc.leave_group(
+        LeaveGroupRequest(
+            group_id=GROUP,
+            members=[MemberIdentity(member_id="c"), MemberIdentity(member_id="x"), MemberIdentity(member_id="b")],
+        )
+    )
+    assert [(m.member_id, m.error_code.name) for m in result.response.members] == [
+        ("c", "NONE"),
+        ("x", "UNKNOWN_MEMBER_ID"),
+        ("b", "NONE"),
+    ]
+    assert len(result.batches) == 1
+    names = record_names(result)
+    assert names[-1] == "Metadata" and names.count("Metadata") == 1
+    assert names.index("~CurrentMemberAssignment(c)") < names.index("~CurrentMemberAssignment(b)")
+    assert {"~MemberMetadata(b)", "~MemberMetadata(c)"} <= set(names)
+    group = case.gc.groups[GROUP]
+    assert group.group_epoch == epoch + 1 and sorted(group.members) == ["A"]
+    case.assert_rebuild_equals_live()
+
+
+def test_leave_group_of_several_classic_members_bumps_once_under_kip_too():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToConsumerGroup``; the KIP says nothing else (both profiles)."""
+    case = upgraded()
+    result = case.gc.leave_group(
+        LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b"), MemberIdentity(member_id="c")])
+    )
+    assert record_names(result).count("Metadata") == 1 and case.gc.groups[GROUP].group_epoch == 23
+
+
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+def test_a_classic_member_leaving_never_downgrades(fidelity):
+    """Kafka ``ConsumerGroup.allMembersUseClassicProtocolExcept`` in ``validateOnlineDowngradeWithFencedMember``
+    (and KIP-848, 'Kafka Consumer Migration': the group goes back when the last new-protocol consumer leaves)."""
+    case = upgraded(fidelity=fidelity, migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
+    case.consumer_heartbeat("A", epoch=-1)  # downgrades forbidden: b and c stay in the consumer group
+    case.gc.config = case.gc.config.model_copy(update={"migration_policy": ConsumerGroupMigrationPolicy.BIDIRECTIONAL})
+    case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
+    assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
+    assert sorted(case.gc.groups[GROUP].members) == ["c"]
+
+
+def test_kafka_join_group_with_no_protocols_into_a_consumer_group():
+    """Kafka ``ConsumerGroup.supportsClassicProtocols`` (via ``throwIfClassicProtocolIsNotSupported``)."""
+    case = upgraded(fidelity="kafka")
+    request = JoinGroupRequest(group_id=GROUP, session_timeout_ms=45_000, member_id="", protocols=[])
+    result = case.gc.join_group(request)
+    assert result.response.error_code.name == "INCONSISTENT_GROUP_PROTOCOL" and result.records == []
+
+
+def test_kafka_downgrade_by_static_replacement_batch():
+    """Kafka ``GroupMetadataManager.classicGroupJoinToConsumerGroup`` step 4 and ``convertToClassicGroup``:
+    the join's records, then the consumer group's tombstones and the classic group's record."""
+    case = upgraded(fidelity="kafka")
+    result = case.classic_join("", [], -1, instance="A")
+    new_id = result.response.member_id
+    members = sorted([new_id, "b", "c"])
+    assert batch_names(result.batches[-1]) == [
+        *[f"~CurrentMemberAssignment({m})" for m in members],
+        *[f"~TargetAssignmentMember({m})" for m in members],
+        "~TargetAssignmentMetadata",
+        *[f"~MemberMetadata({m})" for m in members],
+        "~PartitionMetadata",
+        "~Metadata",
+        "GroupMetadata",
+    ]
+    classic = case.gc.classic_groups[GROUP]
+    assert (classic.state, classic.generation_id) == (ClassicGroupState.STABLE, 23)
+    assert (result.response.generation_id, result.response.protocol_name) == (23, "range")
+    case.assert_rebuild_equals_live()

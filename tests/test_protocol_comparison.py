@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from kip_lab.assignors.client import RangeAssignor
 from kip_lab.clients import ClassicConsumer, Consumer, ConsumerConfig
-from kip_lab.clients import classic_consumer as cc
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
@@ -150,14 +150,16 @@ def _strict_classic_range_pair() -> Lab:
 
 
 def test_a_leader_that_assigns_a_partition_twice_is_caught(monkeypatch):
-    def twice(intended, subscriptions, partitions):
-        final = {m: list(p) for m, p in intended.items()}
+    original = RangeAssignor._assign_partitions
+
+    def twice(self, partitions_per_topic, subscriptions):
+        final = {m: list(p) for m, p in original(self, partitions_per_topic, subscriptions).items()}
         members = sorted(final)
         if len(members) > 1 and final[members[0]]:
             final[members[1]] = sorted({*final[members[1]], final[members[0]][0]})
-        return final, [], []
+        return final
 
-    monkeypatch.setattr(cc, "leader_adjustment", twice)
+    monkeypatch.setattr(RangeAssignor, "_assign_partitions", twice)
     lab = _strict_classic_range_pair()
     with pytest.raises(InvariantViolation, match="classic-assignment-disjoint"):
         lab.run_until_stable()

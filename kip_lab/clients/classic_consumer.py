@@ -11,9 +11,11 @@ It models Kafka's ``ConsumerCoordinator`` / ``AbstractCoordinator`` as KIP-429 d
 * **JoinGroup** carries one protocol per configured assignor, each with the encoded
   subscription (owned partitions and generation for the sticky assignors); MEMBER_ID_REQUIRED
   is answered by joining again with the id the coordinator chose;
-* the **leader** decodes every subscription, runs the chosen assignor and applies KIP-429's
-  leader rule: a partition another member still claims is withheld from its new owner, and a
-  claimed partition the assignor handed to nobody goes back to its claimer;
+* the **leader** decodes every subscription and runs the chosen assignor; its output is the
+  assignment (Kafka: cooperative-sticky withholds partitions still claimed by another member
+  itself). Under the ``kip`` profile the leader also applies KIP-429's leader rule to every
+  assignor's output: a partition another member still claims is withheld from its new owner,
+  and a claimed partition the assignor handed to nobody goes back to its claimer;
 * **after SyncGroup** (``onJoinComplete``): an assignment naming a topic the member does not
   subscribe to is refused (rejoin); EAGER assigns the whole set; COOPERATIVE revokes
   (owned − assigned), then assigns (assigned − owned) and, if anything was revoked, rejoins at
@@ -231,12 +233,15 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
         """A metadata refresh would make it rejoin: an owned topic is gone, or (leader) a topic of
         the group changed its partition count since the leader assigned."""
         cluster = self.world.cluster
-        if any(cluster.topic_by_id(tp[0]) is None for tp in self.owned):
-            return True
-        if self.is_leader and self.leader_partitions:
-            now = {t: cluster.topic(t).num_partitions for t in self.leader_partitions if t in cluster}
-            return now != self.leader_partitions
-        return False
+        return any(cluster.topic_by_id(tp[0]) is None for tp in self.owned) or self._leader_metadata_changed()
+
+    def _leader_metadata_changed(self) -> bool:
+        """The leader's assignment snapshot no longer matches the cluster (Kafka ``assignmentSnapshot``)."""
+        if not (self.is_leader and self.leader_partitions):
+            return False
+        cluster = self.world.cluster
+        now = {t: cluster.topic(t).num_partitions for t in self.leader_partitions if t in cluster}
+        return now != self.leader_partitions
 
     def _topic_names(self, partitions) -> list[tuple[str, int]]:
         """(topic id, p) -> (topic name, p): the consumer protocol names topics."""
@@ -525,7 +530,8 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             self._fatal(error, "JoinGroup")
 
     def _assign_as_leader(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
-        """Decode every subscription, run the group's assignor, then apply KIP-429's leader rule."""
+        """Decode every subscription and run the group's assignor (Kafka ``ConsumerCoordinator.onLeaderElected``);
+        under the Lab's ``kip`` profile, then KIP-429's leader rule (docs/decisions.md K3)."""
         assignor = self._assignors[response.protocol_name]
         subscriptions = {
             m.member_id: ConsumerProtocolSubscription.decode(m.metadata)
@@ -538,7 +544,10 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             member_id: a.assigned_partitions
             for member_id, a in assignor.assign(partitions_per_topic, subscriptions).items()
         }
-        final, withheld, returned = leader_adjustment(intended, subscriptions, partitions_per_topic)
+        if self.world.coordinator.config.fidelity == "kip":
+            final, withheld, returned = leader_adjustment(intended, subscriptions, partitions_per_topic)
+        else:
+            final, withheld, returned = intended, claimed_but_given_to_nobody(intended, subscriptions), []
         self.leader_partitions = partitions_per_topic
         self._note(
             f"leader {self.member_id} assigns generation {response.generation_id} with {response.protocol_name}",
@@ -595,18 +604,9 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             added = sorted(assigned - self.owned)
         round_ = self._round
         self._in_rebalance_callbacks = True  # callbacks of this sync run before any rejoin
-        stopped = self._stop_fetching(set(revoked))
-        then = partial(self._complete_after_commit, round_, assignment, revoked, added)
-        if revoked and self.config.enable_auto_commit and stopped:
-            self._commit([], then, extra=stopped)
-        else:
-            then(True)
-
-    def _complete_after_commit(
-        self, round_: int, assignment: ConsumerProtocolAssignment, revoked: list[TP], added: list[TP], _ok: bool
-    ) -> None:
-        if round_ != self._round:
-            return
+        # No commit here (Kafka ``onJoinComplete``): committing what a revoked partition consumed
+        # is the listener's job; auto-commit only runs before JoinGroup (docs/decisions.md K5).
+        self._stop_fetching(set(revoked))
         then = partial(self._complete_after_revoke, round_, assignment, revoked, added)
         if revoked:
             self._call_back("on_partitions_revoked", revoked, then)
@@ -743,19 +743,21 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
                 self._fell_out(error)
 
     def _check_metadata(self) -> None:
-        """The periodic metadata refresh: partitions of a deleted topic are lost (KIP-429 C-3); the
-        leader rejoins when a topic of the group changed its partition count since it assigned."""
+        """The periodic metadata refresh: the leader rejoins when a topic of the group changed its
+        partition count (or was deleted) since it assigned (Kafka ``ConsumerCoordinator.rejoinNeededOrPending``).
+        Under the Lab's ``kip`` profile every member also calls ``on_partitions_lost`` for owned
+        partitions of a deleted topic and rejoins (KIP-429, 'Consumer Coordinator Algorithm' step 1b)."""
         if self._in_rebalance_callbacks or self.rejoin_reason is not None:
             return
         cluster = self.world.cluster
         gone = sorted(tp for tp in self.owned if cluster.topic_by_id(tp[0]) is None)
-        if gone:
+        if gone and self.world.coordinator.config.fidelity == "kip":
             self._in_rebalance_callbacks = True
             self._stop_fetching(set(gone))
             round_ = self._round
             self._call_back("on_partitions_lost", gone, partial(self._lost_gone_topics, round_, gone))
             return
-        if self._metadata_changed():
+        if self._leader_metadata_changed():
             self._request_rejoin("the leader's metadata changed")
 
     def _lost_gone_topics(self, round_: int, gone: list[TP], _ok: bool) -> None:
@@ -805,7 +807,7 @@ def leader_adjustment(
     subscriptions: dict[str, ConsumerProtocolSubscription],
     partitions_per_topic: dict[str, int],
 ) -> tuple[dict[str, list[tuple[str, int]]], list[tuple[str, int]], list[tuple[str, int]]]:
-    """KIP-429's leader rule over the assignor's output (001 L233-242).
+    """KIP-429's leader rule over the assignor's output (KIP-429, 'Consumer Coordinator Algorithm', step 2).
 
     A partition given to a member while another member still claims it (maybe-revoking with a
     new owner) is withheld this round. A claimed partition the leader's metadata does not know
@@ -826,9 +828,16 @@ def leader_adjustment(
     returned = sorted(tp for tp in claims if tp[1] >= partitions_per_topic.get(tp[0], 0))
     for tp in returned:
         final.setdefault(claims[tp][1], []).append(tp)
-    given = {tp for parts in final.values() for tp in parts}
-    withheld = sorted(tp for tp in claims if tp not in given)
-    return {m: sorted(parts) for m, parts in final.items()}, withheld, returned
+    final = {m: sorted(parts) for m, parts in final.items()}
+    return final, claimed_but_given_to_nobody(final, subscriptions), returned
+
+
+def claimed_but_given_to_nobody(
+    assignment: dict[str, list[tuple[str, int]]], subscriptions: dict[str, ConsumerProtocolSubscription]
+) -> list[tuple[str, int]]:
+    """The partitions some member claims that the assignment gives to nobody this round (withheld)."""
+    given = {tp for parts in assignment.values() for tp in parts}
+    return sorted({tp for s in subscriptions.values() for tp in s.owned_partitions} - given)
 
 
 def _names(partitions) -> list[str]:

@@ -15,6 +15,7 @@ members, the requests are served by the consumer-group engine instead (``migrati
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -329,7 +330,7 @@ class ClassicGroupHandlers:
             raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
         if not group.supports_protocols(r.protocol_type, [p.name for p in r.protocols]):
             return JoinGroupResponse(error_code=Errors.INCONSISTENT_GROUP_PROTOCOL, member_id=UNKNOWN_MEMBER_ID)
-        new_id = f"{r.group_instance_id or r.client_id or 'member'}-{self._new_member_id()}"
+        new_id = self._new_classic_member_id(r)
         if r.group_instance_id is not None:
             existing = group.static_members.get(r.group_instance_id)
             if existing is not None:
@@ -340,6 +341,12 @@ class ClassicGroupHandlers:
         group.pending_members.add(new_id)
         self._schedule_classic_session(group, new_id, r.session_timeout_ms)
         return JoinGroupResponse(error_code=Errors.MEMBER_ID_REQUIRED, member_id=new_id)
+
+    def _new_classic_member_id(self, r: JoinGroupRequest) -> str:
+        """Kafka ``ClassicGroup.generateMemberId``: the instance id, else the client id (maybe empty),
+        a dash and a random ``java.util.UUID`` (drawn from the coordinator's seeded generator)."""
+        prefix = r.group_instance_id if r.group_instance_id is not None else r.client_id
+        return f"{prefix}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
 
     def _join_existing_member(
         self, out: _Outbox, group: ClassicGroup, r: JoinGroupRequest, parked: Parked
@@ -371,8 +378,8 @@ class ClassicGroupHandlers:
     def _update_member(
         self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked
     ) -> None:
-        if member.awaiting_join is not None and member.awaiting_join is not parked:
-            self._complete_join(out, member, JoinGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS))
+        # A JoinGroup already parked for this member is replaced and never answered (Kafka
+        # ``ClassicGroup.updateMember``: its client's request times out; docs/decisions.md C9).
         group.set_protocols(member, tuple(r.protocols))
         member.rebalance_timeout_ms = r.rebalance_timeout_ms
         member.session_timeout_ms = r.session_timeout_ms

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 from kip_lab.coordinator.member import fenced_instance_error
 from kip_lab.machines import StateMachine
@@ -54,6 +55,38 @@ CLASSIC_GROUP_STATE_MACHINE = StateMachine.from_table(
     ],
     description="Kafka's ClassicGroupState: a group-wide barrier per generation (join, then sync).",
 )
+
+
+@lru_cache(maxsize=1 << 16)
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 units), as an unsigned 32-bit value (cached, as Java caches it)."""
+    units = text.encode("utf-16-be")
+    value = 0
+    for i in range(0, len(units), 2):
+        value = (value * 31 + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return value
+
+
+def java_hash_map_order(keys: Sequence[str], capacity: int) -> list[str]:
+    """String keys in the order a ``java.util.HashMap`` of that capacity iterates them, ``keys``
+    given in insertion order: by bucket (``spread(hashCode) & (capacity - 1)``), then insertion
+    order within a bucket (a bucket only becomes a tree past 8 keys in a table of 64 or more,
+    which this ignores)."""
+    position = {key: i for i, key in enumerate(keys)}
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(keys, key=lambda key: (bucket(key), position[key]))
+
+
+def java_hash_map_capacity(max_size: int) -> int:
+    """The table size of a ``new HashMap<>()`` that once held ``max_size`` keys (it grows past 0.75, never shrinks)."""
+    capacity = 16
+    while max_size > capacity * 0.75:
+        capacity *= 2
+    return capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +140,8 @@ class ClassicGroupMember:
 
 @dataclass
 class ClassicGroup:
-    """Kafka's ``ClassicGroup``. Members are kept in join order (leader election and responses sort by id)."""
+    """Kafka's ``ClassicGroup``. ``members`` keeps insertion order; ``kafka_order`` gives the order of
+    Kafka's member ``HashMap``, which decides leader election, protocol ties and record order."""
 
     group_id: str
     state: ClassicGroupState = ClassicGroupState.EMPTY
@@ -123,6 +157,12 @@ class ClassicGroup:
     previous_state: ClassicGroupState = ClassicGroupState.EMPTY
     new_member_added: bool = False  # extends the initial rebalance delay
     protocol_counts: Counter[str] = field(default_factory=Counter)  # protocol -> members supporting it
+    most_members: int = 0  # the largest the member map has been: its Java capacity
+
+    def kafka_order(self) -> list[ClassicGroupMember]:
+        """The members as Kafka's ``HashMap<String, ClassicGroupMember>`` iterates them."""
+        capacity = java_hash_map_capacity(self.most_members)
+        return [self.members[m] for m in java_hash_map_order(list(self.members), capacity)]
 
     # -- state ----------------------------------------------------------------------
     def transition_to(self, target: ClassicGroupState, trigger: str, now_ms: int) -> None:
@@ -139,6 +179,7 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self.most_members = max(self.most_members, len(self.members))
         self.protocol_counts.update(member.protocol_names())
         self.pending_members.discard(member.member_id)
         if member.group_instance_id is not None:
@@ -155,8 +196,9 @@ class ClassicGroup:
         self._uncount(member)
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
-        if self.leader_id == member_id:
-            self.leader_id = min(self.members) if self.members else None
+        if self.leader_id == member_id:  # Kafka: the first member its map iterates
+            order = self.kafka_order()
+            self.leader_id = order[0].member_id if order else None
 
     def set_protocols(self, member: ClassicGroupMember, protocols: tuple[JoinGroupRequestProtocol, ...]) -> None:
         self._uncount(member)
@@ -173,7 +215,7 @@ class ClassicGroup:
         """KIP-345: a static member rejoining with a new member id takes over the old entry."""
         old = self.members.pop(old_member_id)
         old.member_id = new_member_id
-        self.members[new_member_id] = old
+        self.members[new_member_id] = old  # removed and put again: last in its bucket, as in Kafka
         self.static_members[instance_id] = new_member_id
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
@@ -229,22 +271,28 @@ class ClassicGroup:
         return protocol_type == self.protocol_type and bool(self.candidate_protocols() & set(names))
 
     def select_protocol(self) -> str:
-        """Each member votes for its most preferred candidate; most votes wins, ties by name.
+        """Each member votes for its most preferred candidate; most votes wins (Kafka ``selectProtocol``).
 
-        Kafka breaks ties by hash-map order; the workbench takes the smallest name (docs/decisions.md C3).
+        A tie goes to the protocol Kafka's vote ``HashMap`` iterates first (docs/decisions.md C3):
+        votes are counted in member-map order, and the first maximum is kept.
         """
         candidates = self.candidate_protocols()
-        votes = Counter(m.vote(candidates) for m in self.members.values())
-        return min(votes, key=lambda name: (-votes[name], name))
+        votes = Counter(m.vote(candidates) for m in self.kafka_order())
+        order = java_hash_map_order(list(votes), java_hash_map_capacity(len(votes)))
+        return max(order, key=lambda name: votes[name])  # max keeps the first of equals, as Java's
 
     # -- generations ----------------------------------------------------------------
     def maybe_elect_new_joined_leader(self) -> bool:
-        """Keep a leader that rejoined, else pick the rejoined member with the smallest id."""
+        """Keep a leader that rejoined, else the first rejoined member in Kafka's member-map order
+        (Kafka ``maybeElectNewJoinedLeader``; docs/decisions.md C4). False when nobody rejoined."""
         leader = self.members.get(self.leader_id) if self.leader_id else None
-        if leader is not None and leader.awaiting_join is not None:
+        if leader is None:
+            return False
+        if leader.awaiting_join is not None:
             return True
-        joined = sorted(m for m, v in self.members.items() if v.awaiting_join is not None)
-        self.leader_id = joined[0] if joined else None
+        joined = [m.member_id for m in self.kafka_order() if m.awaiting_join is not None]
+        if joined:
+            self.leader_id = joined[0]
         return bool(joined)
 
     def init_next_generation(self, now_ms: int) -> None:
@@ -264,12 +312,12 @@ class ClassicGroup:
             JoinGroupResponseMember(
                 member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata(self.protocol_name)
             )
-            for _, m in sorted(self.members.items())
+            for m in self.kafka_order()
         ]
 
     # -- records --------------------------------------------------------------------
     def metadata_record(self, assignments: dict[str, bytes]) -> Record:
-        """The ``GroupMetadataValue`` Kafka writes when a rebalance completes (members sorted by id)."""
+        """The ``GroupMetadataValue`` Kafka writes when a rebalance completes (members in its map order)."""
         members = [
             MemberMetadata(
                 member_id=m.member_id,
@@ -281,7 +329,7 @@ class ClassicGroup:
                 subscription=m.metadata(self.protocol_name) if self.protocol_name else b"",
                 assignment=assignments.get(m.member_id, b""),
             )
-            for _, m in sorted(self.members.items())
+            for m in self.kafka_order()
         ]
         value = GroupMetadataValue(
             protocol_type=self.protocol_type or "",

@@ -982,7 +982,7 @@ class GroupCoordinator(
         group_id = group.group_id
         self._cancel_member_timers(group_id, member.member_id)
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
-        if self._downgrade_allowed(remaining):
+        if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
         records = self._member_tombstones(group_id, member.member_id)
         if self.config.fidelity == "kip":

@@ -1,11 +1,12 @@
 """KIP-848 online migration: classic groups become consumer groups and back, members roll one by one.
 
-* Upgrade: the first ConsumerGroupHeartbeat (epoch 0) into a non-empty classic group converts
-  it, if ``group.consumer.migration.policy`` allows. One atomic batch writes the classic
-  group's tombstone and the consumer group built from the last completed generation: group
-  epoch = target epoch = every member's epoch = the generation (no bump), each member's
-  target and current assignment = its classic assignment. The joining member's own records
-  follow, as for any join.
+* Upgrade: the first ConsumerGroupHeartbeat (epoch 0) into a classic group that is not in state
+  Empty converts it, if ``group.consumer.migration.policy`` allows. One atomic batch writes the
+  classic group's tombstone and the consumer group built from the last completed generation:
+  group epoch = target epoch = every member's epoch = the generation, each member's target and
+  current assignment = its classic assignment. The joining member's own records follow, as for
+  any join; as Kafka writes no partition metadata at conversion, that join bumps the epoch (the
+  ``kip`` profile writes it, and a member taking over its own classic identity does not bump).
 * Classic members inside the consumer group are served by the consumer-group engine: their
   JoinGroup is a heartbeat carrying the subscription and the owned partitions from the embedded
   consumer protocol (and it reconciles them exactly like any member); the JoinGroup returns the
@@ -15,10 +16,10 @@
   session timeout and protocols (``classic_member_metadata``, Kafka's field). A member that was
   told to rejoin must JoinGroup within its rebalance timeout, and SyncGroup within it after its
   JoinGroup, or it is removed (Kafka's join and sync timeouts).
-* Downgrade: when a member leaves (or is fenced or times out) and only classic members remain,
-  the group is converted back, if the policy allows: consumer-group tombstones and the classic
-  group's ``GroupMetadataValue`` (generation = group epoch, each member's assignment = its
-  target) in one batch; the classic group then rebalances.
+* Downgrade: when the last consumer-protocol member leaves (or is fenced or times out) and
+  classic members remain, the group is converted back, if the policy allows: consumer-group
+  tombstones and the classic group's ``GroupMetadataValue`` (generation = group epoch, each
+  member's assignment = its target) in one batch; the classic group then rebalances.
 """
 
 from __future__ import annotations
@@ -68,25 +69,17 @@ from kip_lab.protocol.records import (
 )
 from kip_lab.runtime.log import Record
 
-# The seed: only members whose embedded consumer protocol is v3+ (KIP-792) can be migrated.
+# KIP-848, 'Kafka Consumer Migration': members must speak the embedded consumer protocol v3+ (KIP-792).
+# Kafka does not check the version; the ``kip`` profile does.
 MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION = 3
 
 
-def decode_subscription(metadata: bytes) -> ConsumerProtocolSubscription:
-    """A classic member's JoinGroup metadata, or INCONSISTENT_GROUP_PROTOCOL when it is not the consumer protocol."""
+def decode_subscription(metadata: bytes, error: Errors, context: str) -> ConsumerProtocolSubscription:
+    """A classic member's embedded subscription, or ``error`` (Kafka's error for where it is read) naming why not."""
     try:
         return ConsumerProtocolSubscription.decode(metadata)
     except ConsumerProtocolError as exc:
-        raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Malformed consumer protocol subscription: {exc}") from None
-
-
-def _require_migratable(subscription: ConsumerProtocolSubscription, member_id: str) -> None:
-    if subscription.version < MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION:
-        raise ApiError(
-            Errors.INVALID_REQUEST,
-            f"Member {member_id} uses consumer protocol v{subscription.version}; online migration needs "
-            f"v{MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION} or later.",
-        )
+        raise ApiError(error, f"{context}: malformed embedded consumer protocol ({exc}).") from None
 
 
 class OnlineMigration:
@@ -112,12 +105,17 @@ class OnlineMigration:
 
     # ------------------------------------------------------------------ upgrade
     def _heartbeat_into_classic_group(self, r: ConsumerGroupHeartbeatRequest) -> CoordinatorResult:
-        """A ConsumerGroupHeartbeat naming a classic group: reuse an empty one's id, convert a live one."""
+        """A ConsumerGroupHeartbeat naming a classic group: reuse an Empty one's id, convert any other.
+
+        Empty is the classic state, not "no members" (Kafka ``ClassicGroup.isEmpty``): a group whose
+        members all left while it rebalances is converted — or refused — like a group with members.
+        """
         classic = self.classic_groups[r.group_id]
         if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a consumer group.")
+        self._validate_heartbeat(r)
         out = _Outbox()
-        if not classic.members:
+        if classic.state is ClassicGroupState.EMPTY:
             conversion: tuple[Record, ...] = (classic.tombstone(),)
             result = self._heartbeat(r, group=ConsumerGroup(r.group_id))
         else:
@@ -148,7 +146,7 @@ class OnlineMigration:
         return applied
 
     def _validate_online_upgrade(self, classic: ClassicGroup) -> None:
-        """Kafka's ``validateOnlineUpgrade`` (GROUP_ID_NOT_FOUND), plus the seed's protocol-version rule."""
+        """Kafka's ``validateOnlineUpgrade`` (GROUP_ID_NOT_FOUND)."""
         if not self.config.migration_policy.upgrade_enabled:
             raise ApiError(
                 Errors.GROUP_ID_NOT_FOUND,
@@ -166,14 +164,32 @@ class OnlineMigration:
                 f"Cannot upgrade classic group {classic.group_id}: it exceeds the consumer group maximum size.",
             )
 
+    def _require_migratable(self, subscription: ConsumerProtocolSubscription, member_id: str) -> None:
+        """The ``kip`` profile's version rule (INVALID_REQUEST); Kafka accepts every version."""
+        if self.config.fidelity == "kip" and subscription.version < MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION:
+            raise ApiError(
+                Errors.INVALID_REQUEST,
+                f"Member {member_id} uses consumer protocol v{subscription.version}; online migration needs "
+                f"v{MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION} or later.",
+            )
+
     def _conversion_records(self, classic: ClassicGroup) -> list[Record]:
-        """The consumer group a classic group becomes: everything at epoch = generation (seed M4, M5)."""
+        """The consumer group a classic group becomes, everything at epoch = generation.
+
+        Kafka's order (``ConsumerGroup.createConsumerGroupRecords``): every member's metadata, the
+        group epoch, every member's target, the target epoch, every member's current assignment.
+        Kafka writes no partition metadata, so the joining member's heartbeat computes it and bumps
+        the epoch. The ``kip`` profile writes it after the members (the KIP's case study does not
+        bump when a member takes over its own classic identity).
+        """
         generation = classic.generation_id
         members: dict[str, ConsumerGroupMember] = {}
         for member_id, m in sorted(classic.members.items()):
             protocol = classic.protocol_name or m.protocol_names()[0]
-            subscription = decode_subscription(m.metadata(protocol))
-            _require_migratable(subscription, member_id)
+            subscription = decode_subscription(
+                m.metadata(protocol), Errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {classic.group_id}"
+            )
+            self._require_migratable(subscription, member_id)
             assigned = ConsumerProtocolAssignment.decode(m.assignment).assigned_partitions if m.assignment else []
             members[member_id] = ConsumerGroupMember(
                 member_id,
@@ -191,7 +207,8 @@ class OnlineMigration:
             )
         gid = classic.group_id
         records = [self._member_metadata_record(gid, m, generation) for m in members.values()]
-        records.append(self._partition_metadata_record(gid, self._subscription_metadata(members), generation))
+        if self.config.fidelity == "kip":
+            records.append(self._partition_metadata_record(gid, self._subscription_metadata(members), generation))
         records.append(self._group_epoch_record(gid, generation))
         target = {mid: {t: tuple(sorted(p)) for t, p in sorted(m.assigned.items())} for mid, m in members.items()}
         records.extend(self._target_batch(gid, {}, target, generation))
@@ -199,10 +216,12 @@ class OnlineMigration:
         return records
 
     # ------------------------------------------------------------------ downgrade
-    def _downgrade_allowed(self, remaining: dict[str, ConsumerGroupMember]) -> bool:
-        """Kafka's ``validateOnlineDowngradeWithFencedMember``: ``remaining`` are the members after a removal."""
+    def _downgrade_allowed(self, remaining: dict[str, ConsumerGroupMember], leaving: ConsumerGroupMember) -> bool:
+        """Kafka's ``validateOnlineDowngradeWithFencedMember``: the last consumer-protocol member
+        (``leaving``) goes and classic members remain (``remaining``, the members after it)."""
         return (
-            bool(remaining)
+            not leaving.uses_classic_protocol
+            and bool(remaining)
             and all(m.uses_classic_protocol for m in remaining.values())
             and self.config.migration_policy.downgrade_enabled
             and len(remaining) <= self.config.classic_max_size
@@ -242,7 +261,9 @@ class OnlineMigration:
         classic.protocol_name = classic.select_protocol()
         assignments = {}
         for member_id, m in classic.members.items():
-            version = decode_subscription(m.metadata(classic.protocol_name)).version
+            version = decode_subscription(
+                m.metadata(classic.protocol_name), Errors.GROUP_ID_NOT_FOUND, f"Cannot downgrade group {gid}"
+            ).version
             partitions = self._partitions_by_name(group.target_of(member_id))
             assignments[member_id] = ConsumerProtocolAssignment(
                 version=version, assigned_partitions=partitions
@@ -265,22 +286,34 @@ class OnlineMigration:
         assert not out.responses and not out.batches  # nobody was parked in a group that did not exist
 
     def _consumer_group_tombstones(self, group: ConsumerGroup) -> list[Record]:
-        """Everything a consumer group wrote, tombstoned; the group epoch last (it marks the group dead)."""
+        """Everything a consumer group wrote, tombstoned, in Kafka's order
+        (``ConsumerGroup.createGroupTombstoneRecords``): current assignments, targets, the target
+        epoch, member metadata, partition metadata, and the group epoch last (it marks the group dead).
+
+        Targets are tombstoned for the members and for any entry a removed member left behind.
+        """
         gid = group.group_id
-        records = []
-        for member_id in sorted(group.members):
-            records.append(Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=gid, member_id=member_id), None))
-            records.append(Record(ConsumerGroupMemberMetadataKey(group_id=gid, member_id=member_id), None))
-        for member_id in sorted(group.target):
-            records.append(Record(ConsumerGroupTargetAssignmentMemberKey(group_id=gid, member_id=member_id), None))
+        members = sorted(group.members)
+        records = [Record(ConsumerGroupCurrentMemberAssignmentKey(group_id=gid, member_id=m), None) for m in members]
+        records += [
+            Record(ConsumerGroupTargetAssignmentMemberKey(group_id=gid, member_id=m), None)
+            for m in sorted(set(members) | set(group.target))
+        ]
         records.append(Record(ConsumerGroupTargetAssignmentMetadataKey(group_id=gid), None))
+        records += [Record(ConsumerGroupMemberMetadataKey(group_id=gid, member_id=m), None) for m in members]
         records.append(Record(ConsumerGroupPartitionMetadataKey(group_id=gid), None))
         records.append(Record(ConsumerGroupMetadataKey(group_id=gid), None))
         return records
 
     # ------------------------------------------------------------------ classic members, consumer group
-    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerGroupMember:
-        """Kafka's ``validateConsumerGroupMember`` + ``throwIfMemberDoesNotUseClassicProtocol``."""
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None, by_instance_alone: bool = False
+    ) -> ConsumerGroupMember:
+        """Kafka's ``validateConsumerGroupMember`` + ``throwIfMemberDoesNotUseClassicProtocol``.
+
+        ``by_instance_alone``: a LeaveGroup may name a static member by instance id with an unknown
+        member id (an administrator removing it); other requests must name its member id.
+        """
         if instance_id is None:
             member = group.members.get(member_id)
             if member is None:
@@ -289,7 +322,7 @@ class OnlineMigration:
             member = group.static_member(instance_id)
             if member is None:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is not in group {group.group_id}.")
-            if member_id != UNKNOWN_MEMBER_ID and member.member_id != member_id:
+            if member.member_id != member_id and not (by_instance_alone and member_id == UNKNOWN_MEMBER_ID):
                 raise fenced_instance_error(member_id, instance_id, member.member_id)
         if not member.uses_classic_protocol:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
@@ -312,7 +345,7 @@ class OnlineMigration:
 
         Behind the group epoch (Kafka) decides the Heartbeat answer: a classic member's JoinGroup
         is what computes its new target. Behind the target epoch decides the state we show
-        (docs/decisions.md M3): the seed triggers a member's rebalance when its new target exists.
+        (docs/decisions.md M3): the KIP triggers a member's rebalance when its new target exists.
         """
         return (
             self._behind(epoch, member)
@@ -321,7 +354,7 @@ class OnlineMigration:
         )
 
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
-        """The seed's classic state of a classic member inside a consumer group (digest 3.4), or None.
+        """The KIP's classic state of a classic member inside a consumer group, or None.
 
         CompletingRebalance from its JoinGroup until its SyncGroup; PreparingRebalance while it
         must rejoin; Stable otherwise. Derived (Kafka stores no such state), so it is soft.
@@ -356,29 +389,47 @@ class OnlineMigration:
         except ApiError as exc:
             return CoordinatorResult(JoinGroupResponse(error_code=exc.error, member_id=r.member_id), origin="JoinGroup")
 
+    def _supports_classic_protocols(self, group: ConsumerGroup, r: JoinGroupRequest) -> bool:
+        """Kafka's ``ConsumerGroup.supportsClassicProtocols``: the consumer protocol type, and a
+        protocol name every classic member of the group supports (the joining one included)."""
+        names = {p.name for p in r.protocols}
+        if r.protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
+            return False
+        classic_members = [m for m in group.members.values() if m.uses_classic_protocol]
+        return any(
+            all(name in {p.name for p in m.classic_member_metadata.supported_protocols} for m in classic_members)
+            for name in names
+        )
+
     def _classic_join_consumer(self, group: ConsumerGroup, r: JoinGroupRequest) -> CoordinatorResult:
+        """Kafka's ``classicGroupJoinToConsumerGroup``, checks in its order, then a heartbeat on the engine."""
         gid = group.group_id
         if len(group.members) >= self.config.max_size and r.member_id not in group.members:
-            raise ApiError(Errors.GROUP_MAX_SIZE_REACHED, f"Group {gid} is full.")
-        names = {p.name for p in r.protocols}
-        classic_members = [m for m in group.members.values() if m.uses_classic_protocol and m.member_id != r.member_id]
-        if r.protocol_type != CONSUMER_PROTOCOL_TYPE or any(
-            not names & {p.name for p in m.classic_member_metadata.supported_protocols} for m in classic_members
-        ):
+            raise ApiError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
+        if not self._supports_classic_protocols(group, r):
             raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {r.member_id}'s protocols are not supported.")
-        subscription = decode_subscription(r.protocols[0].metadata)
         if r.member_id == UNKNOWN_MEMBER_ID and r.group_instance_id is None:
             return CoordinatorResult(
                 JoinGroupResponse(error_code=Errors.MEMBER_ID_REQUIRED, member_id=self._new_member_id()),
                 origin="JoinGroup",
             )
-        _require_migratable(subscription, r.member_id or str(r.group_instance_id))
         known = group.members.get(r.member_id)
         static = group.static_member(r.group_instance_id) if r.group_instance_id is not None else None
-        if static is not None and r.member_id and static.member_id != r.member_id:
-            raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
+        if r.group_instance_id is not None and r.member_id != UNKNOWN_MEMBER_ID:
+            # A static member naming its member id must be the instance's current member (Kafka).
+            if static is None:
+                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.group_instance_id} is not in group {gid}.")
+            if static.member_id != r.member_id:
+                raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
+        subscription = decode_subscription(
+            r.protocols[0].metadata, Errors.UNKNOWN_SERVER_ERROR, f"JoinGroup of member {r.member_id or 'unknown'}"
+        )
+        self._require_migratable(subscription, r.member_id or str(r.group_instance_id))
         joining = known is None
-        replacing = joining and static is not None
+        replaced = static if joining else None
         owned = self._partitions_by_id(subscription.owned_partitions)
         heartbeat = ConsumerGroupHeartbeatRequest(
             group_id=gid,
@@ -403,33 +454,34 @@ class OnlineMigration:
         member_id = answer.member_id or r.member_id
         current = self.groups[gid]
         member = current.members[member_id]
-        if replacing and self._downgrade_allowed(current.members):
-            # The classic member replaced the last consumer-protocol one: back to a classic group (M8).
-            converted = self._apply(
-                self._downgrade(current, None, None, origin="JoinGroup"), rebalance_downgraded=False
-            )
-            response = JoinGroupResponse(
-                generation_id=self.classic_groups[gid].generation_id,
-                protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocol_name=self.classic_groups[gid].protocol_name,
-                member_id=member_id,
-            )
-            return CoordinatorResult(response, applied.batches + converted.batches, origin="JoinGroup")
-        self.scheduler.cancel(self, ("join", gid, member_id))
-        self.scheduler.schedule(self, ("sync", gid, member_id), member.rebalance_timeout_ms)
         response = JoinGroupResponse(
             generation_id=member.member_epoch,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=r.protocols[0].name,
             member_id=member_id,
         )
+        self.scheduler.cancel(self, ("join", gid, member_id))
+        if replaced is not None and self._downgrade_allowed(current.members, replaced):
+            # The classic member replaced the last consumer-protocol one: back to a classic group, whose
+            # generation goes on without a rebalance (Kafka ``validateOnlineDowngradeWithReplacedMemberId``).
+            converted = self._apply(
+                self._downgrade(current, None, None, origin="JoinGroup"), rebalance_downgraded=False
+            )
+            return CoordinatorResult(response, applied.batches + converted.batches, origin="JoinGroup")
+        self.scheduler.schedule(self, ("sync", gid, member_id), member.rebalance_timeout_ms)
         return CoordinatorResult(response, applied.batches, origin="JoinGroup")
 
     def _classic_sync_to_consumer_group(self, group: ConsumerGroup, r: SyncGroupRequest) -> CoordinatorResult:
+        """Kafka's ``classicGroupSyncToConsumerGroup``: the response echoes the request's protocol
+        type and name (null stays null) with the member's usable partitions."""
         try:
             member = self._classic_member(group, r.member_id, r.group_instance_id)
             if r.generation_id != member.member_epoch:
-                raise ApiError(Errors.ILLEGAL_GENERATION)
+                raise ApiError(
+                    Errors.ILLEGAL_GENERATION,
+                    f"The request generation id {r.generation_id} is not equal to the member epoch "
+                    f"{member.member_epoch} of member {member.member_id}.",
+                )
             protocols = member.classic_member_metadata.supported_protocols
             if (r.protocol_type is not None and r.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
                 r.protocol_name is not None and r.protocol_name != protocols[0].name
@@ -440,12 +492,12 @@ class OnlineMigration:
                 raise ApiError(Errors.REBALANCE_IN_PROGRESS)
             self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
             self._schedule_session(group.group_id, member)
-            version = decode_subscription(protocols[0].metadata).version
+            version = ConsumerProtocolSubscription.decode(protocols[0].metadata).version  # checked at JoinGroup
             assignment = ConsumerProtocolAssignment(
                 version=version, assigned_partitions=self._partitions_by_name(member.assigned)
             )
             response = SyncGroupResponse(
-                protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=protocols[0].name, assignment=assignment.encode()
+                protocol_type=r.protocol_type, protocol_name=r.protocol_name, assignment=assignment.encode()
             )
         except ApiError as exc:
             response = SyncGroupResponse(error_code=exc.error)
@@ -463,20 +515,30 @@ class OnlineMigration:
         return CoordinatorResult(HeartbeatResponse(error_code=error), origin="Heartbeat")
 
     def _classic_leave_to_consumer_group(self, group: ConsumerGroup, r: LeaveGroupRequest) -> CoordinatorResult:
-        """Each leaving member is removed as by a consumer-protocol leave (one epoch bump each)."""
+        """Kafka's ``classicGroupLeaveToConsumerGroup``: one batch for the whole request — each
+        leaving member's removal records, in request order, then the partition metadata if it
+        changed and one group-epoch bump. A classic member leaving never converts the group back
+        (only the last consumer-protocol member's departure does)."""
         gid = group.group_id
         answers = []
-        batches: list[tuple[Record, ...]] = []
+        records: list[Record] = []
+        leaving: dict[str, ConsumerGroupMember] = {}
         for identity in r.members:
             error = Errors.NONE
             member_id = identity.member_id
             try:
-                current = self.groups.get(gid)
-                if current is None:
-                    raise ApiError(Errors.UNKNOWN_MEMBER_ID)
-                member = self._classic_member(current, identity.member_id, identity.group_instance_id)
+                member = self._classic_member(
+                    group, identity.member_id, identity.group_instance_id, by_instance_alone=True
+                )
                 member_id = member.member_id
-                batches.extend(self._apply(self._remove_member(current, member, None, origin="LeaveGroup")).batches)
+                records += [
+                    record
+                    for record in self._member_tombstones(gid, member_id)
+                    # KIP-848's case study keeps a leaving member's target entry until the next target.
+                    if self.config.fidelity == "kafka" or type(record.key) is not ConsumerGroupTargetAssignmentMemberKey
+                ]
+                self._cancel_member_timers(gid, member_id)
+                leaving[member_id] = member
             except ApiError as exc:
                 error = exc.error
             answers.append(
@@ -484,7 +546,17 @@ class OnlineMigration:
                     member_id=member_id, group_instance_id=identity.group_instance_id, error_code=error
                 )
             )
-        return CoordinatorResult(LeaveGroupResponse(members=answers), tuple(batches), origin="LeaveGroup")
+        if records:
+            epoch = group.group_epoch + 1
+            remaining = {m: v for m, v in group.members.items() if m not in leaving}
+            metadata = self._subscription_metadata(remaining)
+            if metadata != group.subscription_metadata:
+                records.append(self._partition_metadata_record(gid, metadata, epoch))
+            records.append(self._group_epoch_record(gid, epoch))
+            if gid not in self._rounds and remaining and self._client_side_assignor(remaining) is not None:
+                self._start_round(gid, remaining)
+        result = CoordinatorResult(LeaveGroupResponse(members=answers), (tuple(records),), origin="LeaveGroup")
+        return self._apply(result)
 
 
 def _classic_metadata(session_timeout_ms: int, protocols) -> ClassicMemberMetadata:

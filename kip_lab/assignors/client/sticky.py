@@ -15,11 +15,12 @@ the assignor's user data). When several members claim one partition, the claim f
 highest generation wins; equal highest generations cancel each other, so nobody is treated as
 its owner (Kafka's ``AbstractStickyAssignor``).
 
-The balancing itself is ``kip_lab.assignors.client.sticky_balance``, whose equal-subscription and
-general paths give exactly these guarantees and match Kafka's "constrained" fast path for equal
-subscriptions and its general path otherwise; it is fed the resolved ownership as each member's
-previous target, with topic names standing in for topic ids. Ties are broken by member id rather
-than Java hash order. Rack awareness is omitted.
+With equal subscriptions the balancing is Kafka's "constrained" algorithm
+(``constrained_assign``), which also keeps each topic balanced as members come and go.
+Otherwise it is ``kip_lab.assignors.client.sticky_balance``'s general path, with the same
+guarantees as Kafka's general path; it is fed the resolved ownership as each member's previous
+target, with topic names standing in for topic ids. Ties are broken by member id rather than
+Java hash order. Rack awareness is omitted.
 
 "cooperative-sticky" then obeys KIP-429's rule for COOPERATIVE assignors: a partition is never
 given to a new owner in the round in which another member still lists it as owned. It is
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import json
 from abc import abstractmethod
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Mapping
 
 from kip_lab.assignors.client.api import ConsumerPartitionAssignor, MemberPartitions, RebalanceProtocol
@@ -61,6 +62,8 @@ class _AbstractStickyAssignor(ConsumerPartitionAssignor):
         self, partitions_per_topic: dict[str, int], subscriptions: Mapping[str, ConsumerProtocolSubscription]
     ) -> MemberPartitions:
         owned = self._resolve_ownership(partitions_per_topic, subscriptions)
+        if len({frozenset(subscription.topics) for subscription in subscriptions.values()}) == 1:
+            return constrained_assign(partitions_per_topic, owned)
         spec = AssignmentSpec(
             members={
                 member_id: MemberSubscription(
@@ -101,6 +104,61 @@ class _AbstractStickyAssignor(ConsumerPartitionAssignor):
             if owner is not None:
                 owned[owner][topic].append(partition)
         return owned
+
+
+def constrained_assign(
+    partitions_per_topic: dict[str, int], owned: dict[str, dict[str, list[int]]]
+) -> MemberPartitions:
+    """Kafka's ``AbstractStickyAssignor.ConstrainedAssignmentBuilder`` (equal subscriptions), without racks.
+
+    Each member keeps what it owns up to its quota — taken in (partition, topic) order, so what it
+    keeps is spread over the topics — and the free partitions, topic by topic, are dealt round
+    robin to the members still under quota. That keeps every topic balanced, not only the totals,
+    when members leave. Members are taken in member-id order (Kafka: its hash map's order).
+    """
+    members = sorted(owned)
+    total = sum(partitions_per_topic.values())
+    min_quota, max_quota = total // len(members), -(-total // len(members))
+    expected_over_min = total % len(members)  # members that end with max_quota (0 when the quotas are equal)
+    over_min = 0
+    assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in members}
+    under_min: list[str] = []
+    exactly_min: list[str] = []
+    for member_id in members:
+        mine = sorted(
+            ((topic, p) for topic, partitions in owned[member_id].items() for p in partitions),
+            key=lambda tp: (tp[1], tp[0]),
+        )
+        if len(mine) < min_quota:
+            assignment[member_id] += mine
+            under_min.append(member_id)
+        elif len(mine) >= max_quota and over_min < expected_over_min:
+            over_min += 1
+            if over_min == expected_over_min:
+                exactly_min.clear()
+            assignment[member_id] += mine[:max_quota]
+        else:
+            assignment[member_id] += mine[:min_quota]
+            if over_min < expected_over_min:
+                exactly_min.append(member_id)
+    kept = {tp for partitions in assignment.values() for tp in partitions}
+    free = [(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t]) if (t, p) not in kept]
+    waiting_for_max = deque(exactly_min)
+    position = 0  # the round robin's place in ``under_min``
+    for tp in free:
+        if position < len(under_min):
+            member_id = under_min[position]
+            position += 1
+        elif under_min:
+            member_id, position = under_min[0], 1
+        else:
+            member_id = waiting_for_max.popleft()  # the quotas guarantee one is left
+        assignment[member_id].append(tp)
+        if len(assignment[member_id]) == min_quota and position and under_min[position - 1] == member_id:
+            position -= 1
+            under_min.pop(position)
+            waiting_for_max.append(member_id)
+    return {member_id: sorted(partitions) for member_id, partitions in assignment.items()}
 
 
 class StickyAssignor(_AbstractStickyAssignor):
