@@ -63,13 +63,13 @@ def test_capacity_for_expected_is_table_size_for() -> None:
     assert [capacity_for_expected(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
 
 
-def test_orders_walk_buckets_then_break_ties_by_value() -> None:
-    """``HashMap`` iteration: bucket ``spread(hash) & (capacity - 1)`` ascending; keys sharing one come by value."""
-    assert partition_order([3, 17, 16, 0, 33], 16) == [0, 16, 17, 33, 3]
+def test_orders_walk_buckets_then_keep_insertion_order() -> None:
+    """``HashMap`` iteration: bucket ``spread(hash) & (capacity - 1)`` ascending; keys sharing one as inserted."""
+    assert partition_order([3, 17, 16, 0, 33], 16) == [16, 0, 17, 33, 3]
     assert partition_order([3, 17, 16, 0, 33], 64) == [0, 3, 16, 17, 33]
     assert bucket(0x10000, 16) == 1  # the high half is folded in: 0x10000 ^ 0x1
     members = ["b", "BB", "Aa", "a"]  # "Aa" and "BB" share the hash 2112 (bucket 0); "a" is 97, "b" 98
-    assert member_order(members, 16) == ["Aa", "BB", "a", "b"]
+    assert member_order(members, 16) == ["BB", "Aa", "a", "b"]
 
 
 def test_topic_order_of_kafka_test_ids() -> None:

@@ -12,14 +12,14 @@ How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its k
 * iteration walks the buckets in index order;
 * the capacity is a power of two; a map grows (doubles) when a put takes its size above 0.75 of its
   capacity, and never shrinks;
-* within one bucket, keys come in insertion order; a bucket of 8 or more keys in a table of 64 or
-  more becomes a tree.
+* within one bucket, keys come in insertion order (a resize keeps it); a bucket of 8 or more keys in a
+  table of 64 or more becomes a tree.
 
-The last point is where this module departs from Java on purpose: keys that share a bucket are given
-in their natural order (member ids as strings, topic ids as ``Uuid.compareTo`` orders them, partitions
-ascending), so that the order is a function of the keys and the capacity alone, not of the history
-of inserts and removals that built the collection. Kafka's result can differ from ours only where it
-depends on the order of two keys in one bucket.
+Members and partitions that share a bucket come here in the order they are given, which stands for
+Java's insertion order: a target record's partitions are read into their ``HashSet`` in the record's
+list order, and Kafka's coordinator puts members into its map in its own member order. Topic ids that
+share a bucket come in ``Uuid.compareTo`` order. Tree bins are not modelled (they need eight keys in
+one bucket of a table kept under 0.75 load).
 
 The capacities Kafka's code gives the collections it iterates:
 
@@ -137,9 +137,11 @@ def bucket(hash_code: int, capacity: int) -> int:
 
 # ---------------------------------------------------------------------------------------- orders
 def member_order(member_ids: Iterable[str], capacity: int) -> list[str]:
-    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them."""
+    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them (bucket ties: as given)."""
+    ids = list(member_ids)
     mask = capacity - 1
-    return sorted(member_ids, key=lambda m: (_spread_string_hash(m) & mask, m))
+    buckets = [spread & mask for spread in map(_spread_string_hash, ids)]
+    return [ids[i] for i in sorted(range(len(ids)), key=buckets.__getitem__)]
 
 
 @lru_cache(maxsize=1 << 17)
@@ -149,11 +151,15 @@ def _spread_string_hash(text: str) -> int:
 
 
 def topic_order(topic_ids: Iterable[str], capacity: int) -> list[str]:
-    """Topic ids as a ``HashMap<Uuid, ...>`` / ``HashSet<Uuid>`` of that capacity iterates them."""
-    return sorted(topic_ids, key=lambda t: (bucket(topic_id_hash(t), capacity), topic_id_order(t)))
+    """Topic ids as a ``HashMap<Uuid, ...>`` / ``HashSet<Uuid>`` of that capacity iterates them.
+
+    Topics sharing a bucket come in ``Uuid.compareTo`` order: the topic sets Kafka iterates are built
+    from other hash sets, whose order a Python ``frozenset`` does not keep.
+    """
+    return sorted(topic_ids, key=lambda topic_id: (bucket(topic_id_hash(topic_id), capacity), topic_id_order(topic_id)))
 
 
 def partition_order(partitions: Iterable[int], capacity: int) -> list[int]:
     """Partition indexes as a ``HashSet<Integer>`` of that capacity iterates them (the hash is the value)."""
     mask = capacity - 1
-    return sorted(partitions, key=lambda p: ((p ^ (p >> 16)) & mask, p))
+    return sorted(partitions, key=lambda p: (p ^ (p >> 16)) & mask)
