@@ -222,23 +222,24 @@ def _deal_out(
     to_deal: list[tuple[TopicId, list[int]]], unfilled: list[tuple[MemberId, int]], assignment: GroupAssignment
 ) -> None:
     """Each member below its quota, in order, takes the next partitions until it is full."""
-    members = iter(unfilled)
-    member_id, room = None, 0
-    for topic_id, partitions in to_deal:
-        offset, count = 0, len(partitions)
-        while offset < count:
-            if not room:
-                member_id, room = next(members, (None, 0))
-                if member_id is None:
-                    raise PartitionAssignorError("Partitions were left unassigned")
+    segments = iter(to_deal)
+    topic_id, partitions = next(segments, (None, []))
+    offset = 0
+    for member_id, room in unfilled:
+        held = assignment[member_id]
+        while room and topic_id is not None:
             taken = partitions[offset : offset + room]
             offset += len(taken)
             room -= len(taken)
-            held = assignment[member_id]
             if topic_id in held:
                 held[topic_id] += taken
             else:
                 held[topic_id] = taken
+            if offset == len(partitions):
+                topic_id, partitions = next(segments, (None, []))
+                offset = 0
+    if topic_id is not None:
+        raise PartitionAssignorError("Partitions were left unassigned")
 
 
 # ------------------------------------------------------------------------------------------ heterogeneous
