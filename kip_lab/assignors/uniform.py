@@ -128,21 +128,23 @@ def _free_partitions(topic_id: TopicId, num_partitions: int, claimed_lists: list
     claimed = list(chain.from_iterable(claimed_lists))
     distinct = set(claimed)
     if len(distinct) != len(claimed) or min(distinct) < 0 or max(distinct) >= num_partitions:
-        raise PartitionAssignorError(_bad_claim(topic_id, num_partitions, claimed))
+        seen: set[int] = set()
+        for partition in claimed:
+            if partition in seen or not 0 <= partition < num_partitions:
+                raise _refused_claim(topic_id, num_partitions, partition)
+            seen.add(partition)
     if len(distinct) == num_partitions:
         return []
     return sorted(set(range(num_partitions)).difference(distinct))
 
 
-def _bad_claim(topic_id: TopicId, num_partitions: int, claimed: list[int]) -> str:
-    seen: set[int] = set()
-    for partition in claimed:
-        if not 0 <= partition < num_partitions:
-            return f"a previous target holds partition {partition} of topic {topic_id}, which has {num_partitions}"
-        if partition in seen:
-            return f"partition {partition} of topic {topic_id} is in two members' previous targets"
-        seen.add(partition)
-    raise AssertionError("no bad claim found")
+def _refused_claim(topic_id: TopicId, num_partitions: int, partition: int) -> PartitionAssignorError:
+    """The error for a previous target that holds a partition that does not exist or that another holds."""
+    if not 0 <= partition < num_partitions:
+        return PartitionAssignorError(
+            f"a previous target holds partition {partition} of topic {topic_id}, which has {num_partitions}"
+        )
+    return PartitionAssignorError(f"partition {partition} of topic {topic_id} is in two members' previous targets")
 
 
 # ------------------------------------------------------------------------------------------ homogeneous
@@ -347,7 +349,7 @@ class _HeterogeneousBuilder:
                 owners = self.owners[topic_id]
                 for partition in partitions:
                     if not 0 <= partition < len(owners) or owners[partition] != _UNASSIGNED:
-                        raise PartitionAssignorError(_bad_claim(topic_id, len(owners), [*partitions, partition]))
+                        raise _refused_claim(topic_id, len(owners), partition)
                     owners[partition] = index
                 self.loads[index] += len(partitions)
 
