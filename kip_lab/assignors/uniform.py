@@ -169,7 +169,7 @@ def _assign_homogeneous(
         kept: dict[TopicId, list[int]] = {}
         held = 0
         for topic_id, partitions in target.items():
-            if topic_id in subscribed:  # Kafka drops the topics nobody subscribes to any more
+            if topic_id in subscribed and partitions:  # Kafka drops the topics nobody subscribes to any more
                 claims[topic_id].append(partitions)
                 kept[topic_id] = list(partitions)
                 held += len(partitions)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -59,6 +60,7 @@ class CoordinatorConfig(BaseModel):
     migration_policy: ConsumerGroupMigrationPolicy = Field(
         ConsumerGroupMigrationPolicy.BIDIRECTIONAL, description="group.consumer.migration.policy"
     )
+    fidelity: Literal["kafka", "kip"] = "kafka"
 
     @model_validator(mode="after")
     def _bounds(self) -> CoordinatorConfig:
