@@ -23,7 +23,9 @@ Kafka picks one of two builders by the group's subscription type:
 the whole group iterates them, topics as a ``HashSet<Uuid>``, each member's previous partitions as
 the ``HashSet<Integer>`` a target record is read into (``kip_lab.assignors.java_hash_order``). The
 heterogeneous builder's member index is the member's position in that order. So for the same member
-ids, topic ids and previous targets the assignment is Kafka's, partition for partition.
+ids, topic ids and previous targets the assignment is Kafka's, partition for partition. A spec with
+``map_order=MapOrder.AS_GIVEN`` is iterated in its own order instead (members, and each target's
+topics and partitions), as Kafka's unit tests do with ordered maps.
 
 The spec must be consistent, as Kafka's coordinator always makes it: a subscribed topic missing from
 ``spec.topics`` is refused with ``PartitionAssignorError`` (as Kafka's builders refuse it), and so is
