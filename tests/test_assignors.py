@@ -229,6 +229,16 @@ class TestUniformHeterogeneous:
         )
         assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"bar": [1]}, "c": {"bar": [2]}, "z": {"bar": [0]}}
 
+    def test_among_equally_loaded_givers_the_last_in_iteration_order_gives_its_highest_partition(self) -> None:
+        """Kafka ``MemberAssignmentBalancer.nextMostLoadedMember`` walks the most loaded from the highest member
+        index down, and ``balanceTopic`` takes that member's highest partition: "b" (after "a") gives t1-5."""
+        spec = make_spec(
+            {"t1": 6, "t2": 1},
+            {"a": ["t1"], "b": ["t1"], "c": ["t1", "t2"]},
+            {"a": {"t1": [0, 1, 2]}, "b": {"t1": [3, 4, 5]}, "c": {"t2": [0]}},
+        )
+        assert uniform_assign(spec) == {"a": {"t1": [0, 1, 2]}, "b": {"t1": [3, 4]}, "c": {"t1": [5], "t2": [0]}}
+
     def test_member_without_subscription_gets_nothing(self) -> None:
         spec = make_spec({"t1": 2}, {"a": ["t1"], "b": []}, {"b": {"t1": [0]}})
         assert uniform_assign(spec) == {"a": {"t1": [0, 1]}, "b": {}}
