@@ -10,10 +10,10 @@ from kip_lab.assignors.java_hash_order import (
     bucket,
     capacity_after_puts,
     capacity_for_copy,
-    capacity_for_expected,
     member_order,
     partition_order,
     string_hash,
+    table_size_for,
     topic_id_hash,
     topic_id_order,
     topic_order,
@@ -58,9 +58,9 @@ def test_capacities_follow_java_util_hash_map(size: int, after_puts: int, for_co
     assert capacity_for_copy(size) == for_copy
 
 
-def test_capacity_for_expected_is_table_size_for() -> None:
-    """``HashMap.tableSizeFor``: the least power of two at least the request."""
-    assert [capacity_for_expected(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
+def test_table_size_for_is_the_least_power_of_two_at_least_the_request() -> None:
+    """``HashMap.tableSizeFor``."""
+    assert [table_size_for(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
 
 
 def test_orders_walk_buckets_then_keep_insertion_order() -> None:

@@ -24,8 +24,6 @@ one bucket of a table kept under 0.75 load).
 The capacities Kafka's code gives the collections it iterates:
 
 * ``new HashMap<>()`` then puts (``capacity_after_puts``): 16, doubled until the keys fit under 0.75;
-* ``new HashMap<>(n)`` / ``new HashSet<>(n)`` (``capacity_for_expected``): the least power of two at
-  least ``n``;
 * ``new HashSet<>(collection)`` (``capacity_for_copy``): room for ``size / 0.75 + 1`` keys, at least 16.
 """
 
@@ -115,11 +113,6 @@ def capacity_after_puts(size: int) -> int:
     while size > capacity * _LOAD_FACTOR:
         capacity *= 2
     return capacity
-
-
-def capacity_for_expected(initial_capacity: int) -> int:
-    """The table size of ``new HashMap<>(initial_capacity)`` (it grows like any other once over 0.75)."""
-    return table_size_for(initial_capacity)
 
 
 def capacity_for_copy(size: int) -> int:
