@@ -12,14 +12,15 @@ How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its k
 * iteration walks the buckets in index order;
 * the capacity is a power of two; a map grows (doubles) when a put takes its size above 0.75 of its
   capacity, and never shrinks;
-* within one bucket, keys come in insertion order (a resize keeps it); a bucket of 8 or more keys in a
-  table of 64 or more becomes a tree.
+* within one bucket, keys come in insertion order (a resize keeps it); a ninth key in one bucket turns
+  it into a tree in a table of 64 or more, and doubles a smaller table instead.
 
 Members and partitions that share a bucket come here in the order they are given, which stands for
 Java's insertion order: a target record's partitions are read into their ``HashSet`` in the record's
 list order, and Kafka's coordinator puts members into its map in its own member order. Topic ids that
-share a bucket come in ``Uuid.compareTo`` order. Tree bins are not modelled (they need eight keys in
-one bucket of a table kept under 0.75 load).
+share a bucket come in ``Uuid.compareTo`` order. Nine keys in one bucket are not modelled (neither the
+tree nor the early doubling): that takes, say, nine partitions of one member equal modulo the table
+size, which the partitions a uniform assignor hands out almost never are.
 
 The capacities Kafka's code gives the collections it iterates:
 
