@@ -158,15 +158,17 @@ def _assign_homogeneous(
         return {member_id: {} for member_id in members_in_order}
     members = spec.members
     total = sum(spec.topics[topic_id].num_partitions for topic_id in subscribed)
-    minimum_quota, members_with_one_more = divmod(total, len(members_in_order))
+    member_count = len(members_in_order)
+    minimum_quota, members_with_one_more = divmod(total, member_count)
+    # The first members in order may take one partition more than the others.
+    quotas = [minimum_quota + 1] * members_with_one_more + [minimum_quota] * (member_count - members_with_one_more)
 
     # One pass over the members, in order: what each keeps, and every partition a previous target held.
     claims: dict[TopicId, list[Sequence[int]]] = {topic_id: [] for topic_id in subscribed}
     given_back: list[tuple[TopicId, list[int]]] = []
     assignment: GroupAssignment = {}
     unfilled: list[tuple[MemberId, int]] = []
-    for position, member_id in enumerate(members_in_order):
-        quota = minimum_quota + 1 if position < members_with_one_more else minimum_quota
+    for member_id, quota in zip(members_in_order, quotas, strict=True):
         target = members[member_id].target_partitions
         kept: dict[TopicId, list[int]] = {}
         held = 0
