@@ -5,7 +5,7 @@ assign call is timed; building the spec and checking the result happen outside. 
 ``ServerSideAssignorBenchmark``, topic ids are random ``Uuid``s and the spec carries the group's
 subscription type. Every result is checked for exactly-once coverage, so a fast but wrong
 assignor cannot PASS. Each row shows the median wall and CPU time; in full mode the exit status
-is 1 when a case's wall median misses its target; quick mode has no targets.
+is 1 when a case's median CPU time misses its target; quick mode has no targets.
 """
 
 from __future__ import annotations

@@ -23,6 +23,13 @@ from kip_lab.assignors import (
     range_assign,
     uniform_assign,
 )
+from kip_lab.assignors.java_hash_order import (
+    bucket,
+    capacity_after_puts,
+    capacity_for_copy,
+    string_hash,
+    topic_id_hash,
+)
 
 # Topic ids as Kafka writes them (Uuid.toString); GONE_TOPIC was deleted: it appears in targets only.
 TOPIC_POOL = ["T1-A4s3VTwiI5CTbEp6POw", "T2-B4s3VTwiI5YHbPp6YUe", "T3-CU8fVTLCz5YMkLoDQsa", "T4-Tw9fVTLCz5HbPp6YQsa"]
@@ -122,20 +129,40 @@ def assert_no_improving_move(spec: AssignmentSpec, assignment: GroupAssignment) 
 
 
 def reordered(spec: AssignmentSpec, shuffle: Callable[[list], list]) -> AssignmentSpec:
-    """The same spec with every dict (members, topics, each target) in another order."""
+    """The same spec with every dict and list in another order, except among keys sharing a hash bucket.
+
+    Java iterates keys that share a bucket in insertion order, which the spec's own order stands for.
+    """
+    members = spec.members
+    member_bucket = bucket_of(string_hash, capacity_after_puts(len(members)))
+
+    def target(member_id: str) -> dict[str, list[int]]:
+        held = members[member_id].target_partitions
+        topic_bucket = bucket_of(topic_id_hash, capacity_after_puts(len(held)))
+        return {
+            t: keep_bucket_ties(held[t], shuffle(list(held[t])), bucket_of(int, capacity_for_copy(len(held[t]))))
+            for t in keep_bucket_ties(list(held), shuffle(list(held)), topic_bucket)
+        }
+
     return AssignmentSpec(
         members={
-            m: MemberSubscription(
-                subscribed_topic_ids=spec.members[m].subscribed_topic_ids,
-                target_partitions={
-                    t: spec.members[m].target_partitions[t] for t in shuffle(list(spec.members[m].target_partitions))
-                },
-                instance_id=spec.members[m].instance_id,
-            )
-            for m in shuffle(list(spec.members))
+            m: MemberSubscription(members[m].subscribed_topic_ids, target(m), members[m].instance_id)
+            for m in keep_bucket_ties(list(members), shuffle(list(members)), member_bucket)
         },
         topics={t: spec.topics[t] for t in shuffle(list(spec.topics))},
     )
+
+
+def bucket_of(hash_code: Callable, capacity: int) -> Callable:
+    return lambda key: bucket(hash_code(key), capacity)
+
+
+def keep_bucket_ties(original: list, shuffled: list, bucket_key: Callable) -> list:
+    """``shuffled``, with the keys of each bucket put back in their ``original`` relative order."""
+    queues: dict[int, list] = {}
+    for key in reversed(original):
+        queues.setdefault(bucket_key(key), []).append(key)
+    return [queues[bucket_key(key)].pop() for key in shuffled]
 
 
 def with_targets(spec: AssignmentSpec, assignment: GroupAssignment) -> AssignmentSpec:
@@ -206,7 +233,8 @@ class TestUniformAnySubscriptions:
     @PROPERTY_SETTINGS
     @given(any_specs, st.randoms())
     def test_dict_order_never_shows(self, spec: AssignmentSpec, random) -> None:
-        """Under ``MapOrder.JAVA_HASH`` the order Kafka's hash maps give decides, not the spec's dict or list order."""
+        """Under ``MapOrder.JAVA_HASH`` the order of Kafka's hash maps decides; the spec's order only among keys
+        sharing a bucket (Java's insertion order)."""
 
         def shuffle(items: list) -> list:
             random.shuffle(items)

@@ -92,6 +92,21 @@ class TestUniformKipCaseStudies:
             "C": [2, 4],
         }
 
+    @pytest.mark.parametrize(
+        ("map_order", "expected"),
+        [
+            (MapOrder.JAVA_HASH, {"A": [0, 1], "B": [3, 5], "C": [2, 4]}),
+            (MapOrder.AS_GIVEN, {"A": [0, 1], "B": [3, 4], "C": [2, 5]}),
+        ],
+    )
+    def test_online_migration_target_of_epoch_24(self, map_order: MapOrder, expected: dict) -> None:
+        """KIP-848, section "Online Migration" (its case study, step 8): B rejoins; C's target lists [2, 5, 4].
+        Kafka ``UniformHomogeneousAssignmentBuilder.maybeRevokePartitions`` reads it as a ``HashSet`` (2, 4, 5) and
+        keeps 2 and 4; the KIP's table (``AS_GIVEN``, the coordinator's "kip" fidelity) keeps 2 and 5."""
+        spec = foo_spec(6, {"A": [0, 1, 3], "B": [], "C": [2, 5, 4]})
+        assignment = uniform_assign(AssignmentSpec(spec.members, spec.topics, map_order=map_order))
+        assert {m: sorted(topics.get("foo", [])) for m, topics in assignment.items()} == expected
+
 
 class TestUniformHomogeneousRules:
     def test_from_scratch_each_member_takes_a_block_in_hash_map_order(self) -> None:
@@ -213,6 +228,16 @@ class TestUniformHeterogeneous:
             {"a": {"bar": [0]}, "b": {"bar": [1]}, "z": {"bar": [0]}},
         )
         assert uniform_assign(spec) == {"a": {"foo": [0]}, "b": {"bar": [1]}, "c": {"bar": [2]}, "z": {"bar": [0]}}
+
+    def test_among_equally_loaded_givers_the_last_in_iteration_order_gives_its_highest_partition(self) -> None:
+        """Kafka ``MemberAssignmentBalancer.nextMostLoadedMember`` walks the most loaded from the highest member
+        index down, and ``balanceTopic`` takes that member's highest partition: "b" (after "a") gives t1-5."""
+        spec = make_spec(
+            {"t1": 6, "t2": 1},
+            {"a": ["t1"], "b": ["t1"], "c": ["t1", "t2"]},
+            {"a": {"t1": [0, 1, 2]}, "b": {"t1": [3, 4, 5]}, "c": {"t2": [0]}},
+        )
+        assert uniform_assign(spec) == {"a": {"t1": [0, 1, 2]}, "b": {"t1": [3, 4]}, "c": {"t1": [5], "t2": [0]}}
 
     def test_member_without_subscription_gets_nothing(self) -> None:
         spec = make_spec({"t1": 2}, {"a": ["t1"], "b": []}, {"b": {"t1": [0]}})

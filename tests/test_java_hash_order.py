@@ -10,10 +10,10 @@ from kip_lab.assignors.java_hash_order import (
     bucket,
     capacity_after_puts,
     capacity_for_copy,
-    capacity_for_expected,
     member_order,
     partition_order,
     string_hash,
+    table_size_for,
     topic_id_hash,
     topic_id_order,
     topic_order,
@@ -58,18 +58,18 @@ def test_capacities_follow_java_util_hash_map(size: int, after_puts: int, for_co
     assert capacity_for_copy(size) == for_copy
 
 
-def test_capacity_for_expected_is_table_size_for() -> None:
-    """``HashMap.tableSizeFor``: the least power of two at least the request."""
-    assert [capacity_for_expected(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
+def test_table_size_for_is_the_least_power_of_two_at_least_the_request() -> None:
+    """``HashMap.tableSizeFor``."""
+    assert [table_size_for(n) for n in (0, 1, 2, 3, 16, 17)] == [1, 1, 2, 4, 16, 32]
 
 
-def test_orders_walk_buckets_then_break_ties_by_value() -> None:
-    """``HashMap`` iteration: bucket ``spread(hash) & (capacity - 1)`` ascending; keys sharing one come by value."""
-    assert partition_order([3, 17, 16, 0, 33], 16) == [0, 16, 17, 33, 3]
+def test_orders_walk_buckets_then_keep_insertion_order() -> None:
+    """``HashMap`` iteration: bucket ``spread(hash) & (capacity - 1)`` ascending; keys sharing one as inserted."""
+    assert partition_order([3, 17, 16, 0, 33], 16) == [16, 0, 17, 33, 3]
     assert partition_order([3, 17, 16, 0, 33], 64) == [0, 3, 16, 17, 33]
     assert bucket(0x10000, 16) == 1  # the high half is folded in: 0x10000 ^ 0x1
     members = ["b", "BB", "Aa", "a"]  # "Aa" and "BB" share the hash 2112 (bucket 0); "a" is 97, "b" 98
-    assert member_order(members, 16) == ["Aa", "BB", "a", "b"]
+    assert member_order(members, 16) == ["BB", "Aa", "a", "b"]
 
 
 def test_topic_order_of_kafka_test_ids() -> None:

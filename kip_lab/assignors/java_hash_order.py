@@ -12,20 +12,19 @@ How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its k
 * iteration walks the buckets in index order;
 * the capacity is a power of two; a map grows (doubles) when a put takes its size above 0.75 of its
   capacity, and never shrinks;
-* within one bucket, keys come in insertion order; a bucket of 8 or more keys in a table of 64 or
-  more becomes a tree.
+* within one bucket, keys come in insertion order (a resize keeps it); a ninth key in one bucket turns
+  it into a tree in a table of 64 or more, and doubles a smaller table instead.
 
-The last point is where this module departs from Java on purpose: keys that share a bucket are given
-in their natural order (member ids as strings, topic ids as ``Uuid.compareTo`` orders them, partitions
-ascending), so that the order is a function of the keys and the capacity alone, not of the history
-of inserts and removals that built the collection. Kafka's result can differ from ours only where it
-depends on the order of two keys in one bucket.
+Members and partitions that share a bucket come here in the order they are given, which stands for
+Java's insertion order: a target record's partitions are read into their ``HashSet`` in the record's
+list order, and Kafka's coordinator puts members into its map in its own member order. Topic ids that
+share a bucket come in ``Uuid.compareTo`` order. Nine keys in one bucket are not modelled (neither the
+tree nor the early doubling): that takes, say, nine partitions of one member equal modulo the table
+size, which the partitions a uniform assignor hands out almost never are.
 
 The capacities Kafka's code gives the collections it iterates:
 
 * ``new HashMap<>()`` then puts (``capacity_after_puts``): 16, doubled until the keys fit under 0.75;
-* ``new HashMap<>(n)`` / ``new HashSet<>(n)`` (``capacity_for_expected``): the least power of two at
-  least ``n``;
 * ``new HashSet<>(collection)`` (``capacity_for_copy``): room for ``size / 0.75 + 1`` keys, at least 16.
 """
 
@@ -117,11 +116,6 @@ def capacity_after_puts(size: int) -> int:
     return capacity
 
 
-def capacity_for_expected(initial_capacity: int) -> int:
-    """The table size of ``new HashMap<>(initial_capacity)`` (it grows like any other once over 0.75)."""
-    return table_size_for(initial_capacity)
-
-
 def capacity_for_copy(size: int) -> int:
     """The table size of ``new HashSet<>(collection)`` for a collection of ``size`` elements.
 
@@ -137,9 +131,11 @@ def bucket(hash_code: int, capacity: int) -> int:
 
 # ---------------------------------------------------------------------------------------- orders
 def member_order(member_ids: Iterable[str], capacity: int) -> list[str]:
-    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them."""
+    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them (bucket ties: as given)."""
+    ids = list(member_ids)
     mask = capacity - 1
-    return sorted(member_ids, key=lambda m: (_spread_string_hash(m) & mask, m))
+    buckets = [spread & mask for spread in map(_spread_string_hash, ids)]
+    return [ids[i] for i in sorted(range(len(ids)), key=buckets.__getitem__)]
 
 
 @lru_cache(maxsize=1 << 17)
@@ -149,11 +145,15 @@ def _spread_string_hash(text: str) -> int:
 
 
 def topic_order(topic_ids: Iterable[str], capacity: int) -> list[str]:
-    """Topic ids as a ``HashMap<Uuid, ...>`` / ``HashSet<Uuid>`` of that capacity iterates them."""
-    return sorted(topic_ids, key=lambda t: (bucket(topic_id_hash(t), capacity), topic_id_order(t)))
+    """Topic ids as a ``HashMap<Uuid, ...>`` / ``HashSet<Uuid>`` of that capacity iterates them.
+
+    Topics sharing a bucket come in ``Uuid.compareTo`` order: the topic sets Kafka iterates are built
+    from other hash sets, whose order a Python ``frozenset`` does not keep.
+    """
+    return sorted(topic_ids, key=lambda topic_id: (bucket(topic_id_hash(topic_id), capacity), topic_id_order(topic_id)))
 
 
 def partition_order(partitions: Iterable[int], capacity: int) -> list[int]:
     """Partition indexes as a ``HashSet<Integer>`` of that capacity iterates them (the hash is the value)."""
     mask = capacity - 1
-    return sorted(partitions, key=lambda p: ((p ^ (p >> 16)) & mask, p))
+    return sorted(partitions, key=lambda p: (p ^ (p >> 16)) & mask)

@@ -18,8 +18,9 @@ from typing import Protocol, runtime_checkable
 
 TopicId = str
 MemberId = str
-# topic id -> partition indexes. Order is meaningful: it is the order in which the
-# partitions were given to the member, which the uniform assignor uses for stickiness.
+# topic id -> partition indexes, in the order of the member's target record (Kafka reads a record
+# into its HashSet in that order). It decides which partitions a member over its quota keeps, under
+# MapOrder.AS_GIVEN, and among partitions sharing a hash bucket under MapOrder.JAVA_HASH.
 TopicPartitionsMap = Mapping[TopicId, Sequence[int]]
 
 

@@ -23,7 +23,9 @@ Kafka picks one of two builders by the group's subscription type:
 the whole group iterates them, topics as a ``HashSet<Uuid>``, each member's previous partitions as
 the ``HashSet<Integer>`` a target record is read into (``kip_lab.assignors.java_hash_order``). The
 heterogeneous builder's member index is the member's position in that order. So for the same member
-ids, topic ids and previous targets the assignment is Kafka's, partition for partition.
+ids, topic ids and previous targets the assignment is Kafka's, partition for partition. A spec with
+``map_order=MapOrder.AS_GIVEN`` is iterated in its own order instead (members, and each target's
+topics and partitions), as Kafka's unit tests do with ordered maps.
 
 The spec must be consistent, as Kafka's coordinator always makes it: a subscribed topic missing from
 ``spec.topics`` is refused with ``PartitionAssignorError`` (as Kafka's builders refuse it), and so is
@@ -128,21 +130,23 @@ def _free_partitions(topic_id: TopicId, num_partitions: int, claimed_lists: list
     claimed = list(chain.from_iterable(claimed_lists))
     distinct = set(claimed)
     if len(distinct) != len(claimed) or min(distinct) < 0 or max(distinct) >= num_partitions:
-        raise PartitionAssignorError(_bad_claim(topic_id, num_partitions, claimed))
+        seen: set[int] = set()
+        for partition in claimed:
+            if partition in seen or not 0 <= partition < num_partitions:
+                raise _refused_claim(topic_id, num_partitions, partition)
+            seen.add(partition)
     if len(distinct) == num_partitions:
         return []
     return sorted(set(range(num_partitions)).difference(distinct))
 
 
-def _bad_claim(topic_id: TopicId, num_partitions: int, claimed: list[int]) -> str:
-    seen: set[int] = set()
-    for partition in claimed:
-        if not 0 <= partition < num_partitions:
-            return f"a previous target holds partition {partition} of topic {topic_id}, which has {num_partitions}"
-        if partition in seen:
-            return f"partition {partition} of topic {topic_id} is in two members' previous targets"
-        seen.add(partition)
-    raise AssertionError("no bad claim found")
+def _refused_claim(topic_id: TopicId, num_partitions: int, partition: int) -> PartitionAssignorError:
+    """The error for a previous target that holds a partition that does not exist or that another holds."""
+    if not 0 <= partition < num_partitions:
+        return PartitionAssignorError(
+            f"a previous target holds partition {partition} of topic {topic_id}, which has {num_partitions}"
+        )
+    return PartitionAssignorError(f"partition {partition} of topic {topic_id} is in two members' previous targets")
 
 
 # ------------------------------------------------------------------------------------------ homogeneous
@@ -154,20 +158,22 @@ def _assign_homogeneous(
         return {member_id: {} for member_id in members_in_order}
     members = spec.members
     total = sum(spec.topics[topic_id].num_partitions for topic_id in subscribed)
-    minimum_quota, members_with_one_more = divmod(total, len(members_in_order))
+    member_count = len(members_in_order)
+    minimum_quota, members_with_one_more = divmod(total, member_count)
+    # The first members in order may take one partition more than the others.
+    quotas = [minimum_quota + 1] * members_with_one_more + [minimum_quota] * (member_count - members_with_one_more)
 
     # One pass over the members, in order: what each keeps, and every partition a previous target held.
     claims: dict[TopicId, list[Sequence[int]]] = {topic_id: [] for topic_id in subscribed}
     given_back: list[tuple[TopicId, list[int]]] = []
     assignment: GroupAssignment = {}
     unfilled: list[tuple[MemberId, int]] = []
-    for position, member_id in enumerate(members_in_order):
-        quota = minimum_quota + 1 if position < members_with_one_more else minimum_quota
+    for member_id, quota in zip(members_in_order, quotas, strict=True):
         target = members[member_id].target_partitions
         kept: dict[TopicId, list[int]] = {}
         held = 0
         for topic_id, partitions in target.items():
-            if topic_id in subscribed:  # Kafka drops the topics nobody subscribes to any more
+            if topic_id in subscribed and partitions:  # Kafka drops the topics nobody subscribes to any more
                 claims[topic_id].append(partitions)
                 kept[topic_id] = list(partitions)
                 held += len(partitions)
@@ -222,23 +228,24 @@ def _deal_out(
     to_deal: list[tuple[TopicId, list[int]]], unfilled: list[tuple[MemberId, int]], assignment: GroupAssignment
 ) -> None:
     """Each member below its quota, in order, takes the next partitions until it is full."""
-    members = iter(unfilled)
-    member_id, room = None, 0
-    for topic_id, partitions in to_deal:
-        offset, count = 0, len(partitions)
-        while offset < count:
-            if not room:
-                member_id, room = next(members, (None, 0))
-                if member_id is None:
-                    raise PartitionAssignorError("Partitions were left unassigned")
+    segments = iter(to_deal)
+    topic_id, partitions = next(segments, (None, []))
+    offset = 0
+    for member_id, room in unfilled:
+        held = assignment[member_id]
+        while room and topic_id is not None:
             taken = partitions[offset : offset + room]
             offset += len(taken)
             room -= len(taken)
-            held = assignment[member_id]
             if topic_id in held:
                 held[topic_id] += taken
             else:
                 held[topic_id] = taken
+            if offset == len(partitions):
+                topic_id, partitions = next(segments, (None, []))
+                offset = 0
+    if topic_id is not None:
+        raise PartitionAssignorError("Partitions were left unassigned")
 
 
 # ------------------------------------------------------------------------------------------ heterogeneous
@@ -346,7 +353,7 @@ class _HeterogeneousBuilder:
                 owners = self.owners[topic_id]
                 for partition in partitions:
                     if not 0 <= partition < len(owners) or owners[partition] != _UNASSIGNED:
-                        raise PartitionAssignorError(_bad_claim(topic_id, len(owners), [*partitions, partition]))
+                        raise _refused_claim(topic_id, len(owners), partition)
                     owners[partition] = index
                 self.loads[index] += len(partitions)
 

@@ -66,6 +66,7 @@ class CoordinatorConfig(BaseModel):
     migration_policy: ConsumerGroupMigrationPolicy = Field(
         ConsumerGroupMigrationPolicy.BIDIRECTIONAL, description="group.consumer.migration.policy"
     )
+    fidelity: Literal["kafka", "kip"] = "kafka"
 
     @model_validator(mode="after")
     def _bounds(self) -> CoordinatorConfig:

@@ -25,6 +25,7 @@ from typing import Any
 
 from kip_lab.assignors import (
     AssignmentSpec,
+    MapOrder,
     MemberSubscription,
     PartitionAssignor,
     PartitionAssignorError,
@@ -545,7 +546,9 @@ class GroupCoordinator(
                 rack_id=member.rack_id,
             )
         topics = {tid: TopicMetadata(tid, name, n) for name, (tid, n) in metadata.items()}
-        return AssignmentSpec(members=specs, topics=topics)
+        # Kafka reads targets in its hash maps' order; the KIP's tables list them as they were assigned.
+        map_order = MapOrder.AS_GIVEN if self.config.fidelity == "kip" else MapOrder.JAVA_HASH
+        return AssignmentSpec(members=specs, topics=topics, map_order=map_order)
 
     def _compute_target(
         self,
