@@ -95,3 +95,14 @@ def test_the_same_scenario_and_profile_give_the_same_trace():
     scenario = with_fidelity(load_library_scenario("member_failure"), "kip")
     first, second = run_scenario(scenario).trace, run_scenario(scenario).trace
     assert first.to_jsonl() == second.to_jsonl()
+
+
+def test_one_switch_sets_the_share_partition_leaders_profile_too():
+    """``LabConfig(fidelity=...)`` reaches the share-partition leaders; contradicting it is refused."""
+    from kip_lab.lab import LabConfig
+    from kip_lab.share.config import SharePartitionConfig
+
+    assert LabConfig(fidelity="kip").share.fidelity == "kip"
+    assert LabConfig().share.fidelity == "kafka"
+    with pytest.raises(ValueError, match="share.fidelity='kafka' contradicts coordinator.fidelity='kip'"):
+        LabConfig(fidelity="kip", share=SharePartitionConfig(fidelity="kafka"))

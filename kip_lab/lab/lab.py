@@ -105,6 +105,19 @@ class LabConfig(BaseModel):
 
     _fidelity_shorthand = model_validator(mode="before")(lift_fidelity)
 
+    @model_validator(mode="after")
+    def _one_fidelity(self) -> LabConfig:
+        """The share-partition leaders follow the coordinator's profile: one switch for the whole Lab."""
+        if self.share.fidelity == self.coordinator.fidelity:
+            return self
+        if "fidelity" in self.share.model_fields_set:
+            raise ValueError(
+                f"share.fidelity={self.share.fidelity!r} contradicts coordinator.fidelity="
+                f"{self.coordinator.fidelity!r}; set the profile once, as fidelity"
+            )
+        object.__setattr__(self, "share", self.share.model_copy(update={"fidelity": self.coordinator.fidelity}))
+        return self
+
     @property
     def fidelity(self) -> str:
         """The coordinator's profile: ``"kafka"`` (Apache Kafka's behaviour) or ``"kip"`` (the KIP text's)."""
