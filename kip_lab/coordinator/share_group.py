@@ -106,6 +106,36 @@ def share_coordinator_rpc(share_coordinator: Any) -> ShareStateRpc:
     return lambda request: call_share_coordinator(share_coordinator, request).response
 
 
+def _with_request_metadata(member: ShareGroupMember, r: ShareGroupHeartbeatRequest) -> ShareGroupMember:
+    """The member with what the heartbeat sets; a field the request leaves null keeps its value."""
+    return replace(
+        member,
+        rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+        client_id=r.client_id or member.client_id,
+        client_host=r.client_host or member.client_host,
+        subscribed_topic_names=(
+            tuple(sorted(set(r.subscribed_topic_names)))
+            if r.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        ),
+    )
+
+
+def _share_member_metadata(member: ShareGroupMember) -> tuple[object, ...]:
+    """What the ShareGroupMemberMetadata record holds of a member."""
+    return (member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names)
+
+
+def _reconciled_share_member(
+    member: ShareGroupMember, target_epoch: int, target: dict[str, tuple[int, ...]]
+) -> ShareGroupMember:
+    """The member at its target: the target epoch and partitions (the previous epoch moves along)."""
+    assigned = {t: frozenset(p) for t, p in target.items()}
+    if member.member_epoch == target_epoch and member.assigned == assigned:
+        return member
+    return replace(member, member_epoch=target_epoch, previous_member_epoch=member.member_epoch, assigned=assigned)
+
+
 def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     return [
         StatePartitionTopic(topic_id=tid, topic_name=name, partitions=sorted(parts))
@@ -316,24 +346,76 @@ class ShareGroupHandlers:
             raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
 
     def _share_heartbeat(self, r: ShareGroupHeartbeatRequest) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """The phases of Kafka's ``GroupMetadataManager.shareGroupHeartbeat``, each a named step."""
         self._validate_share_heartbeat(r)
-        kind = self._group_kind(r.group_id)
-        if kind not in (None, "share"):
-            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a share group.")
-        group = self.share_groups.get(r.group_id)
-        joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
         if r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if group is None:  # Kafka's GroupMetadataManager.shareGroupLeave
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
-            member = group.member(r.member_id)
-            response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
-            return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
-        if group is None:
-            if not joining:  # Kafka's GroupMetadataManager.getOrMaybeCreateShareGroup
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
-            group = ShareGroup(r.group_id)  # created by replaying this heartbeat's records
+            return self._share_group_leave(r)
+        group = self._get_or_maybe_create_share_group(r)
+        before, member = self._get_or_maybe_create_share_member(group, r)
+        # A member that (re)joins at epoch 0 always bumps the epoch and gets its assignment written and sent.
+        joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
+        updated = _with_request_metadata(member, r)
+        members = {**group.members, updated.member_id: updated}
+        # 1. The member's metadata, the subscription metadata and the group epoch.
+        records, group_epoch, metadata = self._share_member_and_epoch_records(group, before, updated, members, joining)
+        batches = [records] if records else []
+        # 2. A new target assignment if the group epoch has moved past it.
+        target_epoch, target = group.assignment_epoch, group.target
+        if group_epoch > group.assignment_epoch:
+            target, target_epoch = self._share_target(group, members, metadata), group_epoch
+            batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
+        # 3. Reconcile: no revocation barrier, the member takes its target in one step (KIP-932).
+        reconciled = _reconciled_share_member(updated, target_epoch, target.get(updated.member_id, {}))
+        if (
+            before is None
+            or joining
+            or (reconciled.member_epoch, reconciled.assigned) != (before.member_epoch, before.assigned)
+        ):
+            batches.append((self._share_current_assignment_record(group.group_id, reconciled),))
+        self._schedule_share_session(group.group_id, updated.member_id)
+        send_assignment = before is None or joining or reconciled.assigned != before.assigned
+        response = self._share_heartbeat_response(reconciled, send_assignment)
+        return CoordinatorResult(response, tuple(batches), origin="ShareGroupHeartbeat")
 
-        if joining:
+    def _share_group_leave(self, r: ShareGroupHeartbeatRequest) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """Member epoch -1: the member leaves (Kafka's ``GroupMetadataManager.shareGroupLeave``)."""
+        self._require_share_group_id(r.group_id)
+        group = self.share_groups.get(r.group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
+        member = group.member(r.member_id)
+        response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
+        return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
+
+    def _require_share_group_id(self, group_id: str) -> None:
+        """A heartbeat may create a share group, but not take over the id of another kind of group."""
+        if self._group_kind(group_id) not in (None, "share"):
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+
+    def _get_or_maybe_create_share_group(self, r: ShareGroupHeartbeatRequest) -> ShareGroup:
+        """The share group, or a new empty one for a joining member (Kafka's ``getOrMaybeCreateShareGroup``).
+
+        A new group exists only once this heartbeat's records are replayed.
+        """
+        self._require_share_group_id(r.group_id)
+        group = self.share_groups.get(r.group_id)
+        if group is not None:
+            return group
+        if r.member_epoch != SHARE_JOIN_MEMBER_EPOCH:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
+        return ShareGroup(r.group_id)
+
+    def _get_or_maybe_create_share_member(
+        self, group: ShareGroup, r: ShareGroupHeartbeatRequest
+    ) -> tuple[ShareGroupMember | None, ShareGroupMember]:
+        """(the member as the group knows it, or None; the member this heartbeat starts from).
+
+        A join (epoch 0) may not exceed ``max_size``; a join with a known member id is a new
+        incarnation of it, with nothing assigned (docs/decisions.md SG4). Any other epoch must be
+        the member's current or previous one (Kafka's ``throwIfShareGroupMemberEpochIsInvalid``):
+        otherwise FENCED_MEMBER_EPOCH, and the member stays.
+        """
+        if r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
             member_id = r.member_id or self._new_member_id()
             known = group.members.get(member_id)
             if known is None and len(group.members) >= self.share_config.max_size:
@@ -341,85 +423,63 @@ class ShareGroupHandlers:
                     Errors.GROUP_MAX_SIZE_REACHED,
                     f"The share group has reached its maximum capacity of {self.share_config.max_size} members.",
                 )
-            # A join with a known member id is a new incarnation of it: nothing assigned (docs/decisions.md SG4).
-            member = ShareGroupMember(member_id) if known is None else replace(known, member_epoch=0, assigned={})
-        else:
-            member = group.member(r.member_id)
-            received, current = r.member_epoch, member.member_epoch
-            if received > current or (received < current and received != member.previous_member_epoch):
-                # Kafka's throwIfShareGroupMemberEpochIsInvalid: refused, and the member stays (docs/decisions.md SG4).
-                side = "greater" if received > current else "smaller"
-                raise ApiError(
-                    Errors.FENCED_MEMBER_EPOCH,
-                    f"The share group member has a {side} member epoch ({received}) than the one "
-                    f"known by the group coordinator ({current}). The member must abandon all its partitions "
-                    "and rejoin.",
-                )
-            member_id = member.member_id
+            if known is None:
+                return None, ShareGroupMember(member_id)
+            return known, replace(known, member_epoch=0, assigned={})
+        member = group.member(r.member_id)
+        received, current = r.member_epoch, member.member_epoch
+        if received > current or (received < current and received != member.previous_member_epoch):
+            side = "greater" if received > current else "smaller"
+            raise ApiError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The share group member has a {side} member epoch ({received}) than the one "
+                f"known by the group coordinator ({current}). The member must abandon all its partitions "
+                "and rejoin.",
+            )
+        return member, member
 
-        updated = replace(
-            member,
-            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-            client_id=r.client_id or member.client_id,
-            client_host=r.client_host or member.client_host,
-            subscribed_topic_names=(
-                tuple(sorted(set(r.subscribed_topic_names)))
-                if r.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-        )
-        before = group.members.get(member_id)
+    def _share_member_and_epoch_records(
+        self,
+        group: ShareGroup,
+        before: ShareGroupMember | None,
+        updated: ShareGroupMember,
+        members: dict[str, ShareGroupMember],
+        joining: bool,
+    ) -> tuple[tuple[Record, ...], int, dict[str, tuple[str, int]]]:
+        """Phase 1: (records, the group epoch after them, the subscription metadata).
+
+        The member's metadata record if it is new or changed; the subscription metadata is
+        recomputed when the subscriptions changed or the cluster moved since the last check, and
+        written if it differs; either bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``).
+        """
+        group_id = group.group_id
         records: list[Record] = []
-        metadata_fields = ("rack_id", "client_id", "client_host", "subscribed_topic_names")
-        if before is None or any(getattr(before, f) != getattr(updated, f) for f in metadata_fields):
-            records.append(self._share_member_record(group.group_id, updated))
+        if before is None or _share_member_metadata(before) != _share_member_metadata(updated):
+            records.append(self._share_member_record(group_id, updated))
         bump = before is None or joining or before.subscribed_topic_names != updated.subscribed_topic_names
-        view = dict(group.members)
-        view[member_id] = updated
         metadata = group.subscription_metadata
-        if bump or self._share_metadata_checked.get(group.group_id) != self.cluster.version:
-            metadata = self._share_subscription_metadata(view)
+        if bump or self._share_metadata_checked.get(group_id) != self.cluster.version:
+            metadata = self._share_subscription_metadata(members)
             if metadata != group.subscription_metadata:
-                records.append(self._share_partition_metadata_record(group.group_id, metadata))
+                records.append(self._share_partition_metadata_record(group_id, metadata))
                 bump = True
-        self._share_metadata_checked[group.group_id] = self.cluster.version
+        self._share_metadata_checked[group_id] = self.cluster.version
         group_epoch = group.group_epoch + int(bump)
         if bump:
-            records.append(self._share_epoch_record(group.group_id, group_epoch))
-        batches: list[tuple[Record, ...]] = [tuple(records)] if records else []
+            records.append(self._share_epoch_record(group_id, group_epoch))
+        return tuple(records), group_epoch, metadata
 
-        target_epoch, target = group.assignment_epoch, group.target
-        if group_epoch > group.assignment_epoch:
-            target = self._share_target(group, view, metadata)
-            batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
-            target_epoch = group_epoch
-
-        # No revocation barrier: the member takes its target in one step (KIP-932).
-        assigned = {t: frozenset(p) for t, p in target.get(member_id, {}).items()}
-        reconciled = updated
-        if updated.member_epoch != target_epoch or updated.assigned != assigned:
-            reconciled = replace(
-                updated, member_epoch=target_epoch, previous_member_epoch=updated.member_epoch, assigned=assigned
-            )
-        if (
-            before is None
-            or joining
-            or reconciled.member_epoch != before.member_epoch
-            or reconciled.assigned != (before.assigned)
-        ):
-            batches.append((self._share_current_assignment_record(group.group_id, reconciled),))
-        self._schedule_share_session(group.group_id, member_id)
-
-        changed = before is None or joining or before.assigned != reconciled.assigned
-        response = ShareGroupHeartbeatResponse(
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
+    def _share_heartbeat_response(self, member: ShareGroupMember, send_assignment: bool) -> ShareGroupHeartbeatResponse:
+        """The member's id and epoch; its assignment only when it (re)joined or the assignment changed."""
+        assignment = None
+        if send_assignment:
+            assignment = ShareGroupHeartbeatAssignment(topic_partitions=to_topic_partitions(member.assigned))
+        return ShareGroupHeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.share_config.heartbeat_interval_ms,
-            assignment=ShareGroupHeartbeatAssignment(topic_partitions=to_topic_partitions(reconciled.assigned))
-            if changed
-            else None,
+            assignment=assignment,
         )
-        return CoordinatorResult(response, tuple(batches), origin="ShareGroupHeartbeat")
 
     def _share_subscription_metadata(self, members: dict[str, ShareGroupMember]) -> dict[str, tuple[str, int]]:
         names = sorted({n for m in members.values() for n in m.subscribed_topic_names})
