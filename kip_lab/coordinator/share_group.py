@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
+from kip_lab.cluster import Topic
 from kip_lab.coordinator.group import group_snapshot_head
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
@@ -61,6 +62,7 @@ from kip_lab.protocol.share_group import (
     SHARE_JOIN_MEMBER_EPOCH,
     SHARE_LEAVE_MEMBER_EPOCH,
     AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestTopic,
     AlterShareGroupOffsetsResponse,
     DeletedShareGroup,
     DeleteShareGroupOffsetsRequest,
@@ -134,6 +136,62 @@ def _reconciled_share_member(
     if member.member_epoch == target_epoch and member.assigned == assigned:
         return member
     return replace(member, member_epoch=target_epoch, previous_member_epoch=member.member_epoch, assigned=assigned)
+
+
+def _initialize_offsets_data(
+    topic: AlterShareGroupOffsetsRequestTopic, known: Topic, epoch: int
+) -> InitializeStateData:
+    """The partitions of ``topic`` that exist, at their new start offsets and the group's new epoch."""
+    return InitializeStateData(
+        topic_id=known.topic_id,
+        partitions=[
+            InitializeStatePartition(partition=p.partition_index, state_epoch=epoch, start_offset=p.start_offset)
+            for p in topic.partitions
+            if p.partition_index < known.num_partitions
+        ],
+    )
+
+
+def _altered_offsets_topic(
+    topic: AlterShareGroupOffsetsRequestTopic,
+    known: Topic | None,
+    errors: dict[tuple[str, int], tuple[Errors, str | None]],
+) -> ShareOffsetsResponseTopic:
+    """One topic of the AlterShareGroupOffsets answer: an unknown topic or partition, else the initialize's error."""
+    if known is None:
+        return ShareOffsetsResponseTopic(
+            topic_name=topic.topic_name,
+            partitions=[
+                ShareOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                for p in topic.partitions
+            ],
+        )
+    partitions = []
+    for p in topic.partitions:
+        if p.partition_index >= known.num_partitions:
+            code, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+        else:
+            code, message = errors.get((known.topic_id, p.partition_index), (Errors.NONE, None))
+        partitions.append(
+            ShareOffsetsResponsePartition(
+                partition_index=p.partition_index, start_offset=p.start_offset, error_code=code, error_message=message
+            )
+        )
+    return ShareOffsetsResponseTopic(topic_name=topic.topic_name, topic_id=known.topic_id, partitions=partitions)
+
+
+def _described_offsets_partition(partition: int, summary: Any) -> ShareOffsetsResponsePartition:
+    """One partition's start offset from its state summary; UNKNOWN_TOPIC_OR_PARTITION where it has none."""
+    if summary is None:
+        return ShareOffsetsResponsePartition(partition_index=partition, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    return ShareOffsetsResponsePartition(
+        partition_index=partition,
+        start_offset=summary.start_offset,
+        error_code=summary.error_code,
+        error_message=summary.error_message,
+    )
 
 
 def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
@@ -542,22 +600,35 @@ class ShareGroupHandlers:
         return CoordinatorResult(result.response, result.batches + extra, origin=result.origin)
 
     def _sync_share_state(self, group_id: str) -> tuple[tuple[Record, ...], ...]:
-        """Reconcile the persisted share-partitions with the subscriptions and the cluster."""
+        """Reconcile the persisted share-partitions with the subscriptions and the cluster: delete, then initialize."""
         group = self.share_groups.get(group_id)
         if group is None or self.share_state_rpc is None:
             return ()
-        written: list[tuple[Record, ...]] = []
-        # Delete: unfinished deletions, and topics that no longer exist (their absence is the marker).
+        deleted = self._finish_share_state_deletions(group)
+        initialized = self._initialize_share_state(self.share_groups[group_id])
+        return tuple(batch for batch in (deleted, initialized) if batch is not None)
+
+    def _finish_share_state_deletions(self, group: ShareGroup) -> tuple[Record, ...] | None:
+        """Delete unfinished deletions and the state of topics that no longer exist (their absence is the marker).
+
+        The batch written once the share coordinator has deleted them (a vanished topic also bumps the epoch).
+        """
         gone = {tid: v for tid, v in group.initialized.items() if self.cluster.topic_by_id(tid) is None}
         pending = {**gone, **group.deleting}
-        if pending and self._delete_state(group_id, pending) is Errors.NONE:
-            initialized = {t: v for t, v in group.initialized.items() if t not in pending}
-            batch = [self._share_state_metadata_record(group_id, initialized, {})]
-            if gone:
-                batch.append(self._share_epoch_record(group_id, group.group_epoch + 1))
-            written.append(self._apply_share(CoordinatorResult(None, (tuple(batch),))).batches[0])
-        # Initialize: subscribed topics without state, and partitions added to topics with state.
-        group = self.share_groups[group_id]
+        if not pending or self._delete_state(group.group_id, pending) is not Errors.NONE:
+            return None
+        initialized = {t: v for t, v in group.initialized.items() if t not in pending}
+        batch = [self._share_state_metadata_record(group.group_id, initialized, {})]
+        if gone:
+            batch.append(self._share_epoch_record(group.group_id, group.group_epoch + 1))
+        return self._apply_share(CoordinatorResult(None, (tuple(batch),))).batches[0]
+
+    def _initialize_share_state(self, group: ShareGroup) -> tuple[Record, ...] | None:
+        """Initialize subscribed topics without state, and partitions added to topics with state.
+
+        The batch written once the share coordinator has initialized them all: the topics join
+        ShareGroupStatePartitionMetadata and the group epoch moves, so the next target includes them.
+        """
         wanted: dict[str, list[InitializeStatePartition]] = {}
         grown: TopicState = dict(group.initialized)
         for name, (topic_id, count) in sorted(group.subscription_metadata.items()):
@@ -573,18 +644,19 @@ class ShareGroupHandlers:
                     for p in new
                 ]
                 grown[topic_id] = (name, have | frozenset(new))
-        if wanted:
-            request = InitializeShareGroupStateRequest(
-                group_id=group_id,
-                topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
-            )
-            if self._first_error(self._call_share_state(request)) is Errors.NONE:
-                batch = (
-                    self._share_state_metadata_record(group_id, grown, group.deleting),
-                    self._share_epoch_record(group_id, group.group_epoch + 1),
-                )
-                written.append(self._apply_share(CoordinatorResult(None, (batch,))).batches[0])
-        return tuple(written)
+        if not wanted:
+            return None
+        request = InitializeShareGroupStateRequest(
+            group_id=group.group_id,
+            topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
+        )
+        if self._first_error(self._call_share_state(request)) is not Errors.NONE:
+            return None
+        batch = (
+            self._share_state_metadata_record(group.group_id, grown, group.deleting),
+            self._share_epoch_record(group.group_id, group.group_epoch + 1),
+        )
+        return self._apply_share(CoordinatorResult(None, (batch,))).batches[0]
 
     def _delete_state(self, group_id: str, topics: TopicState) -> Errors:
         """DeleteShareGroupState for these topics' partitions; the first error, or NONE."""
@@ -699,81 +771,43 @@ class ShareGroupHandlers:
             )
         epoch = group.group_epoch + 1
         batches = [self._apply_share(CoordinatorResult(None, ((self._share_epoch_record(group.group_id, epoch),),)))]
-        responses, topics = [], []
+        asked = [(topic, self._topic_or_none(topic.topic_name)) for topic in request.topics]
+        initialize = [
+            (known, _initialize_offsets_data(topic, known, epoch)) for topic, known in asked if known is not None
+        ]
         grown: TopicState = dict(group.initialized)
-        for topic in request.topics:
-            known = self.cluster.topic(topic.topic_name) if topic.topic_name in self.cluster else None
-            if known is None:
-                responses.append(
-                    ShareOffsetsResponseTopic(
-                        topic_name=topic.topic_name,
-                        partitions=[
-                            ShareOffsetsResponsePartition(
-                                partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
-                            )
-                            for p in topic.partitions
-                        ],
-                    )
-                )
-                continue
-            valid = [p for p in topic.partitions if p.partition_index < known.num_partitions]
-            topics.append(
-                InitializeStateData(
-                    topic_id=known.topic_id,
-                    partitions=[
-                        InitializeStatePartition(
-                            partition=p.partition_index, state_epoch=epoch, start_offset=p.start_offset
-                        )
-                        for p in valid
-                    ],
-                )
-            )
+        for known, data in initialize:
             have = grown.get(known.topic_id, (known.name, frozenset()))[1]
-            grown[known.topic_id] = (known.name, have | frozenset(p.partition_index for p in valid))
-            responses.append((topic, known))
-        errors: dict[tuple[str, int], tuple[Errors, str | None]] = {}
-        if topics and self.share_state_rpc is not None:
-            answer = self._call_share_state(InitializeShareGroupStateRequest(group_id=group.group_id, topics=topics))
-            for t in answer.results:
-                for p in t.partitions:
-                    errors[(t.topic_id, p.partition)] = (p.error_code, p.error_message)
-        elif topics:
-            errors = {
+            grown[known.topic_id] = (known.name, have | frozenset(p.partition for p in data.partitions))
+        errors = self._initialize_offsets(group.group_id, [data for _, data in initialize])
+        if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
+            record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
+            batches.append(self._apply_share(CoordinatorResult(None, ((record,),))))
+        return CoordinatorResult(
+            AlterShareGroupOffsetsResponse(responses=[_altered_offsets_topic(t, known, errors) for t, known in asked]),
+            tuple(b for r in batches for b in r.batches),
+            origin="AlterShareGroupOffsets",
+        )
+
+    def _topic_or_none(self, name: str) -> Topic | None:
+        return self.cluster.topic(name) if name in self.cluster else None
+
+    def _initialize_offsets(
+        self, group_id: str, topics: list[InitializeStateData]
+    ) -> dict[tuple[str, int], tuple[Errors, str | None]]:
+        """InitializeShareGroupState at the new start offsets: (topic id, partition) -> (error, message)."""
+        if not topics:
+            return {}
+        if self.share_state_rpc is None:
+            return {
                 (t.topic_id, p.partition): (Errors.COORDINATOR_NOT_AVAILABLE, "No share coordinator.")
                 for t in topics
                 for p in t.partitions
             }
-        if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
-            record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
-            batches.append(self._apply_share(CoordinatorResult(None, ((record,),))))
-        out = []
-        for entry in responses:
-            if isinstance(entry, ShareOffsetsResponseTopic):
-                out.append(entry)
-                continue
-            topic, known = entry
-            partitions = []
-            for p in topic.partitions:
-                if p.partition_index >= known.num_partitions:
-                    code, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
-                else:
-                    code, message = errors.get((known.topic_id, p.partition_index), (Errors.NONE, None))
-                partitions.append(
-                    ShareOffsetsResponsePartition(
-                        partition_index=p.partition_index,
-                        start_offset=p.start_offset,
-                        error_code=code,
-                        error_message=message,
-                    )
-                )
-            out.append(
-                ShareOffsetsResponseTopic(topic_name=topic.topic_name, topic_id=known.topic_id, partitions=partitions)
-            )
-        return CoordinatorResult(
-            AlterShareGroupOffsetsResponse(responses=out),
-            tuple(b for r in batches for b in r.batches),
-            origin="AlterShareGroupOffsets",
-        )
+        answer = self._call_share_state(InitializeShareGroupStateRequest(group_id=group_id, topics=topics))
+        return {
+            (t.topic_id, p.partition): (p.error_code, p.error_message) for t in answer.results for p in t.partitions
+        }
 
     def delete_share_group_offsets(
         self, request: DeleteShareGroupOffsetsRequest
@@ -835,35 +869,32 @@ class ShareGroupHandlers:
         else:
             by_name = {name: tid for tid, (name, _) in group.initialized.items()}
             asked = [(t.topic_name, by_name.get(t.topic_name), t.partitions) for t in request.topics]
-        summary: dict[tuple[str, int], Any] = {}
+        summary = self._read_start_offsets(group.group_id, asked)
+        out = [
+            ShareOffsetsResponseTopic(
+                topic_name=name,
+                topic_id=tid,
+                partitions=[
+                    _described_offsets_partition(p, summary.get((tid, p)) if tid is not None else None) for p in parts
+                ],
+            )
+            for name, tid, parts in asked
+        ]
+        return CoordinatorResult(DescribeShareGroupOffsetsResponse(responses=out), origin="DescribeShareGroupOffsets")
+
+    def _read_start_offsets(
+        self, group_id: str, asked: list[tuple[str, str | None, list[int]]]
+    ) -> dict[tuple[str, int], Any]:
+        """ReadShareGroupStateSummary for the known topics asked: (topic id, partition) -> its summary."""
         query = [
             ReadStateData(topic_id=tid, partitions=[ReadStatePartition(partition=p) for p in parts])
             for _, tid, parts in asked
             if tid is not None and parts
         ]
-        if query and self.share_state_rpc is not None:
-            answer = self._call_share_state(ReadShareGroupStateSummaryRequest(group_id=group.group_id, topics=query))
-            summary = {(t.topic_id, p.partition): p for t in answer.results for p in t.partitions}
-        out = []
-        for name, tid, parts in asked:
-            partitions = []
-            for p in parts:
-                found = summary.get((tid, p)) if tid is not None else None
-                if found is None:
-                    partitions.append(
-                        ShareOffsetsResponsePartition(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
-                    )
-                else:
-                    partitions.append(
-                        ShareOffsetsResponsePartition(
-                            partition_index=p,
-                            start_offset=found.start_offset,
-                            error_code=found.error_code,
-                            error_message=found.error_message,
-                        )
-                    )
-            out.append(ShareOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=partitions))
-        return CoordinatorResult(DescribeShareGroupOffsetsResponse(responses=out), origin="DescribeShareGroupOffsets")
+        if not query or self.share_state_rpc is None:
+            return {}
+        answer = self._call_share_state(ReadShareGroupStateSummaryRequest(group_id=group_id, topics=query))
+        return {(t.topic_id, p.partition): p for t in answer.results for p in t.partitions}
 
     # ------------------------------------------------------------------ inspection
     def share_state_snapshot(self) -> dict[str, Any]:
