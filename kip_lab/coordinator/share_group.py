@@ -233,6 +233,11 @@ class ShareGroupHandlers:
                     del self.share_groups[g]
         return result
 
+    def _write_share_batch(self, *records: Record) -> tuple[Record, ...]:
+        """Append one batch and replay it at once: a step the next call to the share coordinator builds on."""
+        self._apply_share(CoordinatorResult(None, (records,)))
+        return records
+
     def _replay_share(self, key: Any, value: Any) -> None:
         group = self.share_groups.get(key.group_id)
         if group is None:
@@ -621,7 +626,7 @@ class ShareGroupHandlers:
         batch = [self._share_state_metadata_record(group.group_id, initialized, {})]
         if gone:
             batch.append(self._share_epoch_record(group.group_id, group.group_epoch + 1))
-        return self._apply_share(CoordinatorResult(None, (tuple(batch),))).batches[0]
+        return self._write_share_batch(*batch)
 
     def _initialize_share_state(self, group: ShareGroup) -> tuple[Record, ...] | None:
         """Initialize subscribed topics without state, and partitions added to topics with state.
@@ -656,7 +661,7 @@ class ShareGroupHandlers:
             self._share_state_metadata_record(group.group_id, grown, group.deleting),
             self._share_epoch_record(group.group_id, group.group_epoch + 1),
         )
-        return self._apply_share(CoordinatorResult(None, (batch,))).batches[0]
+        return self._write_share_batch(*batch)
 
     def _delete_state(self, group_id: str, topics: TopicState) -> Errors:
         """DeleteShareGroupState for these topics' partitions; the first error, or NONE."""
@@ -720,20 +725,22 @@ class ShareGroupHandlers:
         ]
         return CoordinatorResult(ListShareGroupsResponse(groups=listed), origin="ListShareGroups")
 
-    def _require_empty(self, group: ShareGroup) -> None:
+    def _empty_share_group(self, group_id: str) -> ShareGroup:
+        """The share group, which must have no members: deleting it or its offsets, or altering them."""
+        group = self._share_group(group_id)
         if group.state is not ShareGroupState.EMPTY:
             raise ApiError(Errors.NON_EMPTY_GROUP, f"Share group {group.group_id} is not empty.")
+        return group
 
     def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
         """Only an empty group: its state goes to DeletingTopics, is deleted, then the group's tombstones."""
         results, batches = [], []
         for group_id in request.groups_names:
             try:
-                group = self._share_group(group_id)
-                self._require_empty(group)
+                group = self._empty_share_group(group_id)
                 if group.initialized:
                     marked = (self._share_state_metadata_record(group_id, {}, {**group.deleting, **group.initialized}),)
-                    batches.append(self._apply_share(CoordinatorResult(None, (marked,))).batches[0])
+                    batches.append(self._write_share_batch(*marked))
                 error = self._delete_state(group_id, group.deleting) if group.deleting else Errors.NONE
                 if error is not Errors.NONE:
                     raise ApiError(error, "The share coordinator did not delete the share state.")
@@ -747,7 +754,7 @@ class ShareGroupHandlers:
                     Record(ShareGroupStatePartitionMetadataKey(group_id=group_id), None),
                     Record(ShareGroupMetadataKey(group_id=group_id), None),
                 ]
-                batches.append(self._apply_share(CoordinatorResult(None, (tuple(tombstones),))).batches[0])
+                batches.append(self._write_share_batch(*tombstones))
                 self._share_metadata_checked.pop(group_id, None)
                 results.append(DeletedShareGroup(group_id=group_id))
             except ApiError as error:
@@ -762,15 +769,14 @@ class ShareGroupHandlers:
     ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
         """Reset SPSOs of an empty group: bump the epoch, then Initialize with the new state epoch."""
         try:
-            group = self._share_group(request.group_id)
-            self._require_empty(group)
+            group = self._empty_share_group(request.group_id)
         except ApiError as error:
             return CoordinatorResult(
                 AlterShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
                 origin="AlterShareGroupOffsets",
             )
         epoch = group.group_epoch + 1
-        batches = [self._apply_share(CoordinatorResult(None, ((self._share_epoch_record(group.group_id, epoch),),)))]
+        batches = [self._write_share_batch(self._share_epoch_record(group.group_id, epoch))]
         asked = [(topic, self._topic_or_none(topic.topic_name)) for topic in request.topics]
         initialize = [
             (known, _initialize_offsets_data(topic, known, epoch)) for topic, known in asked if known is not None
@@ -782,10 +788,10 @@ class ShareGroupHandlers:
         errors = self._initialize_offsets(group.group_id, [data for _, data in initialize])
         if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
             record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
-            batches.append(self._apply_share(CoordinatorResult(None, ((record,),))))
+            batches.append(self._write_share_batch(record))
         return CoordinatorResult(
             AlterShareGroupOffsetsResponse(responses=[_altered_offsets_topic(t, known, errors) for t, known in asked]),
-            tuple(b for r in batches for b in r.batches),
+            tuple(batches),
             origin="AlterShareGroupOffsets",
         )
 
@@ -814,8 +820,7 @@ class ShareGroupHandlers:
     ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
         """Remove whole topics' state from an empty group: Deleting, DeleteShareGroupState, then gone."""
         try:
-            group = self._share_group(request.group_id)
-            self._require_empty(group)
+            group = self._empty_share_group(request.group_id)
         except ApiError as error:
             return CoordinatorResult(
                 DeleteShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
@@ -840,16 +845,16 @@ class ShareGroupHandlers:
         if chosen:
             remaining = {t: v for t, v in group.initialized.items() if t not in chosen}
             marked = self._share_state_metadata_record(group.group_id, remaining, {**group.deleting, **chosen})
-            batches.append(self._apply_share(CoordinatorResult(None, ((marked,),))))
+            batches.append(self._write_share_batch(marked))
             code = self._delete_state(group.group_id, chosen)
             if code is Errors.NONE:
                 done = self._share_state_metadata_record(group.group_id, remaining, {})
-                batches.append(self._apply_share(CoordinatorResult(None, ((done,),))))
+                batches.append(self._write_share_batch(done))
             for tid, (name, _) in sorted(chosen.items(), key=lambda kv: request.topic_names.index(kv[1][0])):
                 out.append(DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, error_code=code))
         return CoordinatorResult(
             DeleteShareGroupOffsetsResponse(responses=out),
-            tuple(b for r in batches for b in r.batches),
+            tuple(batches),
             origin="DeleteShareGroupOffsets",
         )
 
