@@ -94,6 +94,16 @@ CLIENT_ERROR_OF_PERSISTER_ERROR = {
     Errors.FENCED_STATE_EPOCH: Errors.FENCED_STATE_EPOCH,
     Errors.FENCED_LEADER_EPOCH: Errors.NOT_LEADER_OR_FOLLOWER,
 }
+
+
+def client_error(error: Errors, fidelity: str) -> Errors:
+    """What a client is told when the share coordinator refused a read or a write: under ``kafka``,
+    Kafka's ``SharePartition.fetchPersisterError``; under ``kip``, the share coordinator's own error."""
+    if fidelity == "kip" or error is Errors.NONE:
+        return error
+    return CLIENT_ERROR_OF_PERSISTER_ERROR.get(error, Errors.UNKNOWN_SERVER_ERROR)
+
+
 ACKNOWLEDGE_TRIGGER = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.REJECT: "reject", AcknowledgeType.GAP: "gap"}
 AT_LIMIT = {"release": "release at limit", "lock timeout": "lock timeout at limit"}  # the edge past the delivery limit
 
@@ -249,8 +259,7 @@ class SharePartition:
         result = persister.read_state(group_id, topic_id, partition, leader_epoch)
         kafka = config.fidelity == "kafka"
         if result.error_code is not Errors.NONE:
-            error = CLIENT_ERROR_OF_PERSISTER_ERROR.get(result.error_code, Errors.UNKNOWN_SERVER_ERROR)
-            raise ApiError(error if kafka else result.error_code, result.error_message or "")
+            raise ApiError(client_error(result.error_code, config.fidelity), result.error_message or "")
         sp = cls(group_id, topic_id, partition, log, config, scheduler, persister, leader_epoch, result.state_epoch)
         spans = sorted(spans_from_batches(result.state_batches))
         sp.durable = DurableState(result.state_epoch, leader_epoch, 0, result.start_offset, tuple(spans))
@@ -743,10 +752,8 @@ class SharePartition:
                 batch.pending_write = batch.pending_state = None
 
     def client_error(self, error: Errors) -> Errors:
-        """The error a client gets for a refused write: Kafka's ``fetchPersisterError`` under ``kafka``."""
-        if self.config.fidelity == "kip" or error is Errors.NONE:
-            return error
-        return CLIENT_ERROR_OF_PERSISTER_ERROR.get(error, Errors.UNKNOWN_SERVER_ERROR)
+        """The error a client gets for a refused write (see ``client_error``)."""
+        return client_error(error, self.config.fidelity)
 
     def _unlock(self, batch: InFlightBatch) -> None:
         lock_id = batch.lock_id
