@@ -45,7 +45,8 @@ from kip_lab.coordinator.group import (
     check_group_transition,
     group_snapshot_head,
 )
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
+from kip_lab.coordinator.member import ReconciliationState as MemberState
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile

@@ -28,7 +28,8 @@ from dataclasses import replace
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
+from kip_lab.coordinator.member import ReconciliationState as MemberState
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
