@@ -243,11 +243,9 @@ class SharePartitionLeader:
             if session is not None:
                 self._end_session(session)
             return ShareSession(request.group_id, request.member_id)
-        if (problem := _session_problem(session, epoch, request.member_id)) is not None:
-            raise ApiError(*problem)
-        if epoch == FINAL_SHARE_SESSION_EPOCH and (final_problem := self._final_fetch_problem(request)) is not None:
-            raise ApiError(Errors.INVALID_REQUEST, final_problem)
-        assert session is not None  # _session_problem refuses a missing session
+        session = _require_session(session, epoch, request.member_id)
+        if epoch == FINAL_SHARE_SESSION_EPOCH and (problem := self._final_fetch_problem(request)) is not None:
+            raise ApiError(Errors.INVALID_REQUEST, problem)
         return session
 
     def _acknowledge_piggybacked(self, request: ShareFetchRequest) -> dict[TopicPartition, AcknowledgeOutcome]:
@@ -328,8 +326,10 @@ class SharePartitionLeader:
             return _ready(
                 _acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
             )
-        if (problem := _session_problem(session, epoch, request.member_id)) is not None:
-            return _ready(_acknowledge_error(*problem))
+        try:
+            session = _require_session(session, epoch, request.member_id)
+        except ApiError as error:
+            return _ready(_acknowledge_error(error.error, error.message or ""))
         outcomes = [
             (
                 topic.topic_id,
@@ -372,13 +372,14 @@ class SharePartitionLeader:
         return LeaderReply(tuple(o.write for _, parts in outcomes for _, o in parts if o.write is not None), build)
 
 
-def _session_problem(session: ShareSession | None, epoch: int, member_id: str) -> tuple[Errors, str] | None:
-    """Why a request past the opening one cannot use its session (the final epoch matches any session epoch)."""
+def _require_session(session: ShareSession | None, epoch: int, member_id: str) -> ShareSession:
+    """The session a request past the opening one uses, or ApiError saying why it cannot (the final
+    epoch matches any session epoch)."""
     if session is None:
-        return Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {member_id}"
+        raise ApiError(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {member_id}")
     if epoch != FINAL_SHARE_SESSION_EPOCH and epoch != session.epoch:
-        return Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}"
-    return None
+        raise ApiError(Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}")
+    return session
 
 
 def _fetch_error(error: Errors, message: str) -> ShareFetchResponse:

@@ -649,6 +649,7 @@ class SharePartition:
                         (batch.first_offset, batch.last_offset, int(DURABLE_CODE[target]), batch.delivery_count)
                     )
         changed.sort()
+        spans: tuple[Span, ...]
         if new_log_start is not None:
             start_offset, spans = new_log_start, ()  # every change is below the new start
         else:
@@ -781,7 +782,8 @@ class SharePartition:
 
     def lock_deadlines(self) -> dict[int, int]:
         """Armed acquisition locks: lock id -> due time."""
-        return {key.lock_id: due for key, due in sorted(self.scheduler.timers(self).items())}
+        locks = {key.lock_id: due for key, due in self.scheduler.timers(self).items() if isinstance(key, LockTimer)}
+        return dict(sorted(locks.items()))
 
 
 def _settled_acquired(batch: InFlightBatch) -> bool:
