@@ -372,7 +372,7 @@ class ShareCoordinator:
 
 def _leader_epoch_write(data) -> WriteStatePartition:
     """A read by a newer leader is recorded as an empty write carrying its leader epoch."""
-    return WriteStatePartition.model_construct(
+    return WriteStatePartition(
         partition=data.partition,
         state_epoch=0,
         leader_epoch=data.leader_epoch,

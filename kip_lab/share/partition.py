@@ -816,12 +816,12 @@ def _acquired_ranges(batches: list[InFlightBatch]) -> list[AcquiredRecords]:
     out: list[AcquiredRecords] = []
     for batch in batches:
         if out and out[-1].last_offset + 1 == batch.first_offset and out[-1].delivery_count == batch.delivery_count:
-            out[-1] = AcquiredRecords.model_construct(
+            out[-1] = AcquiredRecords(
                 first_offset=out[-1].first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
             )
         else:
             out.append(
-                AcquiredRecords.model_construct(
+                AcquiredRecords(
                     first_offset=batch.first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
                 )
             )

@@ -25,7 +25,7 @@ def spans_from_batches(batches: Iterable[StateBatch]) -> list[Span]:
 
 def batches_from_spans(spans: Iterable[Span]) -> list[StateBatch]:
     return [
-        StateBatch.model_construct(first_offset=f, last_offset=last, delivery_state=DeliveryState(s), delivery_count=c)
+        StateBatch(first_offset=f, last_offset=last, delivery_state=DeliveryState(s), delivery_count=c)
         for f, last, s, c in spans
     ]
 
