@@ -5,7 +5,7 @@ live behind optional extras and are never imported from here.
 """
 
 from kip_lab.cluster import ClusterMetadata
-from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, GroupState, MemberState
+from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, GroupState, ReconciliationState
 from kip_lab.protocol import ApiError, Errors
 
 __version__ = "0.1.0"
@@ -18,6 +18,6 @@ __all__ = [
     "Errors",
     "GroupCoordinator",
     "GroupState",
-    "MemberState",
+    "ReconciliationState",
     "__version__",
 ]

@@ -14,7 +14,7 @@ from conftest import GROUP, Harness, batch_kinds, record_kinds, tombstones
 from pydantic import ValidationError
 
 from kip_lab.assignors import PartitionAssignorError, RangeAssignor, UniformAssignor
-from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, MemberState
+from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, ReconciliationState
 from kip_lab.protocol import (
     ClientAssignor,
     ConsumerGroupDescribeRequest,
@@ -250,7 +250,7 @@ def test_second_join_gets_pending_partitions_until_released(h):
     assert result.response.member_epoch == 2
     assert h.assigned(result) == {}
     assert h.pending(result) == {"foo": [3, 4, 5]}
-    assert h.member("B").state is MemberState.UNRELEASED_PARTITIONS
+    assert h.member("B").state is ReconciliationState.UNRELEASED_PARTITIONS
     assert h.group.state is GroupState.RECONCILING
     h.assert_replays()
 
@@ -437,7 +437,7 @@ def test_topic_deletion_bumps_once_and_revokes_its_partitions(h):
     assert h.target("A") == {"foo": [0, 1, 2, 3, 4, 5]}
     assert h.assigned(result) == {"foo": [0, 1, 2, 3, 4, 5]}  # bar left out: revoke it
     assert result.response.member_epoch == before  # still revoking
-    assert h.member("A").state is MemberState.UNREVOKED_PARTITIONS
+    assert h.member("A").state is ReconciliationState.UNREVOKED_PARTITIONS
     h.settle()
     assert h.member("A").member_epoch == before + 1
     h.assert_replays()
@@ -798,7 +798,7 @@ def revoking_a(h: Harness) -> None:
     h.join("B")
     told = h.heartbeat("A", 1)
     assert h.assigned(told) == {"foo": [0, 1, 2]}
-    assert h.member("A").state is MemberState.UNREVOKED_PARTITIONS
+    assert h.member("A").state is ReconciliationState.UNREVOKED_PARTITIONS
     assert h.gc.timers()[("rebalance", GROUP, "A")] == 10_000
 
 
@@ -856,7 +856,7 @@ def test_a_response_never_revokes_and_assigns_together(h):
     b = step("B", h.heartbeat("B", before))
     assert b.response.member_epoch == before + 1
     assert b.response.assignment is None
-    assert h.member("B").state is MemberState.UNRELEASED_PARTITIONS
+    assert h.member("B").state is ReconciliationState.UNRELEASED_PARTITIONS
     assert h.owns("B") == {"foo": [3, 4, 5]}
     # A full request shows the pending partitions.
     full = h.heartbeat(
@@ -1066,18 +1066,18 @@ def test_member_revoking_across_a_second_target_keeps_its_epoch_and_restarts_its
     plan.update(A=[0, 1, 2, 3], B=[4, 5])
     h.join("B")
     h.heartbeat("A", 1)
-    assert (h.member("A").state, h.member("A").member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    assert (h.member("A").state, h.member("A").member_epoch) == (ReconciliationState.UNREVOKED_PARTITIONS, 1)
     plan.update(A=[0, 1], B=[2, 3, 4, 5])
     h.join("C")  # a third target (epoch 3) while A still revokes toward the second
     h.gc.advance(5_000)
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2, 3]}))  # foo-4 and foo-5 revoked
     member = h.member("A")
-    assert (member.state, member.member_epoch) == (MemberState.UNREVOKED_PARTITIONS, 1)
+    assert (member.state, member.member_epoch) == (ReconciliationState.UNREVOKED_PARTITIONS, 1)
     assert result.response.member_epoch == 1
     assert h.owns("A") == {"foo": [0, 1]}
     assert h.gc.timers()[("rebalance", GROUP, "A")] == 15_000  # restarted: the assignment changed
     h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1]}))
-    assert (h.member("A").state, h.member("A").member_epoch) == (MemberState.STABLE, 3)
+    assert (h.member("A").state, h.member("A").member_epoch) == (ReconciliationState.STABLE, 3)
 
 
 def test_names_and_regex_together_subscribe_to_both(h):

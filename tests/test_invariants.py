@@ -18,7 +18,7 @@ import pytest
 import kip_lab.coordinator.coordinator as coordinator_module
 from kip_lab.clients import CallbackConfig
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import MemberState as ServerMemberState
+from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab.invariants import INVARIANTS, InvariantViolation
@@ -173,8 +173,8 @@ def test_stable_means_converged_catches_a_member_marked_stable_while_still_waiti
     def break_it(lab: Lab) -> None:
         def reconcile(member, target_epoch, target, partition_held, owned_reported):
             updated, trigger = real(member, target_epoch, target, partition_held, owned_reported)
-            if updated.state is ServerMemberState.UNRELEASED_PARTITIONS:  # C, waiting for A's and B's
-                updated = replace(updated, state=ServerMemberState.STABLE)
+            if updated.state is ReconciliationState.UNRELEASED_PARTITIONS:  # C, waiting for A's and B's
+                updated = replace(updated, state=ReconciliationState.STABLE)
             return updated, trigger
 
         monkeypatch.setattr(coordinator_module, "reconcile", reconcile)

@@ -36,7 +36,7 @@ from sim_clients import (
     replay_trace,
 )
 
-from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, MemberState
+from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, ReconciliationState
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.runtime.scheduler import Scheduler
@@ -140,7 +140,7 @@ def check_group(group: ConsumerGroup) -> None:
         for member in group.members.values():
             where = f"{gid}/{member.member_id} in a Stable group"
             assert member.member_epoch == group.assignment_epoch, f"{where}: epoch {member.member_epoch}"
-            assert member.state is MemberState.STABLE, f"{where}: state {member.state}"
+            assert member.state is ReconciliationState.STABLE, f"{where}: state {member.state}"
             assert not member.pending_revocation, f"{where}: pending revocation {member.pending_revocation}"
             assert member.assigned == group.target_of(member.member_id), (
                 f"{where}: assigned {member.assigned} != target {group.target_of(member.member_id)}"
@@ -345,7 +345,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             target = flatten(group.target_of(member.member_id))
             # (A member still revoking toward an older target keeps what that target let it
             # keep until it has revoked — RC11 as Kafka reads it — so only when not revoking.)
-            assert member.state is MemberState.UNREVOKED_PARTITIONS or now | pending <= target, (
+            assert member.state is ReconciliationState.UNREVOKED_PARTITIONS or now | pending <= target, (
                 f"client {client.slot}: assigned/pending {sorted((now | pending) - target)} outside its target"
             )
             # I5: a partition is pending only while another member still holds it.
@@ -681,7 +681,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             (gid, mid)
             for gid, group in gc.groups.items()
             for mid, m in group.members.items()
-            if m.state is MemberState.UNREVOKED_PARTITIONS and m.member_epoch != -2
+            if m.state is ReconciliationState.UNREVOKED_PARTITIONS and m.member_epoch != -2
         }
         assert revoking <= rebalance, f"members revoking without a rebalance timer: {sorted(revoking - rebalance)}"
         for gid, mid in revoking:  # ... armed for the epoch it is revoking at, or it fires for nothing
@@ -856,7 +856,7 @@ def test_partition_coming_back_to_its_revoker_is_assigned_at_once() -> None:
     assert flatten(a.owned) == {(h.cluster.topic_id("foo"), 0)}
     h.send(a, a.heartbeat_request(subscription=Subscription(names=("foo", "bar"))))  # ack; bar-0 back
     member = h.gc.groups[GROUP_ID].members[a.member_id]
-    assert member.state is MemberState.STABLE, member.state
+    assert member.state is ReconciliationState.STABLE, member.state
     assert flatten(member.assigned) == {(h.cluster.topic_id("foo"), 0), (h.cluster.topic_id("bar"), 0)}
     assert h.gc.groups[GROUP_ID].state is GroupState.STABLE
 
@@ -884,5 +884,5 @@ def test_member_epoch_jumps_straight_to_the_target_epoch() -> None:
     assert group.assignment_epoch == 3
     response = h.send(a, a.heartbeat_request())  # A acknowledges; must still revoke foo-2
     member = group.members[a.member_id]
-    assert member.state is MemberState.UNREVOKED_PARTITIONS
+    assert member.state is ReconciliationState.UNREVOKED_PARTITIONS
     assert response.member_epoch == member.member_epoch == 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 from share_support import Rig, ack, make_rig
 
 from kip_lab.protocol.share import AcknowledgeType
-from kip_lab.share.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE
+from kip_lab.share.partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, LockTimer
 
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 AV, ACKED, ARCH = 0, 2, 4  # DeliveryState codes
@@ -99,7 +99,7 @@ def test_share_state_writes_example_every_step() -> None:
     )
     # 7: lock timeout elapsed on 111, 112 (consumer 1's records from step 3; 110 was re-locked at step 6)
     fired = rig.scheduler.run(30_000)
-    assert [f.key for f in fired] == [("lock", 1)]  # step 1's lock was disarmed when 100-109 were acknowledged
+    assert [f.key for f in fired] == [LockTimer(1)]  # step 1's lock was disarmed when 100-109 were acknowledged
     step(
         expand(
             (110, 110, ACQUIRED, 2),
@@ -248,7 +248,7 @@ def test_share_state_writes_example_under_kafka() -> None:
     got = rig.sp.acquire("C1", 10)
     assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(110, 110, 2), (120, 120, 1)]
     step(110, 121, None, (110, [(110, 110, AV, 1), (119, 119, ACKED, 1)]))
-    assert [f.key for f in rig.scheduler.run(30_000)] == [("lock", 1)]  # 7: 111-112 time out
+    assert [f.key for f in rig.scheduler.run(30_000)] == [LockTimer(1)]  # 7: 111-112 time out
     step(110, 121, (110, [(111, 112, AV, 1)]), (110, [(110, 112, AV, 1), (119, 119, ACKED, 1)]))
     rig.sp.acknowledge("C2", [ack(113, 118, ACCEPT)])  # 8
     step(110, 121, (110, [(113, 118, ACKED, 1)]), (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]))

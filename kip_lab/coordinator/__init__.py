@@ -9,7 +9,7 @@ from kip_lab.coordinator.classic_group import (
 from kip_lab.coordinator.config import ConsumerGroupMigrationPolicy, CoordinatorConfig
 from kip_lab.coordinator.coordinator import GroupCoordinator
 from kip_lab.coordinator.group import GROUP_STATE_MACHINE, ConsumerGroup, GroupState
-from kip_lab.coordinator.member import RECONCILIATION_MACHINE, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.member import RECONCILIATION_MACHINE, ConsumerGroupMember, ReconciliationState
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
 
@@ -28,6 +28,6 @@ __all__ = [
     "DeferredResponse",
     "GroupCoordinator",
     "GroupState",
-    "MemberState",
+    "ReconciliationState",
     "reconcile",
 ]

@@ -46,7 +46,8 @@ from kip_lab.coordinator.group import (
     check_group_transition,
     group_snapshot_head,
 )
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
+from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
@@ -92,7 +93,7 @@ SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, pa
 def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
     """The member with no assignment and epoch 0, as after a (re)join."""
     return replace(
-        member, member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE, assigned={}, pending_revocation={}
+        member, member_epoch=0, previous_member_epoch=-1, state=ReconciliationState.STABLE, assigned={}, pending_revocation={}
     )
 
 
@@ -208,7 +209,7 @@ class GroupCoordinator(
         group = self.groups[group_id]
         for member in group.members.values():
             self._schedule_session(group_id, member)
-            if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.state is ReconciliationState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance(group_id, member)
         batches = []
         metadata = self._subscription_metadata(group.members)
@@ -330,7 +331,7 @@ class GroupCoordinator(
             return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
         if kind == "rebalance":
             epoch = self._rebalance_epochs.pop((group_id, member_id), None)
-            if member is None or member.member_epoch != epoch or member.state is not MemberState.UNREVOKED_PARTITIONS:
+            if member is None or member.member_epoch != epoch or member.state is not ReconciliationState.UNREVOKED_PARTITIONS:
                 return empty
             return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
         if kind == "assignment":
@@ -894,7 +895,7 @@ class GroupCoordinator(
         if replaced is not None:
             self._cancel_member_timers(group.group_id, replaced)
         self._schedule_session(group.group_id, reconciled)
-        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+        if reconciled.state is ReconciliationState.UNREVOKED_PARTITIONS:
             if before is None or _assignment_fields(before) != _assignment_fields(reconciled):
                 self._schedule_rebalance(group.group_id, reconciled)
         elif self._rebalance_epochs.pop((group.group_id, member_id), None) is not None:
@@ -911,7 +912,7 @@ class GroupCoordinator(
         assignment = None
         if full_request or changed:
             pending = {}
-            if reconciled.state is MemberState.UNRELEASED_PARTITIONS:
+            if reconciled.state is ReconciliationState.UNRELEASED_PARTITIONS:
                 pending = {t: p - reconciled.assigned.get(t, frozenset()) for t, p in target.items()}
             assignment = HeartbeatAssignment(
                 assigned_topic_partitions=to_topic_partitions(reconciled.assigned),

@@ -11,7 +11,7 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
@@ -225,7 +225,7 @@ class ConsumerGroup:
                     old,
                     member_epoch=0,
                     previous_member_epoch=-1,
-                    state=MemberState.STABLE,
+                    state=ReconciliationState.STABLE,
                     assigned={},
                     pending_revocation={},
                 )
@@ -235,7 +235,7 @@ class ConsumerGroup:
             base,
             member_epoch=value.member_epoch,
             previous_member_epoch=value.previous_member_epoch,
-            state=MemberState(value.state),
+            state=ReconciliationState(value.state),
             assigned=from_topic_partitions(value.topic_partitions),
             pending_revocation=from_topic_partitions(value.partitions_pending_revocation),
         )

@@ -3,7 +3,7 @@
 The member is immutable: handlers compute an updated copy (``dataclasses.replace``), turn
 the difference into records, and only replaying those records puts the copy in the group.
 
-Reconciliation state (Kafka's ``MemberState``; the seed names no states, see
+Reconciliation state (Kafka's server-side ``MemberState``; the seed names no states, see
 docs/decisions.md): ``assigned`` is what the member may use now (the seed's ``partitions``);
 ``pending_revocation`` is what it was told to give up and still holds; the seed's
 ``pending-partitions`` — target partitions not yet released by their previous owner — are
@@ -31,7 +31,13 @@ def fenced_instance_error(member_id: str, instance_id: str, owner_id: str) -> Ap
     )
 
 
-class MemberState(StrEnum):
+class ReconciliationState(StrEnum):
+    """Where a member is on its way to its target assignment, as the coordinator sees it.
+
+    Kafka calls it ``MemberState`` (``org.apache.kafka.coordinator.group.modern``);
+    kip_lab keeps that name for the consumer's own state machine (``kip_lab.clients.MemberState``).
+    """
+
     STABLE = "STABLE"
     UNREVOKED_PARTITIONS = "UNREVOKED_PARTITIONS"
     UNRELEASED_PARTITIONS = "UNRELEASED_PARTITIONS"
@@ -40,8 +46,8 @@ class MemberState(StrEnum):
 
 RECONCILIATION_MACHINE = StateMachine.from_table(
     "member reconciliation (coordinator)",
-    [s.value for s in MemberState],
-    MemberState.STABLE.value,
+    [s.value for s in ReconciliationState],
+    ReconciliationState.STABLE.value,
     [
         # (source, trigger, target)
         ("STABLE", "new target, nothing to revoke", "STABLE"),
@@ -78,7 +84,7 @@ class ConsumerGroupMember:
     # ConsumerGroupCurrentMemberAssignment
     member_epoch: int = 0
     previous_member_epoch: int = -1
-    state: MemberState = MemberState.STABLE
+    state: ReconciliationState = ReconciliationState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
 
@@ -100,7 +106,7 @@ class ConsumerGroupMember:
         return out
 
     def is_reconciled_to(self, target_epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == target_epoch
+        return self.state is ReconciliationState.STABLE and self.member_epoch == target_epoch
 
     def subscription_key(self) -> tuple:
         """What, when it changes, requires a new target under either profile (a group epoch bump)."""

@@ -29,7 +29,8 @@ from dataclasses import replace
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, MemberState, fenced_instance_error
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
+from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -202,7 +203,7 @@ class OnlineMigration:
                 classic_member_metadata=_classic_metadata(m.session_timeout_ms, m.supported_protocols),
                 member_epoch=generation,
                 previous_member_epoch=generation,
-                state=MemberState.STABLE,
+                state=ReconciliationState.STABLE,
                 assigned=self._partitions_by_id(assigned),
             )
         gid = classic.group_id
@@ -338,7 +339,7 @@ class OnlineMigration:
 
     @staticmethod
     def _behind(epoch: int, member: ConsumerGroupMember) -> bool:
-        return member.member_epoch < epoch and member.state is not MemberState.UNREVOKED_PARTITIONS
+        return member.member_epoch < epoch and member.state is not ReconciliationState.UNREVOKED_PARTITIONS
 
     def _classic_member_must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember, epoch: int) -> bool:
         """Kafka's three reasons to send a classic member back to JoinGroup, behind ``epoch``.
@@ -349,8 +350,8 @@ class OnlineMigration:
         """
         return (
             self._behind(epoch, member)
-            or member.state is MemberState.UNREVOKED_PARTITIONS
-            or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member))
+            or member.state is ReconciliationState.UNREVOKED_PARTITIONS
+            or (member.state is ReconciliationState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member))
         )
 
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from kip_lab.coordinator.member import RECONCILIATION_MACHINE, Assignment, ConsumerGroupMember, MemberState
+from kip_lab.coordinator.member import RECONCILIATION_MACHINE, Assignment, ConsumerGroupMember, ReconciliationState
 from kip_lab.protocol.errors import ApiError, Errors
 
 PartitionHeld = Callable[[str, int], bool]  # (topic id, partition) -> held by some member
@@ -48,11 +48,11 @@ def reconcile(
     Raises FENCED_MEMBER_EPOCH for a member in the UNKNOWN state that still claims partitions.
     """
     state = member.state
-    if state is MemberState.STABLE:
+    if state is ReconciliationState.STABLE:
         if member.member_epoch == target_epoch:
             return member, None
         return _next(member, member.member_epoch, target_epoch, target, partition_held, owned_reported, "new target")
-    if state is MemberState.UNREVOKED_PARTITIONS:
+    if state is ReconciliationState.UNREVOKED_PARTITIONS:
         if _owns_any(owned_reported, member.pending_revocation):
             return member, None
         # Having revoked, a member that must revoke again for a newer target keeps its epoch
@@ -66,7 +66,7 @@ def reconcile(
             owned_reported,
             "revocation acknowledged",
         )
-    if state is MemberState.UNRELEASED_PARTITIONS:
+    if state is ReconciliationState.UNRELEASED_PARTITIONS:
         return _next(member, member.member_epoch, target_epoch, target, partition_held, owned_reported, "released")
     # UNKNOWN: only reachable from a future state we do not know; start over, as Kafka does.
     if owned_reported is None or any(owned_reported.values()):
@@ -110,7 +110,7 @@ def _next(
         # Revoke first: keep the epoch, hand out nothing new.
         updated = replace(
             member,
-            state=MemberState.UNREVOKED_PARTITIONS,
+            state=ReconciliationState.UNREVOKED_PARTITIONS,
             previous_member_epoch=member.member_epoch,
             member_epoch=epoch_if_revoking,
             assigned=kept,
@@ -122,7 +122,7 @@ def _next(
             "revocation acknowledged": "revocation acknowledged, newer target must revoke",
         }[cause]
     else:
-        new_state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        new_state = ReconciliationState.UNRELEASED_PARTITIONS if unreleased else ReconciliationState.STABLE
         updated = replace(
             member,
             state=new_state,
@@ -136,12 +136,12 @@ def _next(
     return updated, trigger
 
 
-def _settled_trigger(source: MemberState, target: MemberState, cause: str) -> str:
-    unreleased = target is MemberState.UNRELEASED_PARTITIONS
-    if source is MemberState.STABLE:
+def _settled_trigger(source: ReconciliationState, target: ReconciliationState, cause: str) -> str:
+    unreleased = target is ReconciliationState.UNRELEASED_PARTITIONS
+    if source is ReconciliationState.STABLE:
         return "new target, partitions not yet released" if unreleased else "new target, nothing to revoke"
-    if source is MemberState.UNREVOKED_PARTITIONS:
+    if source is ReconciliationState.UNREVOKED_PARTITIONS:
         return "revocation acknowledged, partitions not yet released" if unreleased else "revocation acknowledged"
-    if source is MemberState.UNRELEASED_PARTITIONS:
+    if source is ReconciliationState.UNRELEASED_PARTITIONS:
         return "still waiting for release" if unreleased else "partitions released"
     return "rejoined, partitions not yet released" if unreleased else "rejoined without partitions"

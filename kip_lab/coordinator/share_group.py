@@ -23,6 +23,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
+from kip_lab.cluster import Topic
 from kip_lab.coordinator.group import group_snapshot_head
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
@@ -61,6 +62,7 @@ from kip_lab.protocol.share_group import (
     SHARE_JOIN_MEMBER_EPOCH,
     SHARE_LEAVE_MEMBER_EPOCH,
     AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestTopic,
     AlterShareGroupOffsetsResponse,
     DeletedShareGroup,
     DeleteShareGroupOffsetsRequest,
@@ -106,6 +108,92 @@ def share_coordinator_rpc(share_coordinator: Any) -> ShareStateRpc:
     return lambda request: call_share_coordinator(share_coordinator, request).response
 
 
+def _with_request_metadata(member: ShareGroupMember, r: ShareGroupHeartbeatRequest) -> ShareGroupMember:
+    """The member with what the heartbeat sets; a field the request leaves null keeps its value."""
+    return replace(
+        member,
+        rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+        client_id=r.client_id or member.client_id,
+        client_host=r.client_host or member.client_host,
+        subscribed_topic_names=(
+            tuple(sorted(set(r.subscribed_topic_names)))
+            if r.subscribed_topic_names is not None
+            else member.subscribed_topic_names
+        ),
+    )
+
+
+def _share_member_metadata(member: ShareGroupMember) -> tuple[object, ...]:
+    """What the ShareGroupMemberMetadata record holds of a member."""
+    return (member.rack_id, member.client_id, member.client_host, member.subscribed_topic_names)
+
+
+def _reconciled_share_member(
+    member: ShareGroupMember, target_epoch: int, target: dict[str, tuple[int, ...]]
+) -> ShareGroupMember:
+    """The member at its target: the target epoch and partitions (the previous epoch moves along)."""
+    assigned = {t: frozenset(p) for t, p in target.items()}
+    if member.member_epoch == target_epoch and member.assigned == assigned:
+        return member
+    return replace(member, member_epoch=target_epoch, previous_member_epoch=member.member_epoch, assigned=assigned)
+
+
+def _initialize_offsets_data(
+    topic: AlterShareGroupOffsetsRequestTopic, known: Topic, epoch: int
+) -> InitializeStateData:
+    """The partitions of ``topic`` that exist, at their new start offsets and the group's new epoch."""
+    return InitializeStateData(
+        topic_id=known.topic_id,
+        partitions=[
+            InitializeStatePartition(partition=p.partition_index, state_epoch=epoch, start_offset=p.start_offset)
+            for p in topic.partitions
+            if p.partition_index < known.num_partitions
+        ],
+    )
+
+
+def _altered_offsets_topic(
+    topic: AlterShareGroupOffsetsRequestTopic,
+    known: Topic | None,
+    errors: dict[tuple[str, int], tuple[Errors, str | None]],
+) -> ShareOffsetsResponseTopic:
+    """One topic of the AlterShareGroupOffsets answer: an unknown topic or partition, else the initialize's error."""
+    if known is None:
+        return ShareOffsetsResponseTopic(
+            topic_name=topic.topic_name,
+            partitions=[
+                ShareOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                for p in topic.partitions
+            ],
+        )
+    partitions = []
+    for p in topic.partitions:
+        if p.partition_index >= known.num_partitions:
+            code, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
+        else:
+            code, message = errors.get((known.topic_id, p.partition_index), (Errors.NONE, None))
+        partitions.append(
+            ShareOffsetsResponsePartition(
+                partition_index=p.partition_index, start_offset=p.start_offset, error_code=code, error_message=message
+            )
+        )
+    return ShareOffsetsResponseTopic(topic_name=topic.topic_name, topic_id=known.topic_id, partitions=partitions)
+
+
+def _described_offsets_partition(partition: int, summary: Any) -> ShareOffsetsResponsePartition:
+    """One partition's start offset from its state summary; UNKNOWN_TOPIC_OR_PARTITION where it has none."""
+    if summary is None:
+        return ShareOffsetsResponsePartition(partition_index=partition, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
+    return ShareOffsetsResponsePartition(
+        partition_index=partition,
+        start_offset=summary.start_offset,
+        error_code=summary.error_code,
+        error_message=summary.error_message,
+    )
+
+
 def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     return [
         StatePartitionTopic(topic_id=tid, topic_name=name, partitions=sorted(parts))
@@ -144,6 +232,11 @@ class ShareGroupHandlers:
                 if group.dead:
                     del self.share_groups[g]
         return result
+
+    def _write_share_batch(self, *records: Record) -> tuple[Record, ...]:
+        """Append one batch and replay it at once: a step the next call to the share coordinator builds on."""
+        self._apply_share(CoordinatorResult(None, (records,)))
+        return records
 
     def _replay_share(self, key: Any, value: Any) -> None:
         group = self.share_groups.get(key.group_id)
@@ -316,24 +409,76 @@ class ShareGroupHandlers:
             raise ApiError(Errors.INVALID_REQUEST, "MemberEpoch is invalid.")
 
     def _share_heartbeat(self, r: ShareGroupHeartbeatRequest) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """The phases of Kafka's ``GroupMetadataManager.shareGroupHeartbeat``, each a named step."""
         self._validate_share_heartbeat(r)
-        kind = self._group_kind(r.group_id)
-        if kind not in (None, "share"):
-            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a share group.")
-        group = self.share_groups.get(r.group_id)
-        joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
         if r.member_epoch == SHARE_LEAVE_MEMBER_EPOCH:
-            if group is None:  # Kafka's GroupMetadataManager.shareGroupLeave
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
-            member = group.member(r.member_id)
-            response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
-            return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
-        if group is None:
-            if not joining:  # Kafka's GroupMetadataManager.getOrMaybeCreateShareGroup
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
-            group = ShareGroup(r.group_id)  # created by replaying this heartbeat's records
+            return self._share_group_leave(r)
+        group = self._get_or_maybe_create_share_group(r)
+        before, member = self._get_or_maybe_create_share_member(group, r)
+        # A member that (re)joins at epoch 0 always bumps the epoch and gets its assignment written and sent.
+        joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
+        updated = _with_request_metadata(member, r)
+        members = {**group.members, updated.member_id: updated}
+        # 1. The member's metadata, the subscription metadata and the group epoch.
+        records, group_epoch, metadata = self._share_member_and_epoch_records(group, before, updated, members, joining)
+        batches = [records] if records else []
+        # 2. A new target assignment if the group epoch has moved past it.
+        target_epoch, target = group.assignment_epoch, group.target
+        if group_epoch > group.assignment_epoch:
+            target, target_epoch = self._share_target(group, members, metadata), group_epoch
+            batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
+        # 3. Reconcile: no revocation barrier, the member takes its target in one step (KIP-932).
+        reconciled = _reconciled_share_member(updated, target_epoch, target.get(updated.member_id, {}))
+        if (
+            before is None
+            or joining
+            or (reconciled.member_epoch, reconciled.assigned) != (before.member_epoch, before.assigned)
+        ):
+            batches.append((self._share_current_assignment_record(group.group_id, reconciled),))
+        self._schedule_share_session(group.group_id, updated.member_id)
+        send_assignment = before is None or joining or reconciled.assigned != before.assigned
+        response = self._share_heartbeat_response(reconciled, send_assignment)
+        return CoordinatorResult(response, tuple(batches), origin="ShareGroupHeartbeat")
 
-        if joining:
+    def _share_group_leave(self, r: ShareGroupHeartbeatRequest) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """Member epoch -1: the member leaves (Kafka's ``GroupMetadataManager.shareGroupLeave``)."""
+        self._require_share_group_id(r.group_id)
+        group = self.share_groups.get(r.group_id)
+        if group is None:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} not found.")
+        member = group.member(r.member_id)
+        response = ShareGroupHeartbeatResponse(member_id=r.member_id, member_epoch=SHARE_LEAVE_MEMBER_EPOCH)
+        return self._remove_share_member(group, member, response, "ShareGroupHeartbeat")
+
+    def _require_share_group_id(self, group_id: str) -> None:
+        """A heartbeat may create a share group, but not take over the id of another kind of group."""
+        if self._group_kind(group_id) not in (None, "share"):
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+
+    def _get_or_maybe_create_share_group(self, r: ShareGroupHeartbeatRequest) -> ShareGroup:
+        """The share group, or a new empty one for a joining member (Kafka's ``getOrMaybeCreateShareGroup``).
+
+        A new group exists only once this heartbeat's records are replayed.
+        """
+        self._require_share_group_id(r.group_id)
+        group = self.share_groups.get(r.group_id)
+        if group is not None:
+            return group
+        if r.member_epoch != SHARE_JOIN_MEMBER_EPOCH:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Share group {r.group_id} not found.")
+        return ShareGroup(r.group_id)
+
+    def _get_or_maybe_create_share_member(
+        self, group: ShareGroup, r: ShareGroupHeartbeatRequest
+    ) -> tuple[ShareGroupMember | None, ShareGroupMember]:
+        """(the member as the group knows it, or None; the member this heartbeat starts from).
+
+        A join (epoch 0) may not exceed ``max_size``; a join with a known member id is a new
+        incarnation of it, with nothing assigned (docs/decisions.md SG4). Any other epoch must be
+        the member's current or previous one (Kafka's ``throwIfShareGroupMemberEpochIsInvalid``):
+        otherwise FENCED_MEMBER_EPOCH, and the member stays.
+        """
+        if r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
             member_id = r.member_id or self._new_member_id()
             known = group.members.get(member_id)
             if known is None and len(group.members) >= self.share_config.max_size:
@@ -341,85 +486,63 @@ class ShareGroupHandlers:
                     Errors.GROUP_MAX_SIZE_REACHED,
                     f"The share group has reached its maximum capacity of {self.share_config.max_size} members.",
                 )
-            # A join with a known member id is a new incarnation of it: nothing assigned (docs/decisions.md SG4).
-            member = ShareGroupMember(member_id) if known is None else replace(known, member_epoch=0, assigned={})
-        else:
-            member = group.member(r.member_id)
-            received, current = r.member_epoch, member.member_epoch
-            if received > current or (received < current and received != member.previous_member_epoch):
-                # Kafka's throwIfShareGroupMemberEpochIsInvalid: refused, and the member stays (docs/decisions.md SG4).
-                side = "greater" if received > current else "smaller"
-                raise ApiError(
-                    Errors.FENCED_MEMBER_EPOCH,
-                    f"The share group member has a {side} member epoch ({received}) than the one "
-                    f"known by the group coordinator ({current}). The member must abandon all its partitions "
-                    "and rejoin.",
-                )
-            member_id = member.member_id
+            if known is None:
+                return None, ShareGroupMember(member_id)
+            return known, replace(known, member_epoch=0, assigned={})
+        member = group.member(r.member_id)
+        received, current = r.member_epoch, member.member_epoch
+        if received > current or (received < current and received != member.previous_member_epoch):
+            side = "greater" if received > current else "smaller"
+            raise ApiError(
+                Errors.FENCED_MEMBER_EPOCH,
+                f"The share group member has a {side} member epoch ({received}) than the one "
+                f"known by the group coordinator ({current}). The member must abandon all its partitions "
+                "and rejoin.",
+            )
+        return member, member
 
-        updated = replace(
-            member,
-            rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-            client_id=r.client_id or member.client_id,
-            client_host=r.client_host or member.client_host,
-            subscribed_topic_names=(
-                tuple(sorted(set(r.subscribed_topic_names)))
-                if r.subscribed_topic_names is not None
-                else member.subscribed_topic_names
-            ),
-        )
-        before = group.members.get(member_id)
+    def _share_member_and_epoch_records(
+        self,
+        group: ShareGroup,
+        before: ShareGroupMember | None,
+        updated: ShareGroupMember,
+        members: dict[str, ShareGroupMember],
+        joining: bool,
+    ) -> tuple[tuple[Record, ...], int, dict[str, tuple[str, int]]]:
+        """Phase 1: (records, the group epoch after them, the subscription metadata).
+
+        The member's metadata record if it is new or changed; the subscription metadata is
+        recomputed when the subscriptions changed or the cluster moved since the last check, and
+        written if it differs; either bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``).
+        """
+        group_id = group.group_id
         records: list[Record] = []
-        metadata_fields = ("rack_id", "client_id", "client_host", "subscribed_topic_names")
-        if before is None or any(getattr(before, f) != getattr(updated, f) for f in metadata_fields):
-            records.append(self._share_member_record(group.group_id, updated))
+        if before is None or _share_member_metadata(before) != _share_member_metadata(updated):
+            records.append(self._share_member_record(group_id, updated))
         bump = before is None or joining or before.subscribed_topic_names != updated.subscribed_topic_names
-        view = dict(group.members)
-        view[member_id] = updated
         metadata = group.subscription_metadata
-        if bump or self._share_metadata_checked.get(group.group_id) != self.cluster.version:
-            metadata = self._share_subscription_metadata(view)
+        if bump or self._share_metadata_checked.get(group_id) != self.cluster.version:
+            metadata = self._share_subscription_metadata(members)
             if metadata != group.subscription_metadata:
-                records.append(self._share_partition_metadata_record(group.group_id, metadata))
+                records.append(self._share_partition_metadata_record(group_id, metadata))
                 bump = True
-        self._share_metadata_checked[group.group_id] = self.cluster.version
+        self._share_metadata_checked[group_id] = self.cluster.version
         group_epoch = group.group_epoch + int(bump)
         if bump:
-            records.append(self._share_epoch_record(group.group_id, group_epoch))
-        batches: list[tuple[Record, ...]] = [tuple(records)] if records else []
+            records.append(self._share_epoch_record(group_id, group_epoch))
+        return tuple(records), group_epoch, metadata
 
-        target_epoch, target = group.assignment_epoch, group.target
-        if group_epoch > group.assignment_epoch:
-            target = self._share_target(group, view, metadata)
-            batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
-            target_epoch = group_epoch
-
-        # No revocation barrier: the member takes its target in one step (KIP-932).
-        assigned = {t: frozenset(p) for t, p in target.get(member_id, {}).items()}
-        reconciled = updated
-        if updated.member_epoch != target_epoch or updated.assigned != assigned:
-            reconciled = replace(
-                updated, member_epoch=target_epoch, previous_member_epoch=updated.member_epoch, assigned=assigned
-            )
-        if (
-            before is None
-            or joining
-            or reconciled.member_epoch != before.member_epoch
-            or reconciled.assigned != (before.assigned)
-        ):
-            batches.append((self._share_current_assignment_record(group.group_id, reconciled),))
-        self._schedule_share_session(group.group_id, member_id)
-
-        changed = before is None or joining or before.assigned != reconciled.assigned
-        response = ShareGroupHeartbeatResponse(
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
+    def _share_heartbeat_response(self, member: ShareGroupMember, send_assignment: bool) -> ShareGroupHeartbeatResponse:
+        """The member's id and epoch; its assignment only when it (re)joined or the assignment changed."""
+        assignment = None
+        if send_assignment:
+            assignment = ShareGroupHeartbeatAssignment(topic_partitions=to_topic_partitions(member.assigned))
+        return ShareGroupHeartbeatResponse(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
             heartbeat_interval_ms=self.share_config.heartbeat_interval_ms,
-            assignment=ShareGroupHeartbeatAssignment(topic_partitions=to_topic_partitions(reconciled.assigned))
-            if changed
-            else None,
+            assignment=assignment,
         )
-        return CoordinatorResult(response, tuple(batches), origin="ShareGroupHeartbeat")
 
     def _share_subscription_metadata(self, members: dict[str, ShareGroupMember]) -> dict[str, tuple[str, int]]:
         names = sorted({n for m in members.values() for n in m.subscribed_topic_names})
@@ -482,22 +605,35 @@ class ShareGroupHandlers:
         return CoordinatorResult(result.response, result.batches + extra, origin=result.origin)
 
     def _sync_share_state(self, group_id: str) -> tuple[tuple[Record, ...], ...]:
-        """Reconcile the persisted share-partitions with the subscriptions and the cluster."""
+        """Reconcile the persisted share-partitions with the subscriptions and the cluster: delete, then initialize."""
         group = self.share_groups.get(group_id)
         if group is None or self.share_state_rpc is None:
             return ()
-        written: list[tuple[Record, ...]] = []
-        # Delete: unfinished deletions, and topics that no longer exist (their absence is the marker).
+        deleted = self._finish_share_state_deletions(group)
+        initialized = self._initialize_share_state(self.share_groups[group_id])
+        return tuple(batch for batch in (deleted, initialized) if batch is not None)
+
+    def _finish_share_state_deletions(self, group: ShareGroup) -> tuple[Record, ...] | None:
+        """Delete unfinished deletions and the state of topics that no longer exist (their absence is the marker).
+
+        The batch written once the share coordinator has deleted them (a vanished topic also bumps the epoch).
+        """
         gone = {tid: v for tid, v in group.initialized.items() if self.cluster.topic_by_id(tid) is None}
         pending = {**gone, **group.deleting}
-        if pending and self._delete_state(group_id, pending) is Errors.NONE:
-            initialized = {t: v for t, v in group.initialized.items() if t not in pending}
-            batch = [self._share_state_metadata_record(group_id, initialized, {})]
-            if gone:
-                batch.append(self._share_epoch_record(group_id, group.group_epoch + 1))
-            written.append(self._apply_share(CoordinatorResult(None, (tuple(batch),))).batches[0])
-        # Initialize: subscribed topics without state, and partitions added to topics with state.
-        group = self.share_groups[group_id]
+        if not pending or self._delete_state(group.group_id, pending) is not Errors.NONE:
+            return None
+        initialized = {t: v for t, v in group.initialized.items() if t not in pending}
+        batch = [self._share_state_metadata_record(group.group_id, initialized, {})]
+        if gone:
+            batch.append(self._share_epoch_record(group.group_id, group.group_epoch + 1))
+        return self._write_share_batch(*batch)
+
+    def _initialize_share_state(self, group: ShareGroup) -> tuple[Record, ...] | None:
+        """Initialize subscribed topics without state, and partitions added to topics with state.
+
+        The batch written once the share coordinator has initialized them all: the topics join
+        ShareGroupStatePartitionMetadata and the group epoch moves, so the next target includes them.
+        """
         wanted: dict[str, list[InitializeStatePartition]] = {}
         grown: TopicState = dict(group.initialized)
         for name, (topic_id, count) in sorted(group.subscription_metadata.items()):
@@ -513,18 +649,19 @@ class ShareGroupHandlers:
                     for p in new
                 ]
                 grown[topic_id] = (name, have | frozenset(new))
-        if wanted:
-            request = InitializeShareGroupStateRequest(
-                group_id=group_id,
-                topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
-            )
-            if self._first_error(self._call_share_state(request)) is Errors.NONE:
-                batch = (
-                    self._share_state_metadata_record(group_id, grown, group.deleting),
-                    self._share_epoch_record(group_id, group.group_epoch + 1),
-                )
-                written.append(self._apply_share(CoordinatorResult(None, (batch,))).batches[0])
-        return tuple(written)
+        if not wanted:
+            return None
+        request = InitializeShareGroupStateRequest(
+            group_id=group.group_id,
+            topics=[InitializeStateData(topic_id=t, partitions=ps) for t, ps in sorted(wanted.items())],
+        )
+        if self._first_error(self._call_share_state(request)) is not Errors.NONE:
+            return None
+        batch = (
+            self._share_state_metadata_record(group.group_id, grown, group.deleting),
+            self._share_epoch_record(group.group_id, group.group_epoch + 1),
+        )
+        return self._write_share_batch(*batch)
 
     def _delete_state(self, group_id: str, topics: TopicState) -> Errors:
         """DeleteShareGroupState for these topics' partitions; the first error, or NONE."""
@@ -588,20 +725,22 @@ class ShareGroupHandlers:
         ]
         return CoordinatorResult(ListShareGroupsResponse(groups=listed), origin="ListShareGroups")
 
-    def _require_empty(self, group: ShareGroup) -> None:
+    def _empty_share_group(self, group_id: str) -> ShareGroup:
+        """The share group, which must have no members: deleting it or its offsets, or altering them."""
+        group = self._share_group(group_id)
         if group.state is not ShareGroupState.EMPTY:
             raise ApiError(Errors.NON_EMPTY_GROUP, f"Share group {group.group_id} is not empty.")
+        return group
 
     def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
         """Only an empty group: its state goes to DeletingTopics, is deleted, then the group's tombstones."""
         results, batches = [], []
         for group_id in request.groups_names:
             try:
-                group = self._share_group(group_id)
-                self._require_empty(group)
+                group = self._empty_share_group(group_id)
                 if group.initialized:
                     marked = (self._share_state_metadata_record(group_id, {}, {**group.deleting, **group.initialized}),)
-                    batches.append(self._apply_share(CoordinatorResult(None, (marked,))).batches[0])
+                    batches.append(self._write_share_batch(*marked))
                 error = self._delete_state(group_id, group.deleting) if group.deleting else Errors.NONE
                 if error is not Errors.NONE:
                     raise ApiError(error, "The share coordinator did not delete the share state.")
@@ -615,7 +754,7 @@ class ShareGroupHandlers:
                     Record(ShareGroupStatePartitionMetadataKey(group_id=group_id), None),
                     Record(ShareGroupMetadataKey(group_id=group_id), None),
                 ]
-                batches.append(self._apply_share(CoordinatorResult(None, (tuple(tombstones),))).batches[0])
+                batches.append(self._write_share_batch(*tombstones))
                 self._share_metadata_checked.pop(group_id, None)
                 results.append(DeletedShareGroup(group_id=group_id))
             except ApiError as error:
@@ -630,98 +769,58 @@ class ShareGroupHandlers:
     ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
         """Reset SPSOs of an empty group: bump the epoch, then Initialize with the new state epoch."""
         try:
-            group = self._share_group(request.group_id)
-            self._require_empty(group)
+            group = self._empty_share_group(request.group_id)
         except ApiError as error:
             return CoordinatorResult(
                 AlterShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
                 origin="AlterShareGroupOffsets",
             )
         epoch = group.group_epoch + 1
-        batches = [self._apply_share(CoordinatorResult(None, ((self._share_epoch_record(group.group_id, epoch),),)))]
-        responses, topics = [], []
+        batches = [self._write_share_batch(self._share_epoch_record(group.group_id, epoch))]
+        asked = [(topic, self._topic_or_none(topic.topic_name)) for topic in request.topics]
+        initialize = [
+            (known, _initialize_offsets_data(topic, known, epoch)) for topic, known in asked if known is not None
+        ]
         grown: TopicState = dict(group.initialized)
-        for topic in request.topics:
-            known = self.cluster.topic(topic.topic_name) if topic.topic_name in self.cluster else None
-            if known is None:
-                responses.append(
-                    ShareOffsetsResponseTopic(
-                        topic_name=topic.topic_name,
-                        partitions=[
-                            ShareOffsetsResponsePartition(
-                                partition_index=p.partition_index, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION
-                            )
-                            for p in topic.partitions
-                        ],
-                    )
-                )
-                continue
-            valid = [p for p in topic.partitions if p.partition_index < known.num_partitions]
-            topics.append(
-                InitializeStateData(
-                    topic_id=known.topic_id,
-                    partitions=[
-                        InitializeStatePartition(
-                            partition=p.partition_index, state_epoch=epoch, start_offset=p.start_offset
-                        )
-                        for p in valid
-                    ],
-                )
-            )
+        for known, data in initialize:
             have = grown.get(known.topic_id, (known.name, frozenset()))[1]
-            grown[known.topic_id] = (known.name, have | frozenset(p.partition_index for p in valid))
-            responses.append((topic, known))
-        errors: dict[tuple[str, int], tuple[Errors, str | None]] = {}
-        if topics and self.share_state_rpc is not None:
-            answer = self._call_share_state(InitializeShareGroupStateRequest(group_id=group.group_id, topics=topics))
-            for t in answer.results:
-                for p in t.partitions:
-                    errors[(t.topic_id, p.partition)] = (p.error_code, p.error_message)
-        elif topics:
-            errors = {
+            grown[known.topic_id] = (known.name, have | frozenset(p.partition for p in data.partitions))
+        errors = self._initialize_offsets(group.group_id, [data for _, data in initialize])
+        if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
+            record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
+            batches.append(self._write_share_batch(record))
+        return CoordinatorResult(
+            AlterShareGroupOffsetsResponse(responses=[_altered_offsets_topic(t, known, errors) for t, known in asked]),
+            tuple(batches),
+            origin="AlterShareGroupOffsets",
+        )
+
+    def _topic_or_none(self, name: str) -> Topic | None:
+        return self.cluster.topic(name) if name in self.cluster else None
+
+    def _initialize_offsets(
+        self, group_id: str, topics: list[InitializeStateData]
+    ) -> dict[tuple[str, int], tuple[Errors, str | None]]:
+        """InitializeShareGroupState at the new start offsets: (topic id, partition) -> (error, message)."""
+        if not topics:
+            return {}
+        if self.share_state_rpc is None:
+            return {
                 (t.topic_id, p.partition): (Errors.COORDINATOR_NOT_AVAILABLE, "No share coordinator.")
                 for t in topics
                 for p in t.partitions
             }
-        if grown != group.initialized and all(code == Errors.NONE for code, _ in errors.values()):
-            record = self._share_state_metadata_record(group.group_id, grown, group.deleting)
-            batches.append(self._apply_share(CoordinatorResult(None, ((record,),))))
-        out = []
-        for entry in responses:
-            if isinstance(entry, ShareOffsetsResponseTopic):
-                out.append(entry)
-                continue
-            topic, known = entry
-            partitions = []
-            for p in topic.partitions:
-                if p.partition_index >= known.num_partitions:
-                    code, message = Errors.UNKNOWN_TOPIC_OR_PARTITION, None
-                else:
-                    code, message = errors.get((known.topic_id, p.partition_index), (Errors.NONE, None))
-                partitions.append(
-                    ShareOffsetsResponsePartition(
-                        partition_index=p.partition_index,
-                        start_offset=p.start_offset,
-                        error_code=code,
-                        error_message=message,
-                    )
-                )
-            out.append(
-                ShareOffsetsResponseTopic(topic_name=topic.topic_name, topic_id=known.topic_id, partitions=partitions)
-            )
-        return CoordinatorResult(
-            AlterShareGroupOffsetsResponse(responses=out),
-            tuple(b for r in batches for b in r.batches),
-            origin="AlterShareGroupOffsets",
-        )
+        answer = self._call_share_state(InitializeShareGroupStateRequest(group_id=group_id, topics=topics))
+        return {
+            (t.topic_id, p.partition): (p.error_code, p.error_message) for t in answer.results for p in t.partitions
+        }
 
     def delete_share_group_offsets(
         self, request: DeleteShareGroupOffsetsRequest
     ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
         """Remove whole topics' state from an empty group: Deleting, DeleteShareGroupState, then gone."""
         try:
-            group = self._share_group(request.group_id)
-            self._require_empty(group)
+            group = self._empty_share_group(request.group_id)
         except ApiError as error:
             return CoordinatorResult(
                 DeleteShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
@@ -746,16 +845,16 @@ class ShareGroupHandlers:
         if chosen:
             remaining = {t: v for t, v in group.initialized.items() if t not in chosen}
             marked = self._share_state_metadata_record(group.group_id, remaining, {**group.deleting, **chosen})
-            batches.append(self._apply_share(CoordinatorResult(None, ((marked,),))))
+            batches.append(self._write_share_batch(marked))
             code = self._delete_state(group.group_id, chosen)
             if code is Errors.NONE:
                 done = self._share_state_metadata_record(group.group_id, remaining, {})
-                batches.append(self._apply_share(CoordinatorResult(None, ((done,),))))
+                batches.append(self._write_share_batch(done))
             for tid, (name, _) in sorted(chosen.items(), key=lambda kv: request.topic_names.index(kv[1][0])):
                 out.append(DeleteShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, error_code=code))
         return CoordinatorResult(
             DeleteShareGroupOffsetsResponse(responses=out),
-            tuple(b for r in batches for b in r.batches),
+            tuple(batches),
             origin="DeleteShareGroupOffsets",
         )
 
@@ -775,35 +874,32 @@ class ShareGroupHandlers:
         else:
             by_name = {name: tid for tid, (name, _) in group.initialized.items()}
             asked = [(t.topic_name, by_name.get(t.topic_name), t.partitions) for t in request.topics]
-        summary: dict[tuple[str, int], Any] = {}
+        summary = self._read_start_offsets(group.group_id, asked)
+        out = [
+            ShareOffsetsResponseTopic(
+                topic_name=name,
+                topic_id=tid,
+                partitions=[
+                    _described_offsets_partition(p, summary.get((tid, p)) if tid is not None else None) for p in parts
+                ],
+            )
+            for name, tid, parts in asked
+        ]
+        return CoordinatorResult(DescribeShareGroupOffsetsResponse(responses=out), origin="DescribeShareGroupOffsets")
+
+    def _read_start_offsets(
+        self, group_id: str, asked: list[tuple[str, str | None, list[int]]]
+    ) -> dict[tuple[str, int], Any]:
+        """ReadShareGroupStateSummary for the known topics asked: (topic id, partition) -> its summary."""
         query = [
             ReadStateData(topic_id=tid, partitions=[ReadStatePartition(partition=p) for p in parts])
             for _, tid, parts in asked
             if tid is not None and parts
         ]
-        if query and self.share_state_rpc is not None:
-            answer = self._call_share_state(ReadShareGroupStateSummaryRequest(group_id=group.group_id, topics=query))
-            summary = {(t.topic_id, p.partition): p for t in answer.results for p in t.partitions}
-        out = []
-        for name, tid, parts in asked:
-            partitions = []
-            for p in parts:
-                found = summary.get((tid, p)) if tid is not None else None
-                if found is None:
-                    partitions.append(
-                        ShareOffsetsResponsePartition(partition_index=p, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION)
-                    )
-                else:
-                    partitions.append(
-                        ShareOffsetsResponsePartition(
-                            partition_index=p,
-                            start_offset=found.start_offset,
-                            error_code=found.error_code,
-                            error_message=found.error_message,
-                        )
-                    )
-            out.append(ShareOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=partitions))
-        return CoordinatorResult(DescribeShareGroupOffsetsResponse(responses=out), origin="DescribeShareGroupOffsets")
+        if not query or self.share_state_rpc is None:
+            return {}
+        answer = self._call_share_state(ReadShareGroupStateSummaryRequest(group_id=group_id, topics=query))
+        return {(t.topic_id, p.partition): p for t in answer.results for p in t.partitions}
 
     # ------------------------------------------------------------------ inspection
     def share_state_snapshot(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator.classic_group import ClassicGroup
 from kip_lab.coordinator.coordinator import GroupCoordinator
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import MemberState
+from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolError
 from kip_lab.protocol.records import GroupMetadataValue
@@ -34,7 +34,7 @@ def member_cell(group: ConsumerGroup | None, member_id: str) -> str:
         return "-"
     assigned = sorted(p for parts in member.assigned.values() for p in parts)
     text = f"e{member.member_epoch} [{_numbers(assigned)}]"
-    if member.state is MemberState.UNRELEASED_PARTITIONS:
+    if member.state is ReconciliationState.UNRELEASED_PARTITIONS:
         target = sorted(p for parts in group.target_of(member_id).values() for p in parts)
         text += f" p[{_numbers(p for p in target if p not in assigned)}]"
     revoking = sorted(p for parts in member.pending_revocation.values() for p in parts)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
-from kip_lab.coordinator.member import MemberState
+from kip_lab.coordinator.member import ReconciliationState as MemberState
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.trace import EventKind, TraceEvent

@@ -19,7 +19,7 @@ records it, so the old leader is fenced from then on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.common import Message
@@ -147,34 +147,43 @@ class ShareCoordinator:
         return result
 
     def _replay(self, entry: LogEntry) -> None:
+        """Apply one record: a snapshot replaces a share-partition's state, an update combines into it.
+
+        Share-state records have no tombstones, so the value's type says which record it is.
+        """
         key, value = entry.record.key, entry.record.value
         sp = (key.group_id, key.topic_id, key.partition)
-        kind = type(key)
-        if kind is ShareSnapshotKey:
-            if value.snapshot_epoch == DELETED_SNAPSHOT_EPOCH:
-                self.states.pop(sp, None)
-                self.snapshot_offsets.pop(sp, None)
-                self.updates_since_snapshot.pop(sp, None)
-                return
-            self.states[sp] = DurableState(
-                value.state_epoch,
-                value.leader_epoch,
-                value.snapshot_epoch,
-                value.start_offset,
-                tuple(spans_from_batches(value.state_batches)),
-            )
-            self.snapshot_offsets[sp] = entry.offset
-            self.updates_since_snapshot[sp] = 0
-        elif kind is ShareUpdateKey:
-            state = self.states.get(sp)
-            if state is None or state.snapshot_epoch != value.snapshot_epoch:
-                return  # an update of an older snapshot (or of a deleted share-partition): ignored
-            self.states[sp] = state.with_write(
-                value.start_offset, spans_from_batches(value.state_batches), value.leader_epoch
-            )
-            self.updates_since_snapshot[sp] += 1
+        if isinstance(value, ShareSnapshotValue):
+            self._replay_snapshot(sp, entry.offset, value)
+        elif isinstance(value, ShareUpdateValue):
+            self._replay_update(sp, value)
         else:
-            raise TypeError(f"not a share-state record: {type(key).__name__}")
+            raise TypeError(f"not a share-state record: {type(key).__name__} -> {type(value).__name__}")
+
+    def _replay_snapshot(self, sp: SharePartitionKey, offset: int, value: ShareSnapshotValue) -> None:
+        if value.snapshot_epoch == DELETED_SNAPSHOT_EPOCH:
+            self.states.pop(sp, None)
+            self.snapshot_offsets.pop(sp, None)
+            self.updates_since_snapshot.pop(sp, None)
+            return
+        self.states[sp] = DurableState(
+            value.state_epoch,
+            value.leader_epoch,
+            value.snapshot_epoch,
+            value.start_offset,
+            tuple(spans_from_batches(value.state_batches)),
+        )
+        self.snapshot_offsets[sp] = offset
+        self.updates_since_snapshot[sp] = 0
+
+    def _replay_update(self, sp: SharePartitionKey, value: ShareUpdateValue) -> None:
+        state = self.states.get(sp)
+        if state is None or state.snapshot_epoch != value.snapshot_epoch:
+            return  # an update of an older snapshot (or of a deleted share-partition): ignored
+        self.states[sp] = state.with_write(
+            value.start_offset, spans_from_batches(value.state_batches), value.leader_epoch
+        )
+        self.updates_since_snapshot[sp] += 1
 
     def prunable_offset(self) -> int:
         """Records below this offset can be deleted: the oldest latest-snapshot of the live share-partitions."""
@@ -201,7 +210,7 @@ class ShareCoordinator:
     def _run_each(
         self,
         request,
-        handle: Callable[[SharePartitionKey, object], tuple[P, Record | None]],
+        handle: Callable[[SharePartitionKey, Any], tuple[P, Record | None]],
         refuse: Callable[[int, Errors], P],
         response_type: type,
         topic_results_type: type,
@@ -363,7 +372,7 @@ class ShareCoordinator:
 
 def _leader_epoch_write(data) -> WriteStatePartition:
     """A read by a newer leader is recorded as an empty write carrying its leader epoch."""
-    return WriteStatePartition.model_construct(
+    return WriteStatePartition(
         partition=data.partition,
         state_epoch=0,
         leader_epoch=data.leader_epoch,

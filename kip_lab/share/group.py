@@ -10,20 +10,30 @@ share coordinator and may therefore be assigned.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 from kip_lab.machines import StateMachine
-from kip_lab.protocol.common import from_topic_partitions
+from kip_lab.protocol.common import Message, from_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
+    RecordKey,
     ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
     ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
     ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
     ShareGroupPartitionMetadataKey,
+    ShareGroupPartitionMetadataValue,
     ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
     ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
     ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
 )
 
 Assignment = dict[str, frozenset[int]]  # topic id -> partitions
@@ -105,58 +115,91 @@ class ShareGroup:
         return entry[0] if entry else None
 
     # -- replay ---------------------------------------------------------------------
-    def replay(self, key, value) -> None:
-        if isinstance(key, ShareGroupMetadataKey):
-            if value is None:
-                self.dead = True
-            else:
-                self.group_epoch = value.epoch
-        elif isinstance(key, ShareGroupPartitionMetadataKey):
-            self.subscription_metadata = (
-                {} if value is None else {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
-            )
-        elif isinstance(key, ShareGroupMemberMetadataKey):
-            if value is None:
-                self.members.pop(key.member_id, None)
-                return
-            base = self.members.get(key.member_id) or ShareGroupMember(key.member_id)
-            self.members[key.member_id] = replace(
-                base,
-                rack_id=value.rack_id,
-                client_id=value.client_id,
-                client_host=value.client_host,
-                subscribed_topic_names=tuple(value.subscribed_topic_names),
-            )
-        elif isinstance(key, ShareGroupTargetAssignmentMetadataKey):
-            if value is not None:
-                self.assignment_epoch = value.assignment_epoch
-        elif isinstance(key, ShareGroupTargetAssignmentMemberKey):
-            if value is None:
-                self.target.pop(key.member_id, None)
-            else:
-                self.target[key.member_id] = {
-                    tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
-                }
-        elif isinstance(key, ShareGroupCurrentMemberAssignmentKey):
-            member = self.members.get(key.member_id)
-            if member is None:
-                return  # the member's metadata tombstone came first
-            if value is None:
-                self.members[key.member_id] = replace(member, member_epoch=0, previous_member_epoch=-1, assigned={})
-            else:
-                self.members[key.member_id] = replace(
-                    member,
-                    member_epoch=value.member_epoch,
-                    previous_member_epoch=value.previous_member_epoch,
-                    assigned=from_topic_partitions(value.assigned_partitions),
-                )
-        elif isinstance(key, ShareGroupStatePartitionMetadataKey):
-            if value is None:
-                self.initialized, self.deleting = {}, {}
-            else:
-                self.initialized = {
-                    t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics
-                }
-                self.deleting = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.deleting_topics}
-        else:
+    def replay(self, key: RecordKey, value: Message | None) -> None:
+        """Apply one record (a None value is its tombstone), as Kafka's ``GroupMetadataManager.replay``
+        overloads do for each share group record type."""
+        replayer = _REPLAYERS.get(type(key))
+        if replayer is None:
             raise TypeError(f"not a share group record key: {type(key).__name__}")
+        replayer(self, key, value)
+
+    def _replay_metadata(self, key: ShareGroupMetadataKey, value: ShareGroupMetadataValue | None) -> None:
+        if value is None:
+            self.dead = True
+        else:
+            self.group_epoch = value.epoch
+
+    def _replay_partition_metadata(
+        self, key: ShareGroupPartitionMetadataKey, value: ShareGroupPartitionMetadataValue | None
+    ) -> None:
+        self.subscription_metadata = (
+            {} if value is None else {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
+        )
+
+    def _replay_member_metadata(
+        self, key: ShareGroupMemberMetadataKey, value: ShareGroupMemberMetadataValue | None
+    ) -> None:
+        if value is None:
+            self.members.pop(key.member_id, None)
+            return
+        base = self.members.get(key.member_id) or ShareGroupMember(key.member_id)
+        self.members[key.member_id] = replace(
+            base,
+            rack_id=value.rack_id,
+            client_id=value.client_id,
+            client_host=value.client_host,
+            subscribed_topic_names=tuple(value.subscribed_topic_names),
+        )
+
+    def _replay_target_metadata(
+        self, key: ShareGroupTargetAssignmentMetadataKey, value: ShareGroupTargetAssignmentMetadataValue | None
+    ) -> None:
+        if value is not None:
+            self.assignment_epoch = value.assignment_epoch
+
+    def _replay_target_member(
+        self, key: ShareGroupTargetAssignmentMemberKey, value: ShareGroupTargetAssignmentMemberValue | None
+    ) -> None:
+        if value is None:
+            self.target.pop(key.member_id, None)
+        else:
+            self.target[key.member_id] = {
+                tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
+            }
+
+    def _replay_current_assignment(
+        self, key: ShareGroupCurrentMemberAssignmentKey, value: ShareGroupCurrentMemberAssignmentValue | None
+    ) -> None:
+        member = self.members.get(key.member_id)
+        if member is None:
+            return  # the member's metadata tombstone came first
+        if value is None:
+            self.members[key.member_id] = replace(member, member_epoch=0, previous_member_epoch=-1, assigned={})
+        else:
+            self.members[key.member_id] = replace(
+                member,
+                member_epoch=value.member_epoch,
+                previous_member_epoch=value.previous_member_epoch,
+                assigned=from_topic_partitions(value.assigned_partitions),
+            )
+
+    def _replay_state_partition_metadata(
+        self, key: ShareGroupStatePartitionMetadataKey, value: ShareGroupStatePartitionMetadataValue | None
+    ) -> None:
+        if value is None:
+            self.initialized, self.deleting = {}, {}
+        else:
+            self.initialized = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics}
+            self.deleting = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.deleting_topics}
+
+
+# Which ``ShareGroup`` method replays each share group record key type.
+_REPLAYERS: dict[type[RecordKey], Callable[[ShareGroup, Any, Any], None]] = {
+    ShareGroupMetadataKey: ShareGroup._replay_metadata,
+    ShareGroupPartitionMetadataKey: ShareGroup._replay_partition_metadata,
+    ShareGroupMemberMetadataKey: ShareGroup._replay_member_metadata,
+    ShareGroupTargetAssignmentMetadataKey: ShareGroup._replay_target_metadata,
+    ShareGroupTargetAssignmentMemberKey: ShareGroup._replay_target_member,
+    ShareGroupCurrentMemberAssignmentKey: ShareGroup._replay_current_assignment,
+    ShareGroupStatePartitionMetadataKey: ShareGroup._replay_state_partition_metadata,
+}

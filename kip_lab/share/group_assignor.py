@@ -65,33 +65,38 @@ class SimpleAssignor:
                         topics[topic_id] = tuple(partitions[topic_id])
             return out
         for topic_id in sorted(partitions):
-            available = partitions[topic_id]
             subscribers = sorted(
                 (m for m, topics in subscriptions.items() if topic_id in topics),
                 key=lambda m: (self.member_hash(m), m),
             )
-            if not available or not subscribers:
+            if not partitions[topic_id] or not subscribers:
                 continue
-            # (1) hashing
-            hashed: dict[int, list[str]] = {p: [] for p in available}
-            for member_id in subscribers:
-                hashed[available[(self.member_hash(member_id) - 1) % len(available)]].append(member_id)
-            chosen: dict[int, list[str]] = {}
-            round_robin = 0
-            for p in available:
-                if hashed[p]:
-                    # (3) a hashed partition keeps only its hashed members
-                    chosen[p] = hashed[p]
-                    continue
-                kept = [m for m in subscribers if p in current.get(m, {}).get(topic_id, frozenset())]
-                if kept:
-                    chosen[p] = kept
-                else:
-                    # (2) round-robin over the subscribers, in hash order
-                    chosen[p] = [subscribers[round_robin % len(subscribers)]]
-                    round_robin += 1
-            for p, members in chosen.items():
+            for p, members in self._kip_topic(topic_id, partitions[topic_id], subscribers, current).items():
                 for member_id in members:
-                    topic = out[member_id].setdefault(topic_id, ())
-                    out[member_id][topic_id] = (*topic, p)
+                    out[member_id][topic_id] = (*out[member_id].get(topic_id, ()), p)
         return out
+
+    def _kip_topic(
+        self,
+        topic_id: str,
+        available: tuple[int, ...],
+        subscribers: list[str],
+        current: Mapping[str, Mapping[str, frozenset[int]]],
+    ) -> dict[int, list[str]]:
+        """The KIP's three steps for one topic: partition -> its members (``subscribers`` in hash order)."""
+        hashed: dict[int, list[str]] = {p: [] for p in available}
+        for member_id in subscribers:  # (1) hashing
+            hashed[available[(self.member_hash(member_id) - 1) % len(available)]].append(member_id)
+        chosen: dict[int, list[str]] = {}
+        round_robin = 0
+        for p in available:
+            if hashed[p]:  # (3) a hashed partition keeps only its hashed members
+                chosen[p] = hashed[p]
+                continue
+            kept = [m for m in subscribers if p in current.get(m, {}).get(topic_id, frozenset())]
+            if kept:
+                chosen[p] = kept
+            else:  # (2) round-robin over the subscribers, in hash order
+                chosen[p] = [subscribers[round_robin % len(subscribers)]]
+                round_robin += 1
+        return chosen

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.share import (
@@ -49,6 +49,13 @@ from kip_lab.share.topic_log import TopicLog
 
 SharePartitionKey = tuple[str, str, int]
 R = TypeVar("R")
+
+
+class SessionIdleTimer(NamedTuple):
+    """The timer key of a share session's idle timeout (KIP-932: a session idle for 120 s is evicted)."""
+
+    group_id: str
+    member_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,20 +158,20 @@ class SharePartitionLeader:
 
     # ------------------------------------------------------------------ sessions
     def fire_timer(self, key: Hashable) -> None:
-        kind, group_id, member_id = key  # type: ignore[misc]
-        if kind != "session idle":
+        """A share session sat idle too long: it ends, releasing what its member holds."""
+        if not isinstance(key, SessionIdleTimer):
             raise ValueError(f"unknown timer {key!r}")
-        session = self.sessions.get((group_id, member_id))
+        session = self.sessions.get((key.group_id, key.member_id))
         if session is not None:
             self._end_session(session)
 
     def _touch(self, session: ShareSession) -> None:
-        self.scheduler.schedule(self, ("session idle", *session.key), SHARE_SESSION_IDLE_TIMEOUT_MS)
+        self.scheduler.schedule(self, SessionIdleTimer(*session.key), SHARE_SESSION_IDLE_TIMEOUT_MS)
 
     def _end_session(self, session: ShareSession) -> None:
         """Remove the session and release what its member still holds (KIP-932: closed, replaced, evicted)."""
         del self.sessions[session.key]
-        self.scheduler.cancel(self, ("session idle", *session.key))
+        self.scheduler.cancel(self, SessionIdleTimer(*session.key))
         for topic_id, partition in session.partitions:
             sp = self.partitions.get((session.group_id, topic_id, partition))
             if sp is not None:
@@ -207,25 +214,42 @@ class SharePartitionLeader:
         return None
 
     def begin_share_fetch(self, request: ShareFetchRequest) -> LeaderReply[ShareFetchResponse]:
-        """ShareFetch whose answer is ready once the writes of its acknowledgements have completed."""
-        key = (request.group_id, request.member_id)
+        """ShareFetch whose answer is ready once the writes of its acknowledgements have completed.
+
+        In the order of Kafka's ``KafkaApis.handleShareFetchRequest``: find (or open) the share
+        session, apply the piggy-backed acknowledgements, then (unless the request closes the
+        session) update the session's partitions and acquire records from them in its order.
+        """
+        try:
+            session = self._fetch_session(request)
+        except ApiError as error:
+            return _ready(_fetch_error(error.error, error.message or ""))
+        outcomes = self._acknowledge_piggybacked(request)
+        if request.share_session_epoch == FINAL_SHARE_SESSION_EPOCH:
+            self._end_session(session)
+            return _fetch_reply({tp: {} for tp in outcomes}, outcomes)
+        acknowledge_only = self._update_session(session, request)
+        answers = self._acquire_records(request, session, acknowledge_only, outcomes)
+        return _fetch_reply(answers, outcomes)
+
+    def _fetch_session(self, request: ShareFetchRequest) -> ShareSession:
+        """The share-session matrix: epoch 0 opens a session (replacing the member's old one); any other
+        epoch needs the cached session (-1 closes it). ApiError when the request cannot have one."""
         epoch = request.share_session_epoch
-        session = self.sessions.get(key)
-        has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        session = self.sessions.get((request.group_id, request.member_id))
         if epoch == INITIAL_SHARE_SESSION_EPOCH:
-            if has_acks:
-                return _ready(
-                    _fetch_error(Errors.INVALID_REQUEST, "a ShareFetch that opens a session cannot acknowledge")
-                )
+            if any(p.acknowledgement_batches for t in request.topics for p in t.partitions):
+                raise ApiError(Errors.INVALID_REQUEST, "a ShareFetch that opens a session cannot acknowledge")
             if session is not None:
                 self._end_session(session)
-            session = ShareSession(request.group_id, request.member_id)
-        elif (problem := _session_problem(session, epoch, request.member_id)) is not None:
-            return _ready(_fetch_error(*problem))
-        elif epoch == FINAL_SHARE_SESSION_EPOCH and (problem := self._final_fetch_problem(request)) is not None:
-            return _ready(_fetch_error(Errors.INVALID_REQUEST, problem))
+            return ShareSession(request.group_id, request.member_id)
+        session = _require_session(session, epoch, request.member_id)
+        if epoch == FINAL_SHARE_SESSION_EPOCH and (problem := self._final_fetch_problem(request)) is not None:
+            raise ApiError(Errors.INVALID_REQUEST, problem)
+        return session
 
-        answers: dict[TopicPartition, dict] = {}
+    def _acknowledge_piggybacked(self, request: ShareFetchRequest) -> dict[TopicPartition, AcknowledgeOutcome]:
+        """The acknowledgements a ShareFetch carries, applied before anything is acquired."""
         outcomes: dict[TopicPartition, AcknowledgeOutcome] = {}
         for topic in request.topics:
             for part in topic.partitions:
@@ -234,11 +258,11 @@ class SharePartitionLeader:
                     outcomes[tp] = self._acknowledge(
                         request.group_id, request.member_id, *tp, part.acknowledgement_batches
                     )
-                    answers[tp] = {}
-        if epoch == FINAL_SHARE_SESSION_EPOCH:
-            self._end_session(session)
-            return _fetch_reply(answers, outcomes)
+        return outcomes
 
+    def _update_session(self, session: ShareSession, request: ShareFetchRequest) -> set[TopicPartition]:
+        """Add the request's partitions and drop its forgotten ones, move the epoch on and restart the idle
+        timer. Returns the partitions named only to acknowledge (PartitionMaxBytes 0): nothing is fetched there."""
         acknowledge_only = set()
         for topic in request.topics:
             for part in topic.partitions:
@@ -251,11 +275,24 @@ class SharePartitionLeader:
         for forgotten in request.forgotten_topics_data:
             for partition in forgotten.partitions:
                 session.forget((forgotten.topic_id, partition))
-        if epoch != INITIAL_SHARE_SESSION_EPOCH:
+        if request.share_session_epoch != INITIAL_SHARE_SESSION_EPOCH:
             session.epoch = next_session_epoch(session.epoch)
-        self.sessions[key] = session
+        self.sessions[session.key] = session
         self._touch(session)
+        return acknowledge_only
 
+    def _acquire_records(
+        self,
+        request: ShareFetchRequest,
+        session: ShareSession,
+        acknowledge_only: set[TopicPartition],
+        outcomes: dict[TopicPartition, AcknowledgeOutcome],
+    ) -> dict[TopicPartition, dict[str, Any]]:
+        """Acquire up to ``max_records`` from the session's partitions in its rotating order.
+
+        The answers: acknowledged partitions first, then each partition that has records or an error.
+        """
+        answers: dict[TopicPartition, dict[str, Any]] = {tp: {} for tp in outcomes}
         budget = request.max_records
         for tp in session.fetch_order():
             if tp in acknowledge_only:
@@ -273,7 +310,7 @@ class SharePartitionLeader:
                 budget -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
                 answer["acquired_records"] = acquired
                 answer["records"] = [rec for r in acquired for rec in sp.log.read(r.first_offset, r.last_offset)]
-        return _fetch_reply({tp: a for tp, a in answers.items() if a or tp in outcomes}, outcomes)
+        return {tp: a for tp, a in answers.items() if a or tp in outcomes}
 
     # ------------------------------------------------------------------ ShareAcknowledge
     def share_acknowledge(self, request: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
@@ -289,8 +326,10 @@ class SharePartitionLeader:
             return _ready(
                 _acknowledge_error(Errors.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session")
             )
-        if (problem := _session_problem(session, epoch, request.member_id)) is not None:
-            return _ready(_acknowledge_error(*problem))
+        try:
+            session = _require_session(session, epoch, request.member_id)
+        except ApiError as error:
+            return _ready(_acknowledge_error(error.error, error.message or ""))
         outcomes = [
             (
                 topic.topic_id,
@@ -333,13 +372,14 @@ class SharePartitionLeader:
         return LeaderReply(tuple(o.write for _, parts in outcomes for _, o in parts if o.write is not None), build)
 
 
-def _session_problem(session: ShareSession | None, epoch: int, member_id: str) -> tuple[Errors, str] | None:
-    """Why a request past the opening one cannot use its session (the final epoch matches any session epoch)."""
+def _require_session(session: ShareSession | None, epoch: int, member_id: str) -> ShareSession:
+    """The session a request past the opening one uses, or ApiError saying why it cannot (the final
+    epoch matches any session epoch)."""
     if session is None:
-        return Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {member_id}"
+        raise ApiError(Errors.SHARE_SESSION_NOT_FOUND, f"no share session for {member_id}")
     if epoch != FINAL_SHARE_SESSION_EPOCH and epoch != session.epoch:
-        return Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}"
-    return None
+        raise ApiError(Errors.INVALID_SHARE_SESSION_EPOCH, f"expected share session epoch {session.epoch}, got {epoch}")
+    return session
 
 
 def _fetch_error(error: Errors, message: str) -> ShareFetchResponse:

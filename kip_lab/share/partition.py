@@ -24,7 +24,7 @@ import bisect
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.errors import ApiError, Errors
@@ -94,7 +94,24 @@ CLIENT_ERROR_OF_PERSISTER_ERROR = {
     Errors.FENCED_STATE_EPOCH: Errors.FENCED_STATE_EPOCH,
     Errors.FENCED_LEADER_EPOCH: Errors.NOT_LEADER_OR_FOLLOWER,
 }
+
+
+def client_error(error: Errors, fidelity: str) -> Errors:
+    """What a client is told when the share coordinator refused a read or a write: under ``kafka``,
+    Kafka's ``SharePartition.fetchPersisterError``; under ``kip``, the share coordinator's own error."""
+    if fidelity == "kip" or error is Errors.NONE:
+        return error
+    return CLIENT_ERROR_OF_PERSISTER_ERROR.get(error, Errors.UNKNOWN_SERVER_ERROR)
+
+
 ACKNOWLEDGE_TRIGGER = {AcknowledgeType.ACCEPT: "accept", AcknowledgeType.REJECT: "reject", AcknowledgeType.GAP: "gap"}
+AT_LIMIT = {"release": "release at limit", "lock timeout": "lock timeout at limit"}  # the edge past the delivery limit
+
+
+class LockTimer(NamedTuple):
+    """The timer key of acquisition lock ``lock_id``: when it fires, the lock has expired."""
+
+    lock_id: int
 
 
 @dataclass(slots=True)
@@ -242,8 +259,7 @@ class SharePartition:
         result = persister.read_state(group_id, topic_id, partition, leader_epoch)
         kafka = config.fidelity == "kafka"
         if result.error_code is not Errors.NONE:
-            error = CLIENT_ERROR_OF_PERSISTER_ERROR.get(result.error_code, Errors.UNKNOWN_SERVER_ERROR)
-            raise ApiError(error if kafka else result.error_code, result.error_message or "")
+            raise ApiError(client_error(result.error_code, config.fidelity), result.error_message or "")
         sp = cls(group_id, topic_id, partition, log, config, scheduler, persister, leader_epoch, result.state_epoch)
         spans = sorted(spans_from_batches(result.state_batches))
         sp.durable = DurableState(result.state_epoch, leader_epoch, 0, result.start_offset, tuple(spans))
@@ -415,40 +431,51 @@ class SharePartition:
             return []
         self.move_log_start()
         floor = self._start_floor()
-        kafka = self.config.fidelity == "kafka"
-        if kafka:
-            budget = max_records if self._can_acquire(floor) else 0
-        else:
-            budget = min(max_records, self.config.partition_max_record_locks - self.acquired_count)
+        budget = self._acquire_budget(max_records, floor)
         if budget <= 0:
             return []
         lock_id = self._next_lock_id
+        taken = self._acquire_in_flight(member_id, lock_id, budget, floor)
+        budget -= sum(b.size for b in taken)
+        if budget > 0 and floor == self.spso:  # no new records while the log start's write is pending
+            taken.extend(self._acquire_from_log(member_id, lock_id, budget))
+        if taken:
+            self._arm_lock(lock_id, taken)
+        self._advance_start()
+        return _acquired_ranges(taken)
+
+    def _acquire_budget(self, max_records: int, floor: int) -> int:
+        """How many records this acquisition may take (see ``acquire`` for the two fidelities)."""
+        if self.config.fidelity == "kafka":
+            return max_records if self._can_acquire(floor) else 0
+        return min(max_records, self.config.partition_max_record_locks - self.acquired_count)
+
+    def _acquire_in_flight(self, member_id: str, lock_id: int, budget: int, floor: int) -> list[InFlightBatch]:
+        """Available in-flight records, lowest offsets first; under ``kip`` a batch the budget cuts is split."""
         taken: list[InFlightBatch] = []
         index = 0
         while index < len(self._batches) and budget > 0:
             batch = self._batches[index]
-            if batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor:
-                if batch.size > budget and not kafka:
+            if _acquirable(batch, floor):
+                if batch.size > budget and self.config.fidelity == "kip":
                     self._split_before(batch.first_offset + budget)
                 self._acquire_batch(batch, member_id, lock_id)
                 budget -= batch.size
                 taken.append(batch)
             index += 1
-        if budget > 0 and floor == self.spso:  # no new records while the log start's write is pending
-            taken.extend(self._acquire_from_log(member_id, lock_id, budget))
-        if taken:
-            self._next_lock_id += 1
-            self._lock_sizes[lock_id] = sum(b.size for b in taken)
-            self.acquired_count += self._lock_sizes[lock_id]
-            self.scheduler.schedule(self, ("lock", lock_id), self.config.record_lock_duration_ms)
-        self._advance_start()
-        return _acquired_ranges(taken)
+        return taken
+
+    def _arm_lock(self, lock_id: int, taken: list[InFlightBatch]) -> None:
+        """One acquisition lock over everything just taken, expiring after ``record_lock_duration_ms``."""
+        self._next_lock_id += 1
+        self._lock_sizes[lock_id] = sum(b.size for b in taken)
+        self.acquired_count += self._lock_sizes[lock_id]
+        self.scheduler.schedule(self, LockTimer(lock_id), self.config.record_lock_duration_ms)
 
     def _can_acquire(self, floor: int) -> bool:
         """Kafka's ``canAcquireRecords``: an Available in-flight record, or room in the window."""
-        for batch in self._batches:
-            if batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor:
-                return True
+        if any(_acquirable(batch, floor) for batch in self._batches):
+            return True
         return self.speo - self.spso < self.config.partition_max_record_locks
 
     def _acquire_batch(self, batch: InFlightBatch, member_id: str, lock_id: int) -> None:
@@ -527,7 +554,7 @@ class SharePartition:
         index = self._index_of(first)
         while index < len(self._batches) and self._batches[index].first_offset <= last:
             batch = self._batches[index]
-            if batch.state != ACQUIRED or batch.member_id != member_id or batch.pending_write is not None:
+            if not (_settled_acquired(batch) and batch.member_id == member_id):
                 raise ApiError(
                     Errors.INVALID_RECORD_STATE,
                     f"offsets {batch.first_offset}-{batch.last_offset} are {batch.state}"
@@ -541,37 +568,37 @@ class SharePartition:
         plans = []
         for index in self._slice(first, last):
             batch = self._batches[index]
-            if kind is AcknowledgeType.RELEASE:
-                trigger = "release at limit" if batch.delivery_count >= self.config.delivery_count_limit else "release"
-            else:
-                trigger = ACKNOWLEDGE_TRIGGER[kind]
+            trigger = self._at_limit(batch, "release") if kind is AcknowledgeType.RELEASE else ACKNOWLEDGE_TRIGGER[kind]
             plans.append((batch.first_offset, batch.last_offset, trigger))
         return plans
+
+    def _at_limit(self, batch: InFlightBatch, trigger: str) -> str:
+        """The delivery-limit rule (T5, T6): a release or lock timeout of records delivered
+        ``delivery_count_limit`` times archives them instead of making them Available again."""
+        return AT_LIMIT[trigger] if batch.delivery_count >= self.config.delivery_count_limit else trigger
 
     def release_member(self, member_id: str, origin: str = "session end") -> PendingWrite | None:
         """Release every record ``member_id`` holds here (its share session ended): T9, as RELEASE."""
         if self.fenced is not None:
             return None
-        changes = []
-        for batch in self._batches:
-            if batch.state == ACQUIRED and batch.member_id == member_id and batch.pending_write is None:
-                at_limit = batch.delivery_count >= self.config.delivery_count_limit
-                changes.append((batch.first_offset, batch.last_offset, "release at limit" if at_limit else "release"))
+        changes = [
+            (batch.first_offset, batch.last_offset, self._at_limit(batch, "release"))
+            for batch in self._batches
+            if _settled_acquired(batch) and batch.member_id == member_id
+        ]
         return self._submit_changes(changes, origin) if changes else None
 
     def fire_timer(self, key: Hashable) -> PendingWrite | None:
         """An acquisition lock expired: its records still Acquired go back to Available (or Archived at the limit)."""
-        kind, lock_id = key  # type: ignore[misc]
-        if kind != "lock":
+        if not isinstance(key, LockTimer):
             raise ValueError(f"unknown timer {key!r}")
+        lock_id = key.lock_id
         self._expired_locks.add(lock_id)
-        changes = []
-        for batch in self._batches:
-            if batch.lock_id == lock_id and batch.state == ACQUIRED and batch.pending_write is None:
-                at_limit = batch.delivery_count >= self.config.delivery_count_limit
-                changes.append(
-                    (batch.first_offset, batch.last_offset, "lock timeout at limit" if at_limit else "lock timeout")
-                )
+        changes = [
+            (batch.first_offset, batch.last_offset, self._at_limit(batch, "lock timeout"))
+            for batch in self._batches
+            if _settled_acquired(batch) and batch.lock_id == lock_id
+        ]
         if not changes:
             return None
         return self._submit_changes(changes, f"lock {lock_id} timeout", applies_on_failure=True)
@@ -622,6 +649,7 @@ class SharePartition:
                         (batch.first_offset, batch.last_offset, int(DURABLE_CODE[target]), batch.delivery_count)
                     )
         changed.sort()
+        spans: tuple[Span, ...]
         if new_log_start is not None:
             start_offset, spans = new_log_start, ()  # every change is below the new start
         else:
@@ -703,7 +731,7 @@ class SharePartition:
                     if batch.state == ACQUIRED and batch.lock_id in self._expired_locks:
                         expired.add(batch.lock_id)
             for lock_id in sorted(expired):
-                self.scheduler.schedule(self, ("lock", lock_id), 0)
+                self.scheduler.schedule(self, LockTimer(lock_id), 0)
         if error in FENCING_ERRORS:
             self.fenced = error  # another leader (or a reset) owns the state now: this one stops
             self.scheduler.cancel_all(self)
@@ -725,10 +753,8 @@ class SharePartition:
                 batch.pending_write = batch.pending_state = None
 
     def client_error(self, error: Errors) -> Errors:
-        """The error a client gets for a refused write: Kafka's ``fetchPersisterError`` under ``kafka``."""
-        if self.config.fidelity == "kip" or error is Errors.NONE:
-            return error
-        return CLIENT_ERROR_OF_PERSISTER_ERROR.get(error, Errors.UNKNOWN_SERVER_ERROR)
+        """The error a client gets for a refused write (see ``client_error``)."""
+        return client_error(error, self.config.fidelity)
 
     def _unlock(self, batch: InFlightBatch) -> None:
         lock_id = batch.lock_id
@@ -740,7 +766,7 @@ class SharePartition:
         if self._lock_sizes[lock_id] == 0:
             del self._lock_sizes[lock_id]
             self._expired_locks.discard(lock_id)
-            self.scheduler.cancel(self, ("lock", lock_id))
+            self.scheduler.cancel(self, LockTimer(lock_id))
 
     def _drop_below_log_start(self, new_start: int) -> None:
         """Records below the new log start leave the window; acquired ones release their locks."""
@@ -756,7 +782,18 @@ class SharePartition:
 
     def lock_deadlines(self) -> dict[int, int]:
         """Armed acquisition locks: lock id -> due time."""
-        return {key[1]: due for key, due in sorted(self.scheduler.timers(self).items())}
+        locks = {key.lock_id: due for key, due in self.scheduler.timers(self).items() if isinstance(key, LockTimer)}
+        return dict(sorted(locks.items()))
+
+
+def _settled_acquired(batch: InFlightBatch) -> bool:
+    """Acquired, and no write is moving it yet: what a member may acknowledge, release or let time out."""
+    return batch.state == ACQUIRED and batch.pending_write is None
+
+
+def _acquirable(batch: InFlightBatch, floor: int) -> bool:
+    """Available, no write is moving it, and not below the log start a pending write moves the SPSO to."""
+    return batch.state == AVAILABLE and batch.pending_write is None and batch.first_offset >= floor
 
 
 def _runs(ack: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeType]]:
@@ -779,12 +816,12 @@ def _acquired_ranges(batches: list[InFlightBatch]) -> list[AcquiredRecords]:
     out: list[AcquiredRecords] = []
     for batch in batches:
         if out and out[-1].last_offset + 1 == batch.first_offset and out[-1].delivery_count == batch.delivery_count:
-            out[-1] = AcquiredRecords.model_construct(
+            out[-1] = AcquiredRecords(
                 first_offset=out[-1].first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
             )
         else:
             out.append(
-                AcquiredRecords.model_construct(
+                AcquiredRecords(
                     first_offset=batch.first_offset, last_offset=batch.last_offset, delivery_count=batch.delivery_count
                 )
             )

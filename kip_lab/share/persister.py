@@ -87,7 +87,7 @@ class CoordinatorPersister:
 
     def deliver(self, count: int | None = None) -> list[SentWrite]:
         """Deliver queued writes (oldest first): ``count`` of them, or all."""
-        delivered = []
+        delivered: list[SentWrite] = []
         while self.queue and (count is None or len(delivered) < count):
             sent = self.queue.popleft()
             self._deliver(sent)

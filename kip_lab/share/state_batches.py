@@ -25,7 +25,7 @@ def spans_from_batches(batches: Iterable[StateBatch]) -> list[Span]:
 
 def batches_from_spans(spans: Iterable[Span]) -> list[StateBatch]:
     return [
-        StateBatch.model_construct(first_offset=f, last_offset=last, delivery_state=DeliveryState(s), delivery_count=c)
+        StateBatch(first_offset=f, last_offset=last, delivery_state=DeliveryState(s), delivery_count=c)
         for f, last, s, c in spans
     ]
 
@@ -102,8 +102,7 @@ class DurableState(NamedTuple):
     def with_write(self, start_offset: int, spans: Sequence[Span], leader_epoch: int) -> DurableState:
         """This state after a write: a new start offset (unless -1), then its spans combined."""
         start = self.start_offset if start_offset == UNCHANGED_START_OFFSET else start_offset
-        unchanged = not spans and (start == UNCHANGED_START_OFFSET or not self.spans or self.spans[0][0] >= start)
-        combined = self.spans if unchanged else combine(self.spans, spans, start)
+        combined = combine(self.spans, spans, start)
         leader = self.leader_epoch if leader_epoch == -1 else leader_epoch
         return DurableState(self.state_epoch, leader, self.snapshot_epoch, start, tuple(combined))
 

@@ -147,5 +147,5 @@ class TopicLog:
                 if offset in batch.removed:
                     continue
                 value = None if batch.values is None else batch.values[offset - batch.base_offset]
-                out.append(ShareRecord.model_construct(offset=offset, key=None, value=value))
+                out.append(ShareRecord(offset=offset, key=None, value=value))
         return out

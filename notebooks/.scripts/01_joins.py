@@ -42,7 +42,7 @@ alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: n
 
 import pandas as pd
 
-from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
+from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kip_lab.viz import group_dot, picture

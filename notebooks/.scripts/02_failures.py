@@ -43,7 +43,7 @@ import json
 import pandas as pd
 
 from kip_lab.lab.story import client_story
-from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
+from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions

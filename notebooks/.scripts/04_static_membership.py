@@ -43,7 +43,7 @@ alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: n
 
 import pandas as pd
 
-from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, MemberState
+from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator import GROUP_STATE_MACHINE
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
