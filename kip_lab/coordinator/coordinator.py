@@ -46,8 +46,7 @@ from kip_lab.coordinator.group import (
     check_group_transition,
     group_snapshot_head,
 )
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
-from kip_lab.coordinator.member import ReconciliationState
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
@@ -93,7 +92,12 @@ SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, pa
 def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
     """The member with no assignment and epoch 0, as after a (re)join."""
     return replace(
-        member, member_epoch=0, previous_member_epoch=-1, state=ReconciliationState.STABLE, assigned={}, pending_revocation={}
+        member,
+        member_epoch=0,
+        previous_member_epoch=-1,
+        state=ReconciliationState.STABLE,
+        assigned={},
+        pending_revocation={},
     )
 
 
@@ -331,7 +335,11 @@ class GroupCoordinator(
             return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
         if kind == "rebalance":
             epoch = self._rebalance_epochs.pop((group_id, member_id), None)
-            if member is None or member.member_epoch != epoch or member.state is not ReconciliationState.UNREVOKED_PARTITIONS:
+            if (
+                member is None
+                or member.member_epoch != epoch
+                or member.state is not ReconciliationState.UNREVOKED_PARTITIONS
+            ):
                 return empty
             return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
         if kind == "assignment":

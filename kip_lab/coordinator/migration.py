@@ -29,8 +29,7 @@ from dataclasses import replace
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, fenced_instance_error
-from kip_lab.coordinator.member import ReconciliationState
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -351,7 +350,10 @@ class OnlineMigration:
         return (
             self._behind(epoch, member)
             or member.state is ReconciliationState.UNREVOKED_PARTITIONS
-            or (member.state is ReconciliationState.UNRELEASED_PARTITIONS and not self._waiting_on_unreleased(group, member))
+            or (
+                member.state is ReconciliationState.UNRELEASED_PARTITIONS
+                and not self._waiting_on_unreleased(group, member)
+            )
         )
 
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
