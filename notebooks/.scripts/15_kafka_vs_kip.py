@@ -82,29 +82,30 @@ def differences(comparison):
     return pd.DataFrame(rows).set_index("write")
 
 
-def target_listing(comparison, first_write):
-    """For each profile and write from ``first_write`` on: which members the target lists after it."""
+def listing(comparison, first_write, record_type="TargetAssignmentMember"):
+    """For each profile and write from ``first_write`` on: the members with a ``record_type`` record after it
+    (``TargetAssignmentMember``: the target lists them; ``MemberMetadata``: they are in the group)."""
     rows = []
     for profile in PROFILES:
         listed = set()
         for index, write in enumerate(comparison.writes[profile]):
             for record in write.records:
-                if record.startswith("TargetAssignmentMember("):
-                    listed.add(record[len("TargetAssignmentMember("):-1])
-                elif record.startswith("~TargetAssignmentMember("):
-                    listed.discard(record[len("~TargetAssignmentMember("):-1])
+                if record.startswith(f"{record_type}("):
+                    listed.add(record[len(record_type) + 1:-1])
+                elif record.startswith(f"~{record_type}("):
+                    listed.discard(record[len(record_type) + 2:-1])
             if index >= first_write:
                 rows += [{"profile": profile, "write": index, "member": m} for m in sorted(listed)]
     return pd.DataFrame(rows)
 
 
 def listing_chart(frame, title):
-    """Rows: member per profile; a square where the target lists that member after the write."""
-    return alt.Chart(frame, title=title, width=260, height=70).mark_square(size=260).encode(
-        x=alt.X("write:O", title="coordinator write #"),
+    """Rows: member per profile; a square where the member is listed after the write."""
+    return alt.Chart(frame, width=260, height=70).mark_square(size=260).encode(
+        x=alt.X("write:O", title="coordinator write #", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("member:N", title=None),
         color=alt.Color("profile:N", scale=COLOURS, legend=None),
-    ).facet(column=alt.Column("profile:N", title=None, sort=list(PROFILES)))
+    ).facet(column=alt.Column("profile:N", title=None, sort=list(PROFILES))).properties(title=title)
 
 
 # %% [markdown]
@@ -131,13 +132,16 @@ differences(failure)
 # write after its removal (the session timeout's write), until B's heartbeat computes the next target.
 
 # %%
-first = failure.differences[0].index - 1
-picture(listing_chart(target_listing(failure, first), "members the target lists, from the write before A's removal"))
+removal = failure.differences[0]
+picture(listing_chart(listing(failure, removal.index - 1),
+                      f"members the target lists, write by write (#{removal.index}: {removal.kafka.origin})"))
 
 # %% [markdown]
-# **Why it matters:** reading `__consumer_offsets` (or a describe) right after a member's
-# removal, Kafka's target already lacks it — a tool or test that expects the KIP's table would
-# wait for a tombstone that came earlier, in the removal's own batch.
+# **Why it matters:** Kafka writes a removal whole, in one batch, so the log never holds a target
+# naming a member the group no longer has — a coordinator that fails over and replays the log right
+# after a removal sees a consistent group. Someone reading `__consumer_offsets` with the KIP's table
+# in mind would look for A's target tombstone in the next rebalance and find it earlier, in the
+# removal itself.
 #
 # ## 2 · FENCED_MEMBER_EPOCH: rejected, or removed?
 #
@@ -203,14 +207,16 @@ print(outcome(fencing).to_string())
 # revokes them, rejoins, leaves, or its session times out.
 
 # %%
-picture(listing_chart(target_listing(fencing, 1), "members the target lists, after each write"))
+fenced = fencing.differences[0]
+picture(listing_chart(listing(fencing, 0, "MemberMetadata"),
+                      f"members of the group, write by write (#{fenced.index}: {fenced.kafka.error} to A)"))
 
 # %% [markdown]
-# **Why it matters:** in Kafka a fencing error is not a removal. The partitions a fenced member
-# held are not handed to others until that member rejoins with epoch 0 or its session expires
-# (`group.consumer.session.timeout.ms`, 45 s by default) — so a consumer that keeps answering
-# fencing with bad epochs holds up the rebalance, and a client that treats FENCED_MEMBER_EPOCH as
-# "I am out" must rejoin promptly.
+# **Why it matters:** in Kafka a fencing error is not a removal. A fenced member's partitions move
+# to others only when it rejoins with epoch 0 (Kafka's consumer does so at once, after
+# `onPartitionsLost`), leaves, or its session expires (`group.consumer.session.timeout.ms`, 45 s by
+# default). A client that answers FENCED_MEMBER_EPOCH with anything but a prompt rejoin holds those
+# partitions up for as long as a session timeout.
 #
 # ## 3 · Online migration: does converting the group bump the epoch?
 #
@@ -351,6 +357,8 @@ picture(share_chart)
 
 # %%
 def fetches(fidelity):
+    """Three batches of four records; C1 then C2 fetch with max_records=6. The acquired ranges, and the
+    in-flight records after each fetch."""
     log = TopicLog("T1", 0)
     for _ in range(3):
         log.append(4)
@@ -360,27 +368,37 @@ def fetches(fidelity):
                                                                                 start_offset=0)])]))
     sp = SharePartition.load("G1", "T1", 0, log, config=SharePartitionConfig(fidelity=fidelity),
                              scheduler=Scheduler(), persister=CoordinatorPersister(coordinator))
-    got = {member: [(r.first_offset, r.last_offset) for r in sp.acquire(member, 6)] for member in ("C1", "C2")}
-    return got, sp.records()
+    got, windows = {}, {}
+    for member in ("C1", "C2"):
+        got[member] = [(r.first_offset, r.last_offset) for r in sp.acquire(member, 6)]
+        windows[f"after {member}'s fetch"] = sp.records()
+    return got, windows
 
 
 fetched = {profile: fetches(profile) for profile in PROFILES}
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for profile, (got, records) in fetched.items():
+for profile, (got, _) in fetched.items():
     counts = {member: sum(last - first + 1 for first, last in ranges) for member, ranges in got.items()}
     print(f"{profile:>5}: acquired {got} -> records {counts}")
 
 # %%
-strip = [{"profile": profile, "offset": offset, "holder": record.member_id or record.state}
-         for profile, (_, records) in fetched.items() for record in records
-         for offset in range(record.first_offset, record.last_offset + 1)]
-strip_chart = alt.Chart(pd.DataFrame(strip), width=420, height=60,
-                        title="offsets 0-11 after the two fetches of max_records=6").mark_rect(stroke="white").encode(
-    x=alt.X("offset:O"), y=alt.Y("profile:N", title=None, sort=list(PROFILES)),
+strip = []
+for profile, (_, windows) in fetched.items():
+    for when, records in windows.items():
+        holder = {offset: record.member_id or record.state
+                  for record in records for offset in range(record.first_offset, record.last_offset + 1)}
+        strip += [{"profile": profile, "when": when, "offset": offset, "holder": holder.get(offset, "not read yet")}
+                  for offset in range(12)]
+strip_chart = alt.Chart(pd.DataFrame(strip), width=420, height=50).mark_rect(stroke="white").encode(
+    x=alt.X("offset:O", axis=alt.Axis(labelAngle=0)),
+    y=alt.Y("profile:N", title=None, sort=list(PROFILES)),
     color=alt.Color("holder:N", title="acquired by / state",
-                    scale=alt.Scale(domain=["C1", "C2", "Available"], range=["#54a24b", "#b279a2", "#d9d9d9"])))
+                    scale=alt.Scale(domain=["C1", "C2", "Available", "not read yet"],
+                                    range=["#54a24b", "#b279a2", "#bab0ac", "#f2f2f2"])),
+).facet(row=alt.Row("when:N", title=None)).properties(
+    title="the in-flight records of a log of three 4-record batches, fetches of max_records=6")
 picture(strip_chart)
 
 # %% [markdown]
@@ -407,4 +425,4 @@ print("share fetch of max_records=6: records C1 got",
       {p: sum(last - first + 1 for first, last in got["C1"]) for p, (got, _) in fetched.items()})
 
 # %% [markdown]
-# **Next:** [16_scale_and_batching](16_scale_and_batching.ipynb) — larger groups, and how the coordinator batches its work.
+# **Next:** [16_scale_and_batching](16_scale_and_batching.ipynb) — larger groups, and batching.
