@@ -65,21 +65,19 @@ from kip_lab.share.topic_log import TopicLog
 from kip_lab.viz import picture
 
 pd.set_option("display.width", 160)
-pd.set_option("display.max_colwidth", 90)
 COLOURS = alt.Scale(domain=list(PROFILES), range=["#4c78a8", "#f58518"])
 
 
-def differences(comparison):
-    """The writes that differ, one row each: what Kafka wrote next to what the KIP's reading writes."""
-    rows = []
+def show_differences(comparison):
+    """Each write that differs: what Kafka wrote, then what the KIP's reading writes."""
     for d in comparison.differences:
-        row = {"write": d.index, "at ms": (d.kafka or d.kip).time_ms, "by": (d.kafka or d.kip).origin}
+        first = d.kafka or d.kip
+        print(f"write #{d.index} at {first.time_ms} ms, by {first.origin}:")
         for profile in PROFILES:
             write = getattr(d, profile)
-            row[profile] = "—" if write is None else (f"{write.error}: " if write.error else "") + (
-                ", ".join(write.records) or "(no records)")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("write")
+            answer = f"answers {write.error}; " if write and write.error else ""
+            records = ", ".join(write.records) if write and write.records else "no records"
+            print(f"  {profile:>5}: {answer}{records}" if write else f"  {profile:>5}: (no such write)")
 
 
 def listing(comparison, first_write, record_type="TargetAssignmentMember"):
@@ -122,10 +120,14 @@ def listing_chart(frame, title):
 # member the group no longer has.
 #
 # The library scenario `member_failure` is the KIP's case study; here it runs under both profiles.
+# A record reads `Type(member)`; `~` marks a tombstone, and `Metadata` is the group-epoch record.
 
 # %%
 failure = compare_profiles("member_failure")
-differences(failure)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+show_differences(failure)
 
 # %% [markdown]
 # Write by write, the members the target lists. Under `kip` A stays in the target for one
@@ -179,7 +181,10 @@ events:
 run: {until_ms: 1000}
 """
 fencing = compare_profiles(scenario_from_yaml(FENCING))
-differences(fencing)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+show_differences(fencing)
 
 
 # %%
