@@ -21,7 +21,8 @@
 # kip_lab behaves as Kafka does by default, and keeps the KIP text's reading as an opt-in
 # **fidelity profile**:
 #
-# * `fidelity="kafka"` (the default): Apache Kafka's behaviour, class and method named;
+# * `fidelity="kafka"` (the default): Apache Kafka's behaviour, class and method named (Kafka's trunk
+#   at the reference commit 1eb7644349cb, late October 2024, about Kafka 4.0);
 # * `fidelity="kip"`: what the KIP's text and examples say.
 #
 # The switch is `CoordinatorConfig(fidelity=...)`, `LabConfig(fidelity=...)`, `lab: {fidelity: kip}` in a
@@ -354,8 +355,9 @@ picture(share_chart)
 # as many records as it asks for, cutting a batch, and the rest waits in flight, Available.
 #
 # **Kafka, `SharePartition.acquire`** and **`acquireNewBatchRecords`** acquire whole log batches:
-# `max_records` is a soft limit, and a batch the fetch reaches is taken whole even past it, under
-# one acquisition lock.
+# the fetch's record limit (`max_records` here; at the reference commit the broker's internal
+# `share.fetch.max.fetch.records`, unbounded by default) is soft, and a batch the fetch reaches is
+# taken whole even past it, under one acquisition lock.
 #
 # A share-partition whose log holds three producer batches of four records (0–3, 4–7, 8–11);
 # C1 fetches with `max_records=6`, then C2 does the same.
@@ -407,10 +409,11 @@ strip_chart = alt.Chart(pd.DataFrame(strip), width=420, height=50).mark_rect(str
 picture(strip_chart)
 
 # %% [markdown]
-# **Why it matters:** in Kafka the producer's batch size shapes how records are shared out: one
-# share consumer's poll can return more than `max.poll.records` (up to a whole batch more), and
-# every record of a batch is locked to the same consumer with one deadline, so large producer
-# batches make share consumption lumpier than the KIP's example suggests.
+# **Why it matters:** in Kafka the producer's batches are the unit of sharing: a fetch gets whole
+# batches, up to a batch more than it asked for, and every record of a batch is locked to the same
+# consumer under one deadline. With large producer batches, one share consumer can take far more
+# than its share while the others wait; the KIP's example, three consumers taking 3, 6 and 1 of ten
+# records, needs batches that small in Kafka.
 #
 # ## Summary
 
