@@ -27,18 +27,20 @@
 #
 # The switch is `CoordinatorConfig(fidelity=...)`, `LabConfig(fidelity=...)`, `lab: {fidelity: kip}` in a
 # scenario file, or a sweep grid dimension. `compare_profiles` runs one scenario under both profiles
-# (same seed, so every difference comes from the profile) and lists the coordinator writes that differ.
+# (everything else equal, so every difference comes from the profile) and lists the coordinator
+# writes that differ.
 # Each difference shown here is a pair of rows in the repository's `docs/decisions.md` (D4/D4k, D6/D6k,
-# M2, SG2, SP5), where it is written down with its reason.
+# M2, SG2, SP5, D17/D17k), where it is written down with its reason.
 #
-# Five departures, each with the KIP section, Kafka's method, the difference computed live, and why it
+# Six departures, each with the KIP section, Kafka's method, the difference computed live, and why it
 # matters:
 #
 # 1. a failed member's target entry (KIP-848);
 # 2. FENCED_MEMBER_EPOCH: reject, or remove (KIP-848);
 # 3. the epoch bump when online migration converts a group (KIP-848);
 # 4. the share groups' SimpleAssignor (KIP-932);
-# 5. a share fetch's `max_records` (KIP-932).
+# 5. a share fetch's `max_records` (KIP-932);
+# 6. the member id in heartbeat responses (KIP-848), a small one.
 
 # %%
 import altair as alt
@@ -52,6 +54,7 @@ from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.bootstrap import stable_classic_group_log
 from kip_lab.coordinator.view import describe_record, states_after_batches
 from kip_lab.protocol.classic_group import HeartbeatRequest
+from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kip_lab.protocol.share import InitializeShareGroupStateRequest, InitializeStateData, InitializeStatePartition
 from kip_lab.runtime.scheduler import Scheduler
@@ -415,6 +418,41 @@ picture(strip_chart)
 # than its share while the others wait; the KIP's example, three consumers taking 3, 6 and 1 of ten
 # records, needs batches that small in Kafka.
 #
+# ## 6 · The member id in heartbeat responses
+#
+# **KIP-848, "Consumer Group Heartbeat API → Response Schema"**: the response's MemberId is *"only
+# provided when the member joins with MemberEpoch == 0"*.
+#
+# **Kafka, `GroupMetadataManager.consumerGroupHeartbeat`** (and `consumerGroupLeave`) set the member
+# id on every response. A joins, acknowledges its partitions, and leaves:
+
+# %%
+def member_ids(fidelity):
+    cluster = ClusterMetadata()
+    foo = cluster.create_topic("foo", 2)
+    gc = GroupCoordinator(CoordinatorConfig(fidelity=fidelity), cluster)
+    requests = {
+        "join (epoch 0)": dict(member_epoch=0, rebalance_timeout_ms=60_000, subscribed_topic_names=["foo"],
+                               topic_partitions=[]),
+        "heartbeat (epoch 1)": dict(member_epoch=1,
+                                    topic_partitions=[TopicPartitions(topic_id=foo, partitions=[0, 1])]),
+        "leave (epoch -1)": dict(member_epoch=-1),
+    }
+    return {label: gc.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(group_id="g", member_id="A", **body))
+            .response.member_id for label, body in requests.items()}
+
+
+echo = pd.DataFrame({profile: member_ids(profile) for profile in PROFILES})
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(echo.fillna("(null)").to_string())
+
+# %% [markdown]
+# **Why it matters:** a tool that reads member ids off the wire (a protocol test, a proxy, a
+# capture being decoded) finds the id in every response Kafka sends; one written from the KIP's
+# schema would expect it only on joins and treat it as absent elsewhere.
+#
 # ## Summary
 
 # %%
@@ -431,6 +469,7 @@ print("share assignor: members per partition with 4 members",
        for p, steps in share.items()})
 print("share fetch of max_records=6: records C1 got",
       {p: sum(last - first + 1 for first, last in got["C1"]) for p, (got, _) in fetched.items()})
+print("member id in heartbeat responses:", {p: int(echo[p].notna().sum()) for p in PROFILES}, "of", len(echo))
 
 # %% [markdown]
 # **Next:** [16_scale_and_batching](16_scale_and_batching.ipynb) — larger groups, and batching.
