@@ -61,6 +61,7 @@ def test_the_notebooks_are_there() -> None:
         "12_poison_messages",
         "13_share_coordinator_failover",
         "14_protocol_comparison_at_scale",
+        "15_kafka_vs_kip",
     ]
 
 
