@@ -25,22 +25,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
+from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
-from kip_lab.clients.member_state import MemberState as ClientState
-from kip_lab.clients.share_consumer import ShareConsumer, ShareConsumerConfig
-from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
-from kip_lab.coordinator.classic_group import ClassicGroupState
+from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.lab import actions as a
-from kip_lab.lab.invariants import InvariantChecker
+from kip_lab.lab.invariants import CheckMode, InvariantChecker
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.snapshot import Snapshot
+from kip_lab.lab.stability import StabilityTracker
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
-from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.share.config import SharePartitionConfig
-
-GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
 
 
 def _collector_paused(method):
@@ -96,6 +92,10 @@ class LabConfig(BaseModel):
         "0: every snapshot_every steps",
     )
     raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
+    invariants: CheckMode = Field(
+        "incremental",
+        description="incremental: each step checks what it touched (same verdicts); full: rescan the world every step",
+    )
 
 
 class Lab:
@@ -108,10 +108,11 @@ class Lab:
         self.trace = Trace()
         self.step_count = 0
         self.horizon = 0  # the furthest step this timeline has reached
-        self.invariants = InvariantChecker(raise_on_violation=self.config.raise_on_violation)
+        self.invariants = InvariantChecker(self.config.raise_on_violation, mode=self.config.invariants)
         self._applied: dict[int, Any] = {}  # step -> action applied from outside at that step
         self._ahead: list[TraceEvent] = []  # after a backward seek: the known events of later steps, newest first
         self._snapshots: dict[int, Snapshot] = {}
+        self._stability = StabilityTracker()
         self._snapshots[0] = self._snapshot(0)
 
     # ------------------------------------------------------------------ views
@@ -247,6 +248,7 @@ class Lab:
                 del self._applied[number]
                 self.world.events.clear()
                 self.world.written_key_types.clear()
+                self.world.written_batches.clear()
                 if future is not None:  # and the run keeps the future it had
                     self._applied, self._snapshots, self.horizon, self._ahead = future
             raise
@@ -280,6 +282,8 @@ class Lab:
             if fired is None:
                 return None
             world.trace_fired(fired)
+            self.invariants.timer_fired(fired.owner)
+            self._stability.touched.timer_fired(fired.owner)
         self.step_count = number
         if number > self.horizon:  # a new step: no snapshot of it yet
             self.horizon = number
@@ -289,7 +293,9 @@ class Lab:
         events = self._flush(number)
         for name, explanation in self.invariants.check(world, events):
             world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
-        if world.written_key_types:
+        self._stability.step_done(events, world.written_batches)
+        if world.written_batches:
+            world.written_batches.clear()
             world.written_key_types.clear()
         if world.events:
             events += self._flush(number)
@@ -303,6 +309,8 @@ class Lab:
         return events
 
     def _perform(self, action: Any) -> None:
+        self.invariants.action_applied(action)
+        self._stability.touched.action_applied(action)
         if isinstance(action, a.ScheduleAction):
             self.world.emit("lab", "note", {"text": f"scheduled {action.inner.action} at {action.at_ms} ms"})
             self.world.schedule_action(action.inner, action.at_ms)
@@ -338,96 +346,11 @@ class Lab:
         return taken
 
     def is_stable(self) -> bool:
-        """Every group Stable and every live member STABLE with nothing left to reconcile."""
-        for client in self.world.clients.values():  # the cheap, usual way to say no
-            state = getattr(client, "state", None)
-            if isinstance(client, ShareConsumer):
-                if not client.settled():
-                    return False
-            elif isinstance(client, ClassicConsumer):
-                if client.alive and state not in GONE_STATES and not client.settled():
-                    return False
-            elif (
-                state is not None
-                and client.alive
-                and state not in GONE_STATES
-                and (state is not ClientState.STABLE or client.reconciling or client.target is not None)
-            ):
-                return False
-        coordinator = self.world.coordinator
-        groups = coordinator.groups
-        if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
-            return False
-        # A topic change the group has not noticed yet (added partitions, a new topic matching
-        # its regex) is a rebalance still to come.
-        if any(coordinator.has_unseen_metadata(group_id) for group_id in groups):
-            return False
-        live = {
-            (c.config.group_id, c.member_id)
-            for c in self.world.clients.values()
-            if getattr(c, "alive", False) and getattr(c, "state", None) not in (None, *GONE_STATES)
-        }
-        if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
-            return False  # a member whose process is gone: its session has yet to expire
-        if not self._classic_groups_stable(live):
-            return False
-        for client in self.world.clients.values():
-            if not getattr(client, "alive", False) or not hasattr(client, "state") or isinstance(client, ShareConsumer):
-                continue
-            if isinstance(client, ClassicConsumer):
-                if client.state not in GONE_STATES and not self._classic_member_converged(client):
-                    return False
-                continue
-            if client.state is ClientState.STALE and not client.paused:
-                return False  # polled again: it rejoins once on_partitions_lost has run
-            if client.state in GONE_STATES:
-                continue
-            if client.state is not ClientState.STABLE or client.reconciling or client.target is not None:
-                return False
-            if set(client.owned) != set(client.fetching):
-                return False
-            group = groups.get(client.config.group_id)
-            member = group.members.get(client.member_id) if group else None
-            if member is None or member.member_epoch != client.member_epoch:
-                return False
-            if sorted(member.subscribed_topic_names) != sorted(client.config.subscribed_topic_names or ()) or (
-                member.subscribed_topic_regex != client.config.subscribed_topic_regex
-            ):
-                return False  # a subscription change the coordinator has not heard yet
-            if set(client.owned) != {(t, p) for t, parts in member.assigned.items() for p in parts}:
-                return False
-        return True
+        """Every group Stable and every live member STABLE with nothing left to reconcile.
 
-    def _classic_groups_stable(self, live: set[tuple[str, str]]) -> bool:
-        """Every classic group with members is Stable and each member is a live client's."""
-        for group_id, group in self.world.coordinator.classic_groups.items():
-            if not group.members:
-                continue
-            if group.state is not ClassicGroupState.STABLE:
-                return False
-            if any((group_id, member_id) not in live for member_id in group.members):
-                return False  # a member whose process is gone: its session has yet to expire
-        return True
-
-    def _classic_member_converged(self, client: ClassicConsumer) -> bool:
-        """The coordinator holds the member at the client's generation with what the client owns.
-
-        In a classic group that is the assignment its SyncGroup stored; after an online
-        migration the member is in a consumer group and its assignment is the coordinator's.
-        """
-        coordinator = self.world.coordinator
-        group_id = client.config.group_id
-        classic = coordinator.classic_groups.get(group_id)
-        if classic is not None and client.member_id in classic.members:
-            if classic.generation_id != client.generation_id:
-                return False
-            stored = ConsumerProtocolAssignment.decode(classic.members[client.member_id].assignment)
-            return client.partition_ids(stored.assigned_partitions) == set(client.owned)
-        group = coordinator.groups.get(group_id)
-        member = group.members.get(client.member_id) if group else None
-        if member is None:
-            return False
-        return set(client.owned) == {(t, p) for t, parts in member.assigned.items() for p in parts}
+        Answered from what changed since the last answer (``stability.StabilityTracker``), so
+        asking after every step costs what the step touched, not the size of the run."""
+        return self._stability.is_stable(self.world)
 
     @_collector_paused
     def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:
@@ -492,6 +415,7 @@ class Lab:
             self.trace.extend(known)
         snapshot = self._snapshots[base]
         self.world, self.invariants = snapshot.restore()
+        self._stability = StabilityTracker()
         self.step_count = base
         self._mark_snapshot(base, snapshot)
 
@@ -515,6 +439,7 @@ class Lab:
         twin.seed = self.seed
         twin.config = self.config
         twin.world, twin.invariants = Snapshot(self.world, self.invariants).restore()
+        twin._stability = StabilityTracker()
         twin.trace = Trace(self.trace)
         twin.trace.truncate_after(self.step_count)
         twin.step_count = self.step_count
