@@ -82,6 +82,7 @@ from kip_lab.protocol.records import (
     PartitionMetadataTopic,
 )
 from kip_lab.regex import InvalidRegex, compile_subscription
+from kip_lab.runtime.collector import collector_paused
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.scheduler import Scheduler
 
@@ -189,8 +190,9 @@ class GroupCoordinator(
         coordinator = cls(config, cluster, assignors=assignors, scheduler=scheduler, log=log, seed=seed)
         # A new coordinator must not hand out its predecessor's member ids again.
         coordinator._rng = random.Random(f"{seed}:{log.end_offset}")
-        for entry in log:
-            coordinator._replay(entry.record)
+        with collector_paused():  # every replayed object survives: the collector's passes would find nothing
+            for entry in log:
+                coordinator._replay(entry.record)
         coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]

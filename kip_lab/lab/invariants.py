@@ -495,6 +495,7 @@ class _GroupView:
             self.targets[member_id] = now
 
     def _set_holdings(self, member_id: str, member: Any) -> set[TP]:
+        """Record what the member holds; returns the partitions to compare with the coordinator's epochs."""
         now: dict[TP, int] = {}
         if member is not None:
             epoch = member.member_epoch
@@ -502,10 +503,10 @@ class _GroupView:
                 for p in parts:
                     now[(tid, p)] = epoch
         before = self.holdings.pop(member_id, {})
-        if now == before:
+        if now == before:  # the same holdings: the coordinator's bookkeeping of them may still have moved
             if now:
                 self.holdings[member_id] = now
-            return set()
+            return set(now)
         for tp in before:
             holders = self.holders[tp]
             del holders[member_id]

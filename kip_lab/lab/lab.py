@@ -19,8 +19,6 @@ run forks in place); ``fork()`` returns an independent copy to try something els
 
 from __future__ import annotations
 
-import functools
-import gc
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,30 +34,8 @@ from kip_lab.lab.snapshot import Snapshot
 from kip_lab.lab.stability import StabilityTracker
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
+from kip_lab.runtime.collector import collector_paused
 from kip_lab.share.config import SharePartitionConfig
-
-
-def _collector_paused(method):
-    """Hold off CPython's cyclic garbage collector while a loop steps.
-
-    A run allocates events, messages and records that all survive (the trace keeps them), so
-    the collector's full passes over an ever larger heap find nothing and cost about a third
-    of a long run. Stepping creates no garbage cycles; a seek's discarded world is collected
-    once the collector runs again.
-    """
-
-    @functools.wraps(method)
-    def paused(*args, **kwargs):
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return paused
-
 
 _KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
@@ -329,7 +305,7 @@ class Lab:
         self.trace.extend(events)
         return events
 
-    @_collector_paused
+    @collector_paused()
     def run(self, until: int | None = None, steps: int | None = None) -> int:
         """Step until the clock would pass ``until`` (then advance it to ``until``), or ``steps`` steps.
 
@@ -352,7 +328,7 @@ class Lab:
         asking after every step costs what the step touched, not the size of the run."""
         return self._stability.is_stable(self.world)
 
-    @_collector_paused
+    @collector_paused()
     def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:
         """Step until ``is_stable()`` (True) or until ``timeout_ms`` of simulated time passes (False)."""
         deadline = self.now + timeout_ms
@@ -419,7 +395,7 @@ class Lab:
         self.step_count = base
         self._mark_snapshot(base, snapshot)
 
-    @_collector_paused
+    @collector_paused()
     def seek(self, step: int) -> None:
         """Put the Lab in the state it had right after ``step`` (earlier or later than now)."""
         if step < 0:
@@ -433,6 +409,7 @@ class Lab:
                 raise ValueError(f"the run ends at step {self.step_count}; cannot seek to {step}")
             self.step()
 
+    @collector_paused()
     def fork(self) -> Lab:
         """An independent copy of this Lab at this step, with the same past."""
         twin = Lab.__new__(Lab)
