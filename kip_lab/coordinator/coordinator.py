@@ -162,6 +162,7 @@ class GroupCoordinator(
         self._rounds: dict[str, AssignmentRound] = {}
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
+        self._target_computed_at: dict[str, int] = {}  # group id -> when its last target was computed (ms)
         self.load_results: list[CoordinatorResult] = []
         self._init_share_groups()
 
@@ -226,6 +227,7 @@ class GroupCoordinator(
             if self._client_side_assignor(group.members) is None:
                 _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
                 batches.append(target_batch)
+                self._target_computed_at[group_id] = self.now_ms
             else:
                 self._start_round(group_id, group.members)
         return self._apply(CoordinatorResult(None, tuple(batches), origin=f"load {group_id}"))
@@ -493,6 +495,16 @@ class GroupCoordinator(
         best = max(votes.items(), key=lambda item: (item[1], -order.index(item[0])))
         return self.assignors[best[0]]
 
+    def _target_due(self, group_id: str) -> bool:
+        """Whether a new target may be computed now: ``assignment_interval_ms`` after the last one
+        (Kafka ``GroupMetadataManager``'s assignment batching; soft state, so a new coordinator
+        computes at once)."""
+        interval = self.config.assignment_interval_ms
+        if not interval:
+            return True
+        computed_at = self._target_computed_at.get(group_id)
+        return computed_at is None or self.now_ms - computed_at >= interval
+
     def _assignment_spec(
         self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict
     ) -> AssignmentSpec:
@@ -756,7 +768,9 @@ class GroupCoordinator(
                 or (updated is not member and updated.subscription_key() != member.subscription_key())
             )
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
-        needs_view = bump or replaced is not None or metadata_stale or group.group_epoch > group.assignment_epoch
+        target_due = self._target_due(group.group_id)
+        target_behind = group.group_epoch > group.assignment_epoch and target_due
+        needs_view = bump or replaced is not None or metadata_stale or target_behind
         # The group with this member's update applied. Built only off the steady-state path:
         # a plain heartbeat from a reconciled member must stay O(1) in the group size.
         view: dict[str, ConsumerGroupMember] = {}
@@ -795,12 +809,15 @@ class GroupCoordinator(
             membership.append(self._current_assignment_record(group.group_id, updated))
 
         batches: list[tuple[Record, ...]] = [tuple(membership)] if membership else []
+        # Batching (Kafka 4.3): until the interval has passed, the member is told the last target,
+        # at the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
         target_epoch = group.assignment_epoch
-        if group_epoch > target_epoch:
+        if group_epoch > target_epoch and target_due:
             if client_assignor is None:
                 target_view, target_batch = self._compute_target(group, view, metadata, group_epoch, target_view)
                 batches.append(target_batch)
                 target_epoch = group_epoch
+                self._target_computed_at[group.group_id] = self.now_ms
             else:
                 self._start_round(group.group_id, view)
 
