@@ -159,3 +159,29 @@ def test_a_sweep_grid_crosses_the_interval() -> None:
 def test_the_lab_takes_the_interval_from_its_config() -> None:
     lab = Lab(config=LabConfig(coordinator=CoordinatorConfig(assignment_interval_ms=500)))
     assert lab.coordinator.config.assignment_interval_ms == 500
+
+
+def test_a_share_group_batches_its_targets_too() -> None:
+    """Kafka ``GroupMetadataManager.shareGroupHeartbeat`` with ``group.share.assignment.interval.ms``
+    (KAFKA-20291 [2/3]): share consumers joining together share a handful of targets."""
+    targets = {}
+    for interval in (0, 1_000):
+        config = LabConfig(coordinator=CoordinatorConfig(share_assignment_interval_ms=interval))
+        lab = Lab(seed=2, config=config)
+        lab.create_topic("orders", 8)
+        for i in range(8):
+            lab.add_share_consumer(f"s{i}", group_id="queue", subscribed_topic_names=["orders"])
+        assert lab.run_until_stable()
+        assert lab.invariants.violations == []
+        group = lab.coordinator.share_groups["queue"]
+        assert group.assignment_epoch == group.group_epoch
+        targets[interval] = sum(
+            1
+            for e in lab.trace
+            if e.kind.value == "handler_result"
+            and any(r["key"]["type"] == "ShareGroupTargetAssignmentMetadataKey" for r in e.payload.get("records", ()))
+        )
+    assert targets[0] == 8
+    assert targets[1_000] < targets[0]
+    with pytest.raises(ValidationError, match=r"share_assignment_interval_ms=16000 must lie in \[0, 15000\]"):
+        CoordinatorConfig(share_assignment_interval_ms=16_000)

@@ -52,6 +52,11 @@ class CoordinatorConfig(BaseModel):
     )
     min_assignment_interval_ms: int = Field(0, ge=0, description="group.consumer.min.assignment.interval.ms")
     max_assignment_interval_ms: int = Field(15_000, ge=0, description="group.consumer.max.assignment.interval.ms")
+    share_assignment_interval_ms: int = Field(
+        0, ge=0, description="group.share.assignment.interval.ms: the same for share groups (Kafka 4.3: 1000)"
+    )
+    share_min_assignment_interval_ms: int = Field(0, ge=0, description="group.share.min.assignment.interval.ms")
+    share_max_assignment_interval_ms: int = Field(15_000, ge=0, description="group.share.max.assignment.interval.ms")
     accept_previous_epoch: bool = Field(
         True,
         description="Accept a heartbeat at the member's previous epoch when its owned partitions are a subset "
@@ -86,6 +91,11 @@ class CoordinatorConfig(BaseModel):
             raise ValueError(
                 f"assignment_interval_ms={self.assignment_interval_ms} must lie in "
                 f"[{self.min_assignment_interval_ms}, {self.max_assignment_interval_ms}]"
+            )
+        share = (self.share_min_assignment_interval_ms, self.share_max_assignment_interval_ms)
+        if not share[0] <= self.share_assignment_interval_ms <= share[1]:
+            raise ValueError(
+                f"share_assignment_interval_ms={self.share_assignment_interval_ms} must lie in [{share[0]}, {share[1]}]"
             )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be smaller than session_timeout_ms")

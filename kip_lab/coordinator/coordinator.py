@@ -495,11 +495,11 @@ class GroupCoordinator(
         best = max(votes.items(), key=lambda item: (item[1], -order.index(item[0])))
         return self.assignors[best[0]]
 
-    def _target_due(self, group_id: str) -> bool:
-        """Whether a new target may be computed now: ``assignment_interval_ms`` after the last one
-        (Kafka ``GroupMetadataManager``'s assignment batching; soft state, so a new coordinator
-        computes at once)."""
-        interval = self.config.assignment_interval_ms
+    def _target_due(self, group_id: str, interval: int | None = None) -> bool:
+        """Whether a new target may be computed now: ``interval`` (``assignment_interval_ms``) after
+        the last one (Kafka ``GroupMetadataManager``'s assignment batching; soft state, so a new
+        coordinator computes at once)."""
+        interval = self.config.assignment_interval_ms if interval is None else interval
         if not interval:
             return True
         computed_at = self._target_computed_at.get(group_id)

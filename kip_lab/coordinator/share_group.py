@@ -387,11 +387,14 @@ class ShareGroupHandlers:
             records.append(self._share_epoch_record(group.group_id, group_epoch))
         batches: list[tuple[Record, ...]] = [tuple(records)] if records else []
 
+        # Batching (Kafka 4.3): the last target, at its epoch, until share_assignment_interval_ms has passed.
         target_epoch, target = group.assignment_epoch, group.target
-        if group_epoch > group.assignment_epoch:
+        due = self._target_due(group.group_id, self.config.share_assignment_interval_ms)
+        if group_epoch > group.assignment_epoch and due:
             target = self._share_target(group, view, metadata)
             batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
             target_epoch = group_epoch
+            self._target_computed_at[group.group_id] = self.now_ms
 
         # No revocation barrier: the member takes its target in one step (KIP-932).
         assigned = {t: frozenset(p) for t, p in target.get(member_id, {}).items()}

@@ -156,6 +156,8 @@ def groups_stable(world: Any) -> bool:
     # its regex) is a rebalance still to come.
     if any(coordinator.has_unseen_metadata(group_id) for group_id in groups):
         return False
+    if any(g.group_epoch > g.assignment_epoch for g in coordinator.share_groups.values() if g.members):
+        return False  # a share group's target held back by assignment batching
     live = {(c.config.group_id, c.member_id) for c in world.clients.values() if _live(c)}
     if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
         return False  # a member whose process is gone: its session has yet to expire
