@@ -417,14 +417,11 @@ class _GroupView:
 
     Built from the whole group once (a new group, or a coordinator that loaded it after a
     failover), then updated member by member: how often the target gives out each partition,
-    which partitions the subscriptions want and nobody is given, the members not reconciled
-    to the assignment epoch, those whose assignment is not their target, and the partition
-    epochs the members' ownership implies."""
+    which partitions the subscriptions want and nobody is given, the members whose assignment
+    is not their target, and the partition epochs the members' ownership implies."""
 
     def __init__(self, group: Any) -> None:
         self.group = group
-        self.assignment_epoch = group.assignment_epoch
-        self.unreconciled: set[str] = set()
         self.diverged: set[str] = set()
         self.client_side: set[str] = set()
         self.targets: dict[str, tuple[TP, ...]] = {}
@@ -444,21 +441,15 @@ class _GroupView:
             self.metadata = dict(group.subscription_metadata)
             self.wanted = {(tid, p) for tid, n in self.metadata.values() for p in range(n)}
             self.uncovered = {tp for tp in self.wanted if not self.counts.get(tp)}
-        if group.assignment_epoch != self.assignment_epoch:
-            self.assignment_epoch = group.assignment_epoch
-            epoch = group.assignment_epoch
-            self.unreconciled = {m for m, member in group.members.items() if not member.is_reconciled_to(epoch)}
         changed_holdings: set[TP] = set()
         for member_id in member_ids:
             member = group.members.get(member_id)
             self._set_target(member_id, group.target.get(member_id, {}) if member is not None else {})
             changed_holdings |= self._set_holdings(member_id, member)
             if member is None:
-                self.unreconciled.discard(member_id)
                 self.diverged.discard(member_id)
                 self.client_side.discard(member_id)
                 continue
-            _toggle(self.unreconciled, member_id, not member.is_reconciled_to(self.assignment_epoch))
             diverged = bool(member.pending_revocation) or member.assigned != group.target_of(member_id)
             _toggle(self.diverged, member_id, diverged)
             _toggle(self.client_side, member_id, bool(member.client_assignors))
@@ -529,13 +520,7 @@ class _GroupView:
         return holders[last]
 
     def stable(self) -> bool:
-        group = self.group
-        return (
-            not group.dead
-            and bool(group.members)
-            and group.group_epoch <= group.assignment_epoch
-            and not self.unreconciled
-        )
+        return self.group.state is GroupState.STABLE  # kept by the group itself, member by member
 
     def lasting(self, written: set[str]) -> list[tuple[str, str]]:
         """The violations that last while the group does not change, as the full check finds them."""
