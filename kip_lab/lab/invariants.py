@@ -90,6 +90,17 @@ class InvariantChecker:
         self._views: dict[str, _GroupView] = {}
         self._lasting: set[str] = set()  # groups whose last check found a violation that lasts
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a snapshot keeps: the memories of what was seen, not the incremental indexes (they
+        are as large as the world; a restored checker rebuilds them at its first check)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_touched", "_owners", "_views")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._touched = Touched()  # everyone: the first check looks at every client again
+        self._owners = _Owners()
+        self._views = {}
+
     # -- what the Lab tells the incremental checks, besides each step's events ----------------
     def timer_fired(self, owner: Any) -> None:
         """A timer fired: a client's own timer touches that client; a scheduled action may touch any."""
