@@ -29,7 +29,7 @@ from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import MemberState
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
-from kip_lab.lab.touched import Touched
+from kip_lab.lab.touched import Touched, actor_of
 from kip_lab.lab.trace import EventKind, TraceEvent
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.protocol.records import OffsetCommitKey
@@ -85,7 +85,8 @@ class InvariantChecker:
         self.violations: list[tuple[str, str]] = []
         self.share = ShareInvariants()
         self.ownership_checks = 0  # steps that changed what members own: the Lab weighs them as work
-        self._touched = Touched()  # incremental: the clients touched since the last ownership check
+        # incremental: the clients touched since the last ownership check (None: full checks)
+        self._touched = Touched() if mode == "incremental" else None
         self._owners = _Owners()
         self._views: dict[str, _GroupView] = {}
         self._lasting: set[str] = set()  # groups whose last check found a violation that lasts
@@ -97,25 +98,25 @@ class InvariantChecker:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._touched = Touched()  # everyone: the first check looks at every client again
+        self._touched = Touched() if self.mode == "incremental" else None  # everyone, at the first check
         self._owners = _Owners()
         self._views = {}
 
     # -- what the Lab tells the incremental checks, besides each step's events ----------------
     def timer_fired(self, owner: Any) -> None:
         """A timer fired: a client's own timer touches that client; a scheduled action may touch any."""
-        if self.mode == "incremental":
+        if self._touched is not None:
             self._touched.timer_fired(owner)
 
     def action_applied(self, action: Any) -> None:
         """An action touches the member it names; one that names none may touch every client."""
-        if self.mode == "incremental":
+        if self._touched is not None:
             self._touched.action_applied(action)
 
     def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
-        if self.mode == "incremental":
-            self._touched.events(events)
+        if self._touched is not None:  # incremental
+            self._touched.names.update(map(actor_of, events))
         if QUIET_EVENTS.issuperset(map(_kind_of, events)) and world.written_key_types <= NO_GROUP_CHANGE:
             return []  # most steps: a message sent or delivered, a heartbeat answered, offsets written
         kinds = set(map(_kind_of, events))

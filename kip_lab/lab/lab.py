@@ -258,8 +258,10 @@ class Lab:
             if fired is None:
                 return None
             world.trace_fired(fired)
-            self.invariants.timer_fired(fired.owner)
-            self._stability.touched.timer_fired(fired.owner)
+            owner = fired.owner
+            if owner is not world.network:  # a delivery's actor is in its event: nothing more touched
+                self.invariants.timer_fired(owner)
+                self._stability.touched.timer_fired(owner)
         self.step_count = number
         if number > self.horizon:  # a new step: no snapshot of it yet
             self.horizon = number

@@ -27,8 +27,9 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumer
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.classic_group import ClassicGroupState
-from kip_lab.lab.touched import Touched
+from kip_lab.lab.touched import Touched, actor_of
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.protocol.records import OffsetCommitKey
 
 GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
 
@@ -48,10 +49,10 @@ class StabilityTracker:
 
     def step_done(self, events: Iterable[Any], batches: Iterable[Any]) -> None:
         """What a step touched: its events' actors, and the clients whose members its records name."""
-        self.touched.events(events)
+        self.touched.names.update(map(actor_of, events))
         for batch in batches:
-            if not batch:
-                continue
+            if not batch or type(batch[0].key) is OffsetCommitKey:
+                continue  # a commit's batch holds offsets only: no group or member changed
             self.groups_changed = True
             for key, _ in batch:
                 member_id = getattr(key, "member_id", None)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
 
-_actor_of = itemgetter(2)  # TraceEvent.actor, without the property call
+actor_of = itemgetter(2)  # TraceEvent.actor, without the property call
 
 
 class Touched:
@@ -19,7 +19,7 @@ class Touched:
         self.everyone = True
 
     def events(self, events: Iterable[Any]) -> None:
-        self.names.update(map(_actor_of, events))
+        self.names.update(map(actor_of, events))
 
     def timer_fired(self, owner: Any) -> None:
         name = getattr(owner, "name", None)
