@@ -49,6 +49,21 @@ class CoordinatorConfig(BaseModel):
     max_heartbeat_interval_ms: int = Field(15_000, gt=0, description="group.consumer.max.heartbeat.interval.ms")
     max_size: int = Field(INT32_MAX, gt=0, description="group.consumer.max.size")
     offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
+    # Assignment batching (Kafka 4.3, KIP-1263): a new target at most once per interval. Kafka's
+    # default is 1,000 ms; here 0 (off), the behaviour of the reference commit this Lab follows.
+    assignment_interval_ms: int = Field(
+        0,
+        ge=0,
+        description="group.consumer.assignment.interval.ms: the least time between two target computations "
+        "of a group (0: at every group epoch bump). Kafka 4.3 defaults to 1000.",
+    )
+    min_assignment_interval_ms: int = Field(0, ge=0, description="group.consumer.min.assignment.interval.ms")
+    max_assignment_interval_ms: int = Field(15_000, ge=0, description="group.consumer.max.assignment.interval.ms")
+    share_assignment_interval_ms: int = Field(
+        0, ge=0, description="group.share.assignment.interval.ms: the same for share groups (Kafka 4.3: 1000)"
+    )
+    share_min_assignment_interval_ms: int = Field(0, ge=0, description="group.share.min.assignment.interval.ms")
+    share_max_assignment_interval_ms: int = Field(15_000, ge=0, description="group.share.max.assignment.interval.ms")
     accept_previous_epoch: bool = Field(
         True,
         description="Accept a heartbeat at the member's previous epoch when its owned partitions are a subset "
@@ -79,6 +94,16 @@ class CoordinatorConfig(BaseModel):
             raise ValueError(
                 f"heartbeat_interval_ms={self.heartbeat_interval_ms} must lie in "
                 f"[{self.min_heartbeat_interval_ms}, {self.max_heartbeat_interval_ms}]"
+            )
+        if not self.min_assignment_interval_ms <= self.assignment_interval_ms <= self.max_assignment_interval_ms:
+            raise ValueError(
+                f"assignment_interval_ms={self.assignment_interval_ms} must lie in "
+                f"[{self.min_assignment_interval_ms}, {self.max_assignment_interval_ms}]"
+            )
+        share = (self.share_min_assignment_interval_ms, self.share_max_assignment_interval_ms)
+        if not share[0] <= self.share_assignment_interval_ms <= share[1]:
+            raise ValueError(
+                f"share_assignment_interval_ms={self.share_assignment_interval_ms} must lie in [{share[0]}, {share[1]}]"
             )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be smaller than session_timeout_ms")

@@ -83,6 +83,7 @@ from kip_lab.protocol.records import (
     PartitionMetadataTopic,
 )
 from kip_lab.regex import InvalidRegex, compile_subscription
+from kip_lab.runtime.collector import collector_paused
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.scheduler import Scheduler
 
@@ -168,6 +169,7 @@ class GroupCoordinator(
         self._rounds: dict[str, AssignmentRound] = {}
         self._rebalance_epochs: dict[tuple[str, str], int] = {}
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
+        self._target_computed_at: dict[str, int] = {}  # group id -> when its last target was computed (ms)
         self.load_results: list[CoordinatorResult] = []
         self._init_share_groups()
 
@@ -196,8 +198,9 @@ class GroupCoordinator(
         coordinator = cls(config, cluster, assignors=assignors, scheduler=scheduler, log=log, seed=seed)
         # A new coordinator must not hand out its predecessor's member ids again.
         coordinator._rng = random.Random(f"{seed}:{log.end_offset}")
-        for entry in log:
-            coordinator._replay(entry.record)
+        with collector_paused():  # every replayed object survives: the collector's passes would find nothing
+            for entry in log:
+                coordinator._replay(entry.record)
         coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
@@ -232,6 +235,7 @@ class GroupCoordinator(
                 try:
                     _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
                     batches.append(target_batch)
+                    self._target_computed_at[group_id] = self.now_ms
                 except ApiError:  # e.g. an assignor this coordinator lacks: each heartbeat reports it
                     pass
             else:
@@ -540,6 +544,16 @@ class GroupCoordinator(
             )
         return self.assignors[name]
 
+    def _target_due(self, group_id: str, interval: int | None = None) -> bool:
+        """Whether a new target may be computed now: ``interval`` (``assignment_interval_ms``) after
+        the last one (Kafka ``GroupMetadataManager``'s assignment batching; soft state, so a new
+        coordinator computes at once)."""
+        interval = self.config.assignment_interval_ms if interval is None else interval
+        if not interval:
+            return True
+        computed_at = self._target_computed_at.get(group_id)
+        return computed_at is None or self.now_ms - computed_at >= interval
+
     def _assignment_spec(
         self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict
     ) -> AssignmentSpec:
@@ -833,7 +847,9 @@ class GroupCoordinator(
         else:
             bump = is_new or rejoining or (updated is not member and self._subscription_changed(member, updated))
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
-        needs_view = bump or replaced is not None or metadata_stale or group.group_epoch > group.assignment_epoch
+        target_due = self._target_due(group.group_id)
+        target_behind = group.group_epoch > group.assignment_epoch and target_due
+        needs_view = bump or replaced is not None or metadata_stale or target_behind
         # The group with this member's update applied. Built only off the steady-state path:
         # a plain heartbeat from a reconciled member must stay O(1) in the group size.
         view: dict[str, ConsumerGroupMember] = {}
@@ -865,12 +881,15 @@ class GroupCoordinator(
             target_view[member_id] = group.target.get(replaced, {})
 
         batches: list[tuple[Record, ...]] = [tuple(membership)] if membership else []
+        # Batching (Kafka 4.3): until the interval has passed, the member is told the last target,
+        # at the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
         target_epoch = group.assignment_epoch
-        if group_epoch > target_epoch:
+        if group_epoch > target_epoch and target_due:
             if client_assignor is None:
                 target_view, target_batch = self._compute_target(group, view, metadata, group_epoch, target_view)
                 batches.append(target_batch)
                 target_epoch = group_epoch
+                self._target_computed_at[group.group_id] = self.now_ms
             else:
                 self._start_round(group.group_id, view)
 

@@ -100,6 +100,7 @@ class ConsumerGroup:
         # derived
         self.partition_epochs: dict[str, dict[int, int]] = {}
         self.static_members: dict[str, str] = {}
+        self.unreconciled: set[str] = set()  # members not reconciled to the assignment epoch
         self.dead = False
 
     # -- derived views --------------------------------------------------------------
@@ -111,10 +112,7 @@ class ConsumerGroup:
             return GroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return GroupState.ASSIGNING
-        epoch = self.assignment_epoch
-        if all(m.is_reconciled_to(epoch) for m in self.members.values()):
-            return GroupState.STABLE
-        return GroupState.RECONCILING
+        return GroupState.RECONCILING if self.unreconciled else GroupState.STABLE
 
     def target_of(self, member_id: str) -> Assignment:
         return {t: frozenset(p) for t, p in self.target.get(member_id, {}).items()}
@@ -173,7 +171,9 @@ class ConsumerGroup:
         elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
             if value is not None:
                 assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
-                self.assignment_epoch = value.assignment_epoch
+                if value.assignment_epoch != self.assignment_epoch:
+                    self.assignment_epoch = value.assignment_epoch
+                    self.unreconciled = {m for m in self.members if not self._reconciled(m)}
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
             if value is None:
                 self.target.pop(key.member_id, None)
@@ -193,6 +193,7 @@ class ConsumerGroup:
             if old is not None:
                 self._set_ownership(old, None)
                 del self.members[member_id]
+                self.unreconciled.discard(member_id)
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
                     del self.static_members[old.instance_id]
             return
@@ -211,6 +212,7 @@ class ConsumerGroup:
             classic_member_metadata=value.classic_member_metadata,
         )
         self.members[member_id] = member
+        self._track(member_id)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member_id
 
@@ -229,6 +231,7 @@ class ConsumerGroup:
                     assigned={},
                     pending_revocation={},
                 )
+                self._track(member_id)
             return
         base = old or ConsumerGroupMember(member_id)
         member = replace(
@@ -241,6 +244,17 @@ class ConsumerGroup:
         )
         self._set_ownership(old, member)
         self.members[member_id] = member
+        self._track(member_id)
+
+    def _reconciled(self, member_id: str) -> bool:
+        return self.members[member_id].is_reconciled_to(self.assignment_epoch)
+
+    def _track(self, member_id: str) -> None:
+        """Keep ``unreconciled`` (what makes the state Reconciling rather than Stable) in step."""
+        if self._reconciled(member_id):
+            self.unreconciled.discard(member_id)
+        else:
+            self.unreconciled.add(member_id)
 
     def _set_ownership(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None) -> None:
         """Keep ``partition_epochs`` (who holds what, at which epoch) in step with members."""

@@ -340,6 +340,15 @@ class OnlineMigration:
     def _behind(epoch: int, member: ConsumerGroupMember) -> bool:
         return member.member_epoch < epoch and member.state is not ReconciliationState.UNREVOKED_PARTITIONS
 
+    def _rejoin_epoch(self, group: ConsumerGroup) -> int:
+        """The epoch a classic member must have reached not to be sent back to JoinGroup.
+
+        The group epoch while a JoinGroup could compute the new target; while assignment
+        batching holds the target back, the last target's epoch: only a newer target sends
+        classic members of a mixed group back (KAFKA-20272), or they would rejoin for nothing.
+        """
+        return group.group_epoch if self._target_due(group.group_id) else group.assignment_epoch
+
     def _classic_member_must_rejoin(self, group: ConsumerGroup, member: ConsumerGroupMember, epoch: int) -> bool:
         """Kafka's three reasons to send a classic member back to JoinGroup, behind ``epoch``.
 
@@ -490,7 +499,7 @@ class OnlineMigration:
                 r.protocol_name is not None and r.protocol_name != protocols[0].name
             ):
                 raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
-            if self._behind(group.group_epoch, member):
+            if self._behind(self._rejoin_epoch(group), member):
                 self._schedule_join_timeout_if_absent(group.group_id, member)
                 raise ApiError(Errors.REBALANCE_IN_PROGRESS)
             self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
@@ -512,7 +521,7 @@ class OnlineMigration:
             raise ApiError(Errors.ILLEGAL_GENERATION)
         self._schedule_session(group.group_id, member)
         error = Errors.NONE
-        if self._classic_member_must_rejoin(group, member, group.group_epoch):
+        if self._classic_member_must_rejoin(group, member, self._rejoin_epoch(group)):
             error = Errors.REBALANCE_IN_PROGRESS
             self._schedule_join_timeout_if_absent(group.group_id, member)
         return CoordinatorResult(HeartbeatResponse(error_code=error), origin="Heartbeat")

@@ -422,11 +422,14 @@ class ShareGroupHandlers:
         # 1. The member's metadata, the subscription metadata and the group epoch.
         records, group_epoch, metadata = self._share_member_and_epoch_records(group, before, updated, members, joining)
         batches = [records] if records else []
-        # 2. A new target assignment if the group epoch has moved past it.
+        # 2. A new target assignment if the group epoch has moved past it and, with batching
+        #    (Kafka 4.3), share_assignment_interval_ms has passed since the last one.
         target_epoch, target = group.assignment_epoch, group.target
-        if group_epoch > group.assignment_epoch:
+        due = self._target_due(group.group_id, self.config.share_assignment_interval_ms)
+        if group_epoch > group.assignment_epoch and due:
             target, target_epoch = self._share_target(group, members, metadata), group_epoch
             batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
+            self._target_computed_at[group.group_id] = self.now_ms
         # 3. Reconcile: no revocation barrier, the member takes its target in one step (KIP-932).
         reconciled = _reconciled_share_member(updated, target_epoch, target.get(updated.member_id, {}))
         if (

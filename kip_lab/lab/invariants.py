@@ -3,18 +3,33 @@
 Each has a name and a one-line explanation. A check only looks at what the step could have
 changed (a client's assignment, records the coordinator wrote), so a quiet step costs
 nothing. A violation is written to the trace at the step that caused it, or raised.
+
+Two ways to check, with the same verdicts at every step (``LabConfig(invariants=...)``):
+
+* ``"incremental"`` (the default) looks only at the clients, groups and members the step
+  touched — the clients that acted or were acted on since the last check, the groups and
+  members named by the records written — and keeps per-group indexes (who owns which
+  partition, how often the target gives out each partition, which members are not
+  converged) up to date from those alone, so a check costs what the step changed, not what
+  the world holds. A violation that lasts (two owners of one partition, a Stable group with
+  a member that is not converged) is reported again at every checked step, as a full check
+  would.
+* ``"full"`` rescans every client and every group at each checked step: the reference the
+  incremental checks are tested against (a property test runs both over random faulty runs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from itertools import pairwise
+from typing import Any, Literal
 
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
-from kip_lab.coordinator.member import ReconciliationState as MemberState
+from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
+from kip_lab.lab.touched import Touched, actor_of
 from kip_lab.lab.trace import EventKind, TraceEvent
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.protocol.records import OffsetCommitKey
@@ -48,6 +63,8 @@ ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
 NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
 NOTHING_WRITTEN: frozenset[str] = frozenset()
 _kind_of = TraceEvent.kind.fget  # the property's own getter: no descriptor call per event
+CheckMode = Literal["incremental", "full"]
+TP = tuple[str, int]
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
 QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
 
@@ -57,17 +74,49 @@ class InvariantViolation(AssertionError):
 
 
 class InvariantChecker:
-    def __init__(self, raise_on_violation: bool = False) -> None:
+    def __init__(self, raise_on_violation: bool = False, mode: CheckMode = "incremental") -> None:
+        if mode not in ("incremental", "full"):
+            raise ValueError(f"invariants must be 'incremental' or 'full', got {mode!r}")
         self.raise_on_violation = raise_on_violation
+        self.mode = mode
         self.group_epochs: dict[str, tuple[int, int]] = {}
         self.member_epochs: dict[tuple[str, str], int] = {}
         self.client_epochs: dict[tuple[str, int], int] = {}
         self.violations: list[tuple[str, str]] = []
         self.share = ShareInvariants()
         self.ownership_checks = 0  # steps that changed what members own: the Lab weighs them as work
+        # incremental: the clients touched since the last ownership check (None: full checks)
+        self._touched = Touched() if mode == "incremental" else None
+        self._owners = _Owners()
+        self._views: dict[str, _GroupView] = {}
+        self._lasting: set[str] = set()  # groups whose last check found a violation that lasts
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a snapshot keeps: the memories of what was seen, not the incremental indexes (they
+        are as large as the world; a restored checker rebuilds them at its first check)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_touched", "_owners", "_views")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._touched = Touched() if self.mode == "incremental" else None  # everyone, at the first check
+        self._owners = _Owners()
+        self._views = {}
+
+    # -- what the Lab tells the incremental checks, besides each step's events ----------------
+    def timer_fired(self, owner: Any) -> None:
+        """A timer fired: a client's own timer touches that client; a scheduled action may touch any."""
+        if self._touched is not None:
+            self._touched.timer_fired(owner)
+
+    def action_applied(self, action: Any) -> None:
+        """An action touches the member it names; one that names none may touch every client."""
+        if self._touched is not None:
+            self._touched.action_applied(action)
 
     def check(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
+        if self._touched is not None:  # incremental
+            self._touched.names.update(map(actor_of, events))
         if QUIET_EVENTS.issuperset(map(_kind_of, events)) and world.written_key_types <= NO_GROUP_CHANGE:
             return []  # most steps: a message sent or delivered, a heartbeat answered, offsets written
         kinds = set(map(_kind_of, events))
@@ -77,11 +126,17 @@ class InvariantChecker:
         found: list[tuple[str, str]] = []
         if not kinds.isdisjoint(OWNERSHIP_EVENTS) or wrote:
             self.ownership_checks += 1
-            found += self._single_owner(world)
-            found += self._client_epochs(world)
+            if self.mode == "full":
+                found += self._single_owner(world)
+                found += self._client_epochs(world, world.clients)
+            else:
+                found += self._ownership_incremental(world)
         if wrote:
-            for group in world.coordinator.groups.values():
-                found += self._group(group, written)
+            if self.mode == "full":
+                for group in world.coordinator.groups.values():
+                    found += self._group(group, written)
+            else:
+                found += self._groups_incremental(world, written)
         if "GroupMetadataKey" in written:
             found += self._classic_assignments(world)
         if not kinds.isdisjoint(SHARE_READS):
@@ -92,6 +147,7 @@ class InvariantChecker:
                 raise InvariantViolation("; ".join(f"{name}: {text}" for name, text in found))
         return found
 
+    # -- the full checks ----------------------------------------------------------------------
     def _single_owner(self, world: Any) -> list[tuple[str, str]]:
         """Within each group (two groups may well read the same partition); classic and mixed
         groups too, whatever generation each member is at."""
@@ -140,10 +196,13 @@ class InvariantChecker:
                     seen[tp] = member_id
         return found
 
-    def _client_epochs(self, world: Any) -> list[tuple[str, str]]:
+    def _client_epochs(self, world: Any, names: Iterable[str]) -> list[tuple[str, str]]:
+        """Each of ``names``' member epoch against the last one seen for that incarnation."""
         found = []
         memory = self.client_epochs
-        for name, client in world.clients.items():
+        clients = world.clients
+        for name in names:
+            client = clients[name]
             epoch = getattr(client, "member_epoch", None)
             if epoch is None:
                 continue
@@ -156,6 +215,36 @@ class InvariantChecker:
 
     def _group(self, group: Any, written: set[str] = ALL_RECORDS) -> list[tuple[str, str]]:
         """The group checks; a check whose inputs no written record type can change is skipped."""
+        found = self._group_epochs(group)
+        for member_id, member in group.members.items():
+            found += self._member_epoch(group.group_id, member_id, member)
+        for key in [k for k in self.member_epochs if k[0] == group.group_id and k[1] not in group.members]:
+            del self.member_epochs[key]
+        if written & TARGET_INPUTS and _target_checked(group):
+            wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
+            targets = group.target
+            flat = [(tid, p) for m in group.members for tid, parts in targets.get(m, {}).items() for p in parts]
+            covered = set(flat)
+            if len(covered) != len(flat) or not wanted <= covered:  # else: once each, all covered
+                counted: dict[tuple[str, int], int] = {}
+                for tp in flat:
+                    counted[tp] = counted.get(tp, 0) + 1
+                found += _target_finding(group.group_id, [tp for tp, n in counted.items() if n > 1], wanted - covered)
+        if group.state is GroupState.STABLE:
+            for member_id, member in sorted(group.members.items()):
+                if not _converged(group, member_id, member):
+                    found.append(_not_converged(group.group_id, member_id))
+        if not written & OWNERSHIP_INPUTS:
+            return found
+        held: dict[str, dict[int, int]] = {}
+        for member in group.members.values():
+            for tid, parts in member.owned().items():
+                held.setdefault(tid, {}).update(dict.fromkeys(parts, member.member_epoch))
+        if held != group.partition_epochs:
+            found.append(_partition_epochs_differ(group.group_id))
+        return found
+
+    def _group_epochs(self, group: Any) -> list[tuple[str, str]]:
         found = []
         gid = group.group_id
         epochs = (group.group_epoch, group.assignment_epoch)
@@ -165,56 +254,320 @@ class InvariantChecker:
         if group.assignment_epoch > group.group_epoch:
             found.append(("epochs-never-go-back", f"group {gid}: assignment epoch ahead of group epoch {epochs}"))
         self.group_epochs[gid] = epochs
-        for member_id, member in group.members.items():
-            key = (gid, member_id)
-            last = self.member_epochs.get(key)
-            if last is not None and member.member_epoch > 0 and member.member_epoch < last:
-                found.append(("epochs-never-go-back", f"{member_id} went from epoch {last} to {member.member_epoch}"))
-            self.member_epochs[key] = member.member_epoch
-        for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
-            del self.member_epochs[key]
+        return found
 
-        client_side = any(m.client_assignors for m in group.members.values())
+    def _member_epoch(self, gid: str, member_id: str, member: Any) -> list[tuple[str, str]]:
+        key = (gid, member_id)
+        last = self.member_epochs.get(key)
+        self.member_epochs[key] = member.member_epoch
+        if last is not None and member.member_epoch > 0 and member.member_epoch < last:
+            return [("epochs-never-go-back", f"{member_id} went from epoch {last} to {member.member_epoch}")]
+        return []
+
+    # -- the incremental checks -----------------------------------------------------------------
+    def _ownership_incremental(self, world: Any) -> list[tuple[str, str]]:
+        """single-owner and the clients' epochs, from the clients touched since the last check."""
+        clients = world.clients
+        touched = self._touched.drain(clients)
+        for name in touched:
+            self._owners.update(name, clients[name])
+        epochs = [(name, f) for name in touched for f in self._client_epochs(world, (name,))]
+        if len(epochs) > 1:  # in the clients' order, as the full check finds them
+            position = {name: i for i, name in enumerate(clients)}
+            epochs.sort(key=lambda item: position[item[0]])
+        return self._owners.findings(world) + [f for _, f in epochs]
+
+    def _groups_incremental(self, world: Any, written: set[str]) -> list[tuple[str, str]]:
+        """The group checks of the groups the step's records name, plus the lasting violations of
+        the others (unchanged since their last check, as their state is)."""
+        touched: dict[str, set[str]] = {}
+        for batch in world.written_batches:
+            for key, _ in batch:
+                if type(key).__name__ in ALL_RECORDS:
+                    touched.setdefault(key.group_id, set()).add(getattr(key, "member_id", None))
+        groups = world.coordinator.groups
+        for gid in [gid for gid in self._views if gid not in groups]:
+            del self._views[gid]
+        self._lasting &= groups.keys()
+        wanted = touched.keys() | self._lasting
+        if len(wanted) > 1:
+            order = [gid for gid in groups if gid in wanted]
+        else:
+            order = [gid for gid in wanted if gid in groups]
+        found: list[tuple[str, str]] = []
+        for gid in order:
+            group = groups[gid]
+            view = self._views.get(gid)
+            group_found = self._group_epochs(group)  # untouched: the epochs did not move, but "ahead" lasts
+            if view is None or view.group is not group:  # a new group, or one a new coordinator loaded
+                view = self._views[gid] = _GroupView(group)
+                for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
+                    del self.member_epochs[key]
+                for member_id, member in group.members.items():
+                    group_found += self._member_epoch(gid, member_id, member)
+            elif gid in touched:
+                group_found += self._touched_members(view, group, touched[gid])
+            lasting = view.lasting(written)
+            group_found += lasting
+            if lasting or view.lasts_ungated():
+                self._lasting.add(gid)
+            else:
+                self._lasting.discard(gid)
+            found += group_found
+        return found
+
+    def _touched_members(self, view: _GroupView, group: Any, member_ids: set[str | None]) -> list[tuple[str, str]]:
+        member_ids.discard(None)
+        gid = group.group_id
+        members = group.members
+        found = []
+        for member_id in member_ids:
+            if member_id in members:
+                found += [(member_id, f) for f in self._member_epoch(gid, member_id, members[member_id])]
+            else:
+                self.member_epochs.pop((gid, member_id), None)
+        if len(found) > 1:  # in member order, as the full check finds them
+            position = {m: i for i, m in enumerate(members)}
+            found.sort(key=lambda item: position[item[0]])
+        view.update(member_ids)
+        return [f for _, f in found]
+
+
+def _target_checked(group: Any) -> bool:
+    """target-covers-subscriptions applies to a server-assigned group whose target is current."""
+    return (
+        bool(group.members)
+        and group.group_epoch == group.assignment_epoch
+        and not any(m.client_assignors for m in group.members.values())
+    )
+
+
+def _target_finding(gid: str, twice: Iterable[TP], missing: Iterable[TP]) -> list[tuple[str, str]]:
+    twice, missing = sorted(twice), sorted(missing)
+    if not (twice or missing):
+        return []
+    return [("target-covers-subscriptions", f"group {gid}: assigned twice {twice[:5]}, unassigned {missing[:5]}")]
+
+
+def _converged(group: Any, member_id: str, member: Any) -> bool:
+    return (
+        member.member_epoch == group.group_epoch
+        and not member.pending_revocation
+        and member.state is ReconciliationState.STABLE
+        and member.assigned == group.target_of(member_id)
+    )
+
+
+def _not_converged(gid: str, member_id: str) -> tuple[str, str]:
+    return ("stable-means-converged", f"group {gid} is Stable but {member_id} is not converged")
+
+
+def _partition_epochs_differ(gid: str) -> tuple[str, str]:
+    return ("partition-epochs-match-ownership", f"group {gid}: partition epochs differ from ownership")
+
+
+class _Owners:
+    """Who owns which partition, as the clients see it, kept from the clients touched.
+
+    A client counts while it is alive, not gone and owns something; whether the coordinator
+    still has it as a member is asked only of partitions two or more clients own (a zombie
+    keeps owning until it hears it was removed), so a check costs the clients touched plus
+    the partitions shared."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, tuple[str, frozenset[TP]]] = {}  # client name -> (group id, owned)
+        self.owners: dict[str, dict[TP, set[str]]] = {}  # group id -> partition -> client names
+        self.shared: dict[str, set[TP]] = {}  # group id -> partitions two or more clients own
+
+    def update(self, name: str, client: Any) -> None:
+        now = None
+        if getattr(client, "alive", False) and hasattr(client, "owned") and client.state not in GONE and client.owned:
+            now = (client.config.group_id, frozenset(client.owned))
+        before = self.held.get(name)
+        if before == now:
+            return
+        if before is not None:
+            gid, owned = before
+            owners, shared = self.owners[gid], self.shared.get(gid)
+            for tp in owned:
+                names = owners[tp]
+                names.discard(name)
+                if not names:
+                    del owners[tp]
+                elif len(names) == 1 and shared is not None:
+                    shared.discard(tp)
+            del self.held[name]
+        if now is not None:
+            gid, owned = now
+            owners = self.owners.setdefault(gid, {})
+            for tp in owned:
+                names = owners.setdefault(tp, set())
+                names.add(name)
+                if len(names) == 2:
+                    self.shared.setdefault(gid, set()).add(tp)
+            self.held[name] = now
+
+    def findings(self, world: Any) -> list[tuple[str, str]]:
+        """single-owner, in the full check's order: by group, then owner, then partition."""
+        found = []
+        coordinator = world.coordinator
+        for gid in sorted(g for g, tps in self.shared.items() if tps):
+            group = coordinator.groups.get(gid) or coordinator.classic_groups.get(gid)
+            if group is None:
+                continue
+            pairs = []
+            for tp in self.shared[gid]:
+                names = sorted(n for n in self.owners[gid][tp] if world.clients[n].member_id in group.members)
+                pairs += [(name, tp, before) for before, name in pairwise(names)]
+            for name, tp, before in sorted(pairs):
+                found.append(("single-owner", f"{world.partition_name(tp)} is owned by {before} and {name}"))
+        return found
+
+
+class _GroupView:
+    """What the group checks read of one consumer group, kept from the members its records name.
+
+    Built from the whole group once (a new group, or a coordinator that loaded it after a
+    failover), then updated member by member: how often the target gives out each partition,
+    which partitions the subscriptions want and nobody is given, the members whose assignment
+    is not their target, and the partition epochs the members' ownership implies."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.diverged: set[str] = set()
+        self.client_side: set[str] = set()
+        self.targets: dict[str, tuple[TP, ...]] = {}
+        self.counts: dict[TP, int] = {}
+        self.twice: set[TP] = set()
+        self.metadata: dict[str, tuple[str, int]] = {}
+        self.wanted: set[TP] = set()
+        self.uncovered: set[TP] = set()
+        self.holdings: dict[str, dict[TP, int]] = {}  # member -> partition -> the epoch it holds it at
+        self.holders: dict[TP, dict[str, int]] = {}
+        self.mismatched: set[TP] = set()
+        self.update(group.members.keys())
+
+    def update(self, member_ids: Iterable[str]) -> None:
+        group = self.group
+        if group.subscription_metadata != self.metadata:
+            self.metadata = dict(group.subscription_metadata)
+            self.wanted = {(tid, p) for tid, n in self.metadata.values() for p in range(n)}
+            self.uncovered = {tp for tp in self.wanted if not self.counts.get(tp)}
+        changed_holdings: set[TP] = set()
+        for member_id in member_ids:
+            member = group.members.get(member_id)
+            self._set_target(member_id, group.target.get(member_id, {}) if member is not None else {})
+            changed_holdings |= self._set_holdings(member_id, member)
+            if member is None:
+                self.diverged.discard(member_id)
+                self.client_side.discard(member_id)
+                continue
+            diverged = bool(member.pending_revocation) or member.assigned != group.target_of(member_id)
+            _toggle(self.diverged, member_id, diverged)
+            _toggle(self.client_side, member_id, bool(member.client_assignors))
+        for tp in changed_holdings:
+            topic, partition = tp
+            _toggle(self.mismatched, tp, self._held_at(tp) != group.partition_epochs.get(topic, {}).get(partition))
+
+    def _set_target(self, member_id: str, target: dict[str, tuple[int, ...]]) -> None:
+        now = tuple((tid, p) for tid, parts in target.items() for p in parts)
+        before = self.targets.pop(member_id, ())
+        if now == before:
+            if now:
+                self.targets[member_id] = now
+            return
+        counts = self.counts
+        for tp in before:
+            n = counts[tp] - 1
+            if n:
+                counts[tp] = n
+                if n == 1:
+                    self.twice.discard(tp)
+            else:
+                del counts[tp]
+                if tp in self.wanted:
+                    self.uncovered.add(tp)
+        for tp in now:
+            n = counts.get(tp, 0) + 1
+            counts[tp] = n
+            if n == 1:
+                self.uncovered.discard(tp)
+            elif n == 2:
+                self.twice.add(tp)
+        if now:
+            self.targets[member_id] = now
+
+    def _set_holdings(self, member_id: str, member: Any) -> set[TP]:
+        """Record what the member holds; returns the partitions to compare with the coordinator's epochs."""
+        now: dict[TP, int] = {}
+        if member is not None:
+            epoch = member.member_epoch
+            for tid, parts in member.owned().items():
+                for p in parts:
+                    now[(tid, p)] = epoch
+        before = self.holdings.pop(member_id, {})
+        if now == before:  # the same holdings: the coordinator's bookkeeping of them may still have moved
+            if now:
+                self.holdings[member_id] = now
+            return set(now)
+        for tp in before:
+            holders = self.holders[tp]
+            del holders[member_id]
+            if not holders:
+                del self.holders[tp]
+        for tp, epoch in now.items():
+            self.holders.setdefault(tp, {})[member_id] = epoch
+        if now:
+            self.holdings[member_id] = now
+        return before.keys() | now.keys()
+
+    def _held_at(self, tp: TP) -> int | None:
+        """The epoch the members' ownership gives ``tp``: the last holder's, in member order."""
+        holders = self.holders.get(tp)
+        if not holders:
+            return None
+        if len(holders) == 1:
+            return next(iter(holders.values()))
+        last = [m for m in self.group.members if m in holders][-1]
+        return holders[last]
+
+    def stable(self) -> bool:
+        return self.group.state is GroupState.STABLE  # kept by the group itself, member by member
+
+    def lasting(self, written: set[str]) -> list[tuple[str, str]]:
+        """The violations that last while the group does not change, as the full check finds them."""
+        group = self.group
+        gid = group.group_id
+        found = []
         if (
             written & TARGET_INPUTS
             and group.members
             and group.group_epoch == group.assignment_epoch
-            and not client_side
+            and not self.client_side
         ):
-            wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
-            targets = group.target
-            flat = [(tid, p) for m in group.members for tid, parts in targets.get(m, {}).items() for p in parts]
-            covered = set(flat)
-            if len(covered) != len(flat) or not wanted <= covered:  # else: once each, all covered
-                counted: dict[tuple[str, int], int] = {}
-                for tp in flat:
-                    counted[tp] = counted.get(tp, 0) + 1
-                twice = sorted(tp for tp, n in counted.items() if n > 1)
-                missing = sorted(wanted - covered)
-                if twice or missing:
-                    found.append(
-                        (
-                            "target-covers-subscriptions",
-                            f"group {gid}: assigned twice {twice[:5]}, unassigned {missing[:5]}",
-                        )
-                    )
-
-        if group.state is GroupState.STABLE:
-            for member_id, member in sorted(group.members.items()):
-                if (
-                    member.member_epoch != group.group_epoch
-                    or member.pending_revocation
-                    or member.state is not MemberState.STABLE
-                    or member.assigned != group.target_of(member_id)
-                ):
-                    found.append(("stable-means-converged", f"group {gid} is Stable but {member_id} is not converged"))
-
-        if not written & OWNERSHIP_INPUTS:
-            return found
-        held: dict[str, dict[int, int]] = {}
-        for member in group.members.values():
-            for tid, parts in member.owned().items():
-                held.setdefault(tid, {}).update(dict.fromkeys(parts, member.member_epoch))
-        if held != group.partition_epochs:
-            found.append(("partition-epochs-match-ownership", f"group {gid}: partition epochs differ from ownership"))
+            found += _target_finding(gid, self.twice, self.uncovered)
+        if self.stable():
+            if group.group_epoch != group.assignment_epoch:
+                found += [_not_converged(gid, m) for m in sorted(group.members)]
+            else:
+                found += [_not_converged(gid, m) for m in sorted(self.diverged)]
+        if written & OWNERSHIP_INPUTS and self.mismatched:
+            found.append(_partition_epochs_differ(gid))
         return found
+
+    def lasts_ungated(self) -> bool:
+        """Whether some check would find a violation if its records were written."""
+        group = self.group
+        return bool(
+            group.assignment_epoch > group.group_epoch
+            or self.mismatched
+            or (self.stable() and (self.diverged or group.group_epoch != group.assignment_epoch))
+            or (group.members and group.group_epoch == group.assignment_epoch and (self.twice or self.uncovered))
+        )
+
+
+def _toggle(members: set, item: Any, present: bool) -> None:
+    if present:
+        members.add(item)
+    else:
+        members.discard(item)

@@ -19,52 +19,24 @@ run forks in place); ``fork()`` returns an independent copy to try something els
 
 from __future__ import annotations
 
-import functools
-import gc
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from kip_lab.clients.classic_consumer import ClassicConsumer, ClassicConsumerConfig
+from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
-from kip_lab.clients.member_state import MemberState as ClientState
-from kip_lab.clients.share_consumer import ShareConsumer, ShareConsumerConfig
-from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
-from kip_lab.coordinator.classic_group import ClassicGroupState
+from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.lab import actions as a
-from kip_lab.lab.invariants import InvariantChecker
+from kip_lab.lab.invariants import CheckMode, InvariantChecker
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.snapshot import Snapshot
+from kip_lab.lab.stability import StabilityTracker
 from kip_lab.lab.trace import EventKind, Trace, TraceEvent
 from kip_lab.lab.world import World
-from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
+from kip_lab.runtime.collector import collector_paused
 from kip_lab.share.config import SharePartitionConfig
-
-GONE_STATES = (ClientState.UNSUBSCRIBED, ClientState.FATAL, ClientState.STALE)
-
-
-def _collector_paused(method):
-    """Hold off CPython's cyclic garbage collector while a loop steps.
-
-    A run allocates events, messages and records that all survive (the trace keeps them), so
-    the collector's full passes over an ever larger heap find nothing and cost about a third
-    of a long run. Stepping creates no garbage cycles; a seek's discarded world is collected
-    once the collector runs again.
-    """
-
-    @functools.wraps(method)
-    def paused(*args, **kwargs):
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return paused
-
 
 _KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
@@ -102,6 +74,10 @@ class LabConfig(BaseModel):
         "0: every snapshot_every steps",
     )
     raise_on_violation: bool = Field(False, description="raise InvariantViolation instead of only tracing it")
+    invariants: CheckMode = Field(
+        "incremental",
+        description="incremental: each step checks what it touched (same verdicts); full: rescan the world every step",
+    )
 
     _fidelity_shorthand = model_validator(mode="before")(lift_fidelity)
 
@@ -134,10 +110,11 @@ class Lab:
         self.trace = Trace()
         self.step_count = 0
         self.horizon = 0  # the furthest step this timeline has reached
-        self.invariants = InvariantChecker(raise_on_violation=self.config.raise_on_violation)
+        self.invariants = InvariantChecker(self.config.raise_on_violation, mode=self.config.invariants)
         self._applied: dict[int, Any] = {}  # step -> action applied from outside at that step
         self._ahead: list[TraceEvent] = []  # after a backward seek: the known events of later steps, newest first
         self._snapshots: dict[int, Snapshot] = {}
+        self._stability = StabilityTracker()
         self._snapshots[0] = self._snapshot(0)
 
     # ------------------------------------------------------------------ views
@@ -273,6 +250,7 @@ class Lab:
                 del self._applied[number]
                 self.world.events.clear()
                 self.world.written_key_types.clear()
+                self.world.written_batches.clear()
                 if future is not None:  # and the run keeps the future it had
                     self._applied, self._snapshots, self.horizon, self._ahead = future
             raise
@@ -306,6 +284,10 @@ class Lab:
             if fired is None:
                 return None
             world.trace_fired(fired)
+            owner = fired.owner
+            if owner is not world.network:  # a delivery's actor is in its event: nothing more touched
+                self.invariants.timer_fired(owner)
+                self._stability.touched.timer_fired(owner)
         self.step_count = number
         if number > self.horizon:  # a new step: no snapshot of it yet
             self.horizon = number
@@ -315,7 +297,9 @@ class Lab:
         events = self._flush(number)
         for name, explanation in self.invariants.check(world, events):
             world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
-        if world.written_key_types:
+        self._stability.step_done(events, world.written_batches)
+        if world.written_batches:
+            world.written_batches.clear()
             world.written_key_types.clear()
         if world.events:
             events += self._flush(number)
@@ -329,6 +313,8 @@ class Lab:
         return events
 
     def _perform(self, action: Any) -> None:
+        self.invariants.action_applied(action)
+        self._stability.touched.action_applied(action)
         if isinstance(action, a.ScheduleAction):
             self.world.emit("lab", "note", {"text": f"scheduled {action.inner.action} at {action.at_ms} ms"})
             self.world.schedule_action(action.inner, action.at_ms)
@@ -347,7 +333,7 @@ class Lab:
         self.trace.extend(events)
         return events
 
-    @_collector_paused
+    @collector_paused()
     def run(self, until: int | None = None, steps: int | None = None) -> int:
         """Step until the clock would pass ``until`` (then advance it to ``until``), or ``steps`` steps.
 
@@ -364,98 +350,13 @@ class Lab:
         return taken
 
     def is_stable(self) -> bool:
-        """Every group Stable and every live member STABLE with nothing left to reconcile."""
-        for client in self.world.clients.values():  # the cheap, usual way to say no
-            state = getattr(client, "state", None)
-            if isinstance(client, ShareConsumer):
-                if not client.settled():
-                    return False
-            elif isinstance(client, ClassicConsumer):
-                if client.alive and state not in GONE_STATES and not client.settled():
-                    return False
-            elif (
-                state is not None
-                and client.alive
-                and state not in GONE_STATES
-                and (state is not ClientState.STABLE or client.reconciling or client.target is not None)
-            ):
-                return False
-        coordinator = self.world.coordinator
-        groups = coordinator.groups
-        if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
-            return False
-        # A topic change the group has not noticed yet (added partitions, a new topic matching
-        # its regex) is a rebalance still to come.
-        if any(coordinator.has_unseen_metadata(group_id) for group_id in groups):
-            return False
-        live = {
-            (c.config.group_id, c.member_id)
-            for c in self.world.clients.values()
-            if getattr(c, "alive", False) and getattr(c, "state", None) not in (None, *GONE_STATES)
-        }
-        if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
-            return False  # a member whose process is gone: its session has yet to expire
-        if not self._classic_groups_stable(live):
-            return False
-        for client in self.world.clients.values():
-            if not getattr(client, "alive", False) or not hasattr(client, "state") or isinstance(client, ShareConsumer):
-                continue
-            if isinstance(client, ClassicConsumer):
-                if client.state not in GONE_STATES and not self._classic_member_converged(client):
-                    return False
-                continue
-            if client.state is ClientState.STALE and not client.paused:
-                return False  # polled again: it rejoins once on_partitions_lost has run
-            if client.state in GONE_STATES:
-                continue
-            if client.state is not ClientState.STABLE or client.reconciling or client.target is not None:
-                return False
-            if set(client.owned) != set(client.fetching):
-                return False
-            group = groups.get(client.config.group_id)
-            member = group.members.get(client.member_id) if group else None
-            if member is None or member.member_epoch != client.member_epoch:
-                return False
-            if sorted(member.subscribed_topic_names) != sorted(client.config.subscribed_topic_names or ()) or (
-                member.subscribed_topic_regex != client.config.subscribed_topic_regex
-            ):
-                return False  # a subscription change the coordinator has not heard yet
-            if set(client.owned) != {(t, p) for t, parts in member.assigned.items() for p in parts}:
-                return False
-        return True
+        """Every group Stable and every live member STABLE with nothing left to reconcile.
 
-    def _classic_groups_stable(self, live: set[tuple[str, str]]) -> bool:
-        """Every classic group with members is Stable and each member is a live client's."""
-        for group_id, group in self.world.coordinator.classic_groups.items():
-            if not group.members:
-                continue
-            if group.state is not ClassicGroupState.STABLE:
-                return False
-            if any((group_id, member_id) not in live for member_id in group.members):
-                return False  # a member whose process is gone: its session has yet to expire
-        return True
+        Answered from what changed since the last answer (``stability.StabilityTracker``), so
+        asking after every step costs what the step touched, not the size of the run."""
+        return self._stability.is_stable(self.world)
 
-    def _classic_member_converged(self, client: ClassicConsumer) -> bool:
-        """The coordinator holds the member at the client's generation with what the client owns.
-
-        In a classic group that is the assignment its SyncGroup stored; after an online
-        migration the member is in a consumer group and its assignment is the coordinator's.
-        """
-        coordinator = self.world.coordinator
-        group_id = client.config.group_id
-        classic = coordinator.classic_groups.get(group_id)
-        if classic is not None and client.member_id in classic.members:
-            if classic.generation_id != client.generation_id:
-                return False
-            stored = ConsumerProtocolAssignment.decode(classic.members[client.member_id].assignment)
-            return client.partition_ids(stored.assigned_partitions) == set(client.owned)
-        group = coordinator.groups.get(group_id)
-        member = group.members.get(client.member_id) if group else None
-        if member is None:
-            return False
-        return set(client.owned) == {(t, p) for t, parts in member.assigned.items() for p in parts}
-
-    @_collector_paused
+    @collector_paused()
     def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:
         """Step until ``is_stable()`` (True) or until ``timeout_ms`` of simulated time passes (False)."""
         deadline = self.now + timeout_ms
@@ -518,10 +419,11 @@ class Lab:
             self.trace.extend(known)
         snapshot = self._snapshots[base]
         self.world, self.invariants = snapshot.restore()
+        self._stability = StabilityTracker()
         self.step_count = base
         self._mark_snapshot(base, snapshot)
 
-    @_collector_paused
+    @collector_paused()
     def seek(self, step: int) -> None:
         """Put the Lab in the state it had right after ``step`` (earlier or later than now)."""
         if step < 0:
@@ -535,12 +437,14 @@ class Lab:
                 raise ValueError(f"the run ends at step {self.step_count}; cannot seek to {step}")
             self.step()
 
+    @collector_paused()
     def fork(self) -> Lab:
         """An independent copy of this Lab at this step, with the same past."""
         twin = Lab.__new__(Lab)
         twin.seed = self.seed
         twin.config = self.config
         twin.world, twin.invariants = Snapshot(self.world, self.invariants).restore()
+        twin._stability = StabilityTracker()
         twin.trace = Trace(self.trace)
         twin.trace.truncate_after(self.step_count)
         twin.step_count = self.step_count

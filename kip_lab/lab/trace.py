@@ -17,6 +17,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from kip_lab.runtime.collector import collector_paused
+
 
 class EventKind(StrEnum):
     MESSAGE_SENT = "message_sent"
@@ -163,6 +165,7 @@ class Trace:
         Path(path).write_text(self.to_jsonl(), encoding="utf-8")
 
     @classmethod
+    @collector_paused()
     def load_jsonl(cls, path: str | Path) -> Trace:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
         return cls(TraceEvent.from_dict(json.loads(line)) for line in lines if line)
@@ -186,6 +189,7 @@ class Trace:
         self.to_pandas().to_parquet(path, index=False)
 
     @classmethod
+    @collector_paused()
     def load_parquet(cls, path: str | Path) -> Trace:
         import pandas as pd
 

@@ -170,6 +170,7 @@ class World:
         self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
         self.events: list[tuple[str, str, dict[str, Any]]] = []  # this step's events, not yet in the trace
         self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
+        self.written_batches: list[tuple] = []  # this step's record batches: the groups and members they name
         self.scheduled: dict[int, Any] = {}  # scheduled actions (faults, scripted requests) by number
         self.actions_scheduled = 0
         self.action_timers = ScheduledActions(self)
@@ -204,6 +205,7 @@ class World:
             return
         for batch in result.batches:
             self.written_key_types.update(map(type, map(_key_of, batch)))
+        self.written_batches += result.batches
         self.emit(actor, "handler_result", partial(_result_payload, result, origin))
 
     def endpoint(self, name: str) -> Any:
@@ -374,6 +376,8 @@ class World:
 
 class ScheduledActions:
     """Owner of the timers that perform scheduled actions (a scenario's "at t=30s, crash A")."""
+
+    performs_actions = True  # its timer may touch any client (the incremental checks look at all)
 
     def __init__(self, world: World) -> None:
         self.world = world

@@ -1,0 +1,38 @@
+"""The scaling benchmark fits growth exponents right and fails a cost that grows faster than linearly."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+from bench_support import import_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return import_benchmark("bench_scaling")
+
+
+def test_the_exponent_of_a_power_law_is_its_power(bench: ModuleType) -> None:
+    sizes = (100, 200, 500, 1_000)
+    assert bench.growth_exponent(sizes, [3e-6 * n for n in sizes]) == pytest.approx(1.0)
+    assert bench.growth_exponent(sizes, [2e-9 * n * n for n in sizes]) == pytest.approx(2.0)
+    assert bench.growth_exponent(sizes, [0.5 for _ in sizes]) == pytest.approx(0.0)
+
+
+def test_a_cost_past_the_linear_limit_fails_and_one_without_a_limit_is_only_reported(bench: ModuleType) -> None:
+    sizes = (100, 200, 500, 1_000)
+    quadratic = tuple(1e-6 * n * n for n in sizes)
+    linear = tuple(1e-4 * n for n in sizes)
+    assert bench.Scaling("q", "members", sizes, quadratic, quadratic, bench.LINEAR_LIMIT).verdict == "FAIL"
+    assert bench.Scaling("l", "members", sizes, linear, linear, bench.LINEAR_LIMIT).verdict == "PASS"
+    assert bench.Scaling("q", "members", sizes, quadratic, quadratic, None).verdict == "-"
+
+
+def test_the_lab_series_measure_a_join_and_its_steady_state(bench: ModuleType) -> None:
+    rows = bench.lab_series((4, 8), repeats=1)
+    assert [row.cost.split(",")[0] for row in rows] == ["Lab join", "Lab join", "Lab join", "Lab steady state"]
+    overhead, batched = rows[0], rows[1]
+    assert all(o <= b for o, b in zip(overhead.cpu, batched.cpu, strict=True))
+    assert all(c > 0 for row in rows for c in row.cpu)
+    assert len(bench.format_table(rows).splitlines()) == len(rows) + 1
