@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import kip_lab.coordinator.coordinator as coordinator_module
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import MemberState as ServerMemberState
+from kip_lab.coordinator.member import ReconciliationState as ServerMemberState
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab.invariants import InvariantChecker
 

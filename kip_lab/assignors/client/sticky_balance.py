@@ -53,7 +53,6 @@ def sticky_balance(spec: AssignmentSpec) -> GroupAssignment:
         return _balance_group(spec)
 
 
-
 def _balance_group(spec: AssignmentSpec) -> GroupAssignment:
     member_ids = sorted(spec.members)
     subscriptions, distinct = _effective_subscriptions(member_ids, spec.members, spec.topics)
