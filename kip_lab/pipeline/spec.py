@@ -26,11 +26,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
+from kip_lab.scenarios.loading import parse_yaml, read_limited
 from kip_lab.scenarios.model import FieldError
 
 LIBRARY_PROTOCOL = "consumer"  # the library's scenarios are KIP-848 groups
@@ -217,12 +217,7 @@ def load_sweep(source: str | Path | dict[str, Any]) -> SweepSpec:
         data = source
     else:
         name = str(source)
-        try:
-            data = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScenarioError(name, [Problem("", None, f"cannot read the file: {exc}")]) from None
-        except yaml.YAMLError as exc:
-            raise ScenarioError(name, [Problem("", None, f"not valid YAML: {exc}")]) from None
+        _, data = parse_yaml(read_limited(source), name)
         if not isinstance(data, dict):
             raise ScenarioError(name, [Problem("", None, "expected a mapping with name, template, grid, seeds, ...")])
     try:
