@@ -158,6 +158,8 @@ def _summary(result: ScenarioResult, trace: Path | None) -> str:
         lines.append(f"  {'ok  ' if e.passed else 'FAIL'} {e.name}: {detail}")
     if trace is not None:
         lines.append(f"trace: {len(result.trace)} events written to {trace}")
+    if result.stopped is not None:
+        lines.append(f"STOPPED: {result.stopped}")
     lines.append("OK" if result.ok else "FAILED")
     return "\n".join(lines)
 
