@@ -1,7 +1,9 @@
 """``kip-lab``: validate, run and list scenarios, and print the scenario JSON Schema.
 
-Exit codes: 0 ok; 1 a run's expectations failed or an invariant was violated; 2 invalid
-input (a bad scenario file, an unknown library name, an unusable option).
+Exit codes: 0 ok; 1 a run's expectations failed, an invariant was violated or its budget ran
+out; 2 invalid input (a bad scenario file, an unknown library name, an unusable option or
+output path); 3 a fault in kip_lab itself (a bug: ``--debug`` shows the traceback); 130
+interrupted (Ctrl-C). No input makes ``kip-lab`` print a traceback unless ``--debug`` asks.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from kip_lab.scenarios import (
     run_scenario,
     scenario_schema,
 )
-from kip_lab.scenarios.model import export_schema
+from kip_lab.scenarios.model import LONG_MAX, export_schema
 
-OK, FAILED, INVALID = 0, 1, 2
+OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """An option the command cannot use (an output path it cannot write): exit 2 with the message."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,15 +42,32 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return INVALID
+    except UsageError as exc:
+        print(f"kip-lab: {exc}", file=sys.stderr)
+        return INVALID
     except BrokenPipeError:  # the reader went away (``kip-lab run basic | head``): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return FAILED
+    except KeyboardInterrupt:
+        print("kip-lab: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as exc:  # writing an output: a full disk, a permission taken away mid-run
+        if args.debug:
+            raise
+        print(f"kip-lab: {exc.filename or 'output'}: {exc.strerror or exc}", file=sys.stderr)
+        return INVALID
+    except Exception as exc:  # a bug in kip_lab: one line, not a traceback
+        if args.debug:
+            raise
+        print(f"kip-lab: internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr)
+        return INTERNAL
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kip-lab", description="Run deterministic simulations of Kafka's group protocols (KIP-848)."
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     validate = commands.add_parser("validate", help="check a scenario file; exit 0 if valid, 2 if not")
@@ -53,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a scenario file or a library scenario and check its expectations")
     run.add_argument("scenario", help="a scenario file (.yaml) or a library name (see 'kip-lab list')")
-    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--seed", type=_seed, help="override the scenario's seed")
     run.add_argument("--trace", type=Path, help="write the trace: .parquet (needs pandas, pyarrow), else JSONL")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.set_defaults(command=_run)
@@ -76,6 +99,24 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--in-process", action="store_true", help="run in this process without Spark")
     sweep.set_defaults(command=_sweep)
     return parser
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if abs(value) > LONG_MAX:
+        raise argparse.ArgumentTypeError(f"a seed is a long: at most {LONG_MAX} in size")
+    return value
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse, before any work, a file that cannot be written: raises UsageError naming why."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{path}: not writable")
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -101,6 +142,8 @@ def _run(args: argparse.Namespace) -> int:
     if parquet and (find_spec("pandas") is None or find_spec("pyarrow") is None):
         print("kip-lab: --trace *.parquet needs pandas and pyarrow; write a .jsonl trace instead", file=sys.stderr)
         return INVALID
+    if args.trace is not None:
+        check_output_path(args.trace)
     result = run_scenario(scenario)
     if args.trace is not None:
         if parquet:
@@ -189,6 +232,7 @@ def _schema(args: argparse.Namespace) -> int:
     if args.path is None:
         print(json.dumps(scenario_schema(), indent=2, sort_keys=True))
     else:
+        check_output_path(args.path)
         export_schema(args.path)
         print(f"wrote {args.path}")
     return OK
@@ -201,9 +245,11 @@ def _sweep(args: argparse.Namespace) -> int:
         return INVALID
     from kip_lab.pipeline import SweepOutputError, load_sweep, run_sweep
     from kip_lab.pipeline.session import SparkSettings, SparkSetupError, spark_session
+    from kip_lab.pipeline.sweep import check_output_folder
 
     spec = load_sweep(args.spec)
     try:
+        check_output_folder(args.out.absolute())
         settings = SparkSettings.from_env(master=args.master, remote=args.remote)
         spark = None if args.in_process else spark_session(settings)
         summary = run_sweep(spec, args.out, executor="local" if args.in_process else "spark", spark=spark)
