@@ -76,9 +76,10 @@ class FaultPanel(W.VBox):
         members = tuple(sorted(n for n, c in lab.clients.items() if hasattr(c, "state")))
         topics = tuple(lab.cluster.topic_names())
         for dropdown, options in ((self.member, members), (self.topic, topics)):
-            if options != dropdown.options:  # setting options selects the first one again
+            if options != dropdown.options:  # setting options loses the choice: keep it if it is still there
+                chosen = dropdown.value
                 dropdown.options = options
-                dropdown.value = options[0] if options else None
+                dropdown.value = chosen if chosen in options else (options[0] if options else None)
         why = {
             label: reason
             for labels, empty, reason in (
