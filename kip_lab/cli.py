@@ -81,6 +81,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.set_defaults(command=_run)
 
+    shrinking = commands.add_parser(
+        "shrink", help="reduce a scenario that violates an invariant to a smallest one that still does"
+    )
+    shrinking.add_argument("scenario", help="a scenario file (.yaml) or a library name")
+    shrinking.add_argument("--invariant", help="the invariant to keep violating (default: the first one violated)")
+    shrinking.add_argument("--out", type=Path, help="write the smallest scenario here (default: print it)")
+    shrinking.set_defaults(command=_shrink)
+
     listing = commands.add_parser("list", help="list the library scenarios")
     listing.set_defaults(command=_list)
 
@@ -218,6 +226,32 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _shrink(args: argparse.Namespace) -> int:
+    """Exit 0 with the smallest scenario written (or printed); 1 if the run violates nothing."""
+    from kip_lab.scenarios.shrink import NothingToShrink, scenario_yaml, shrink
+
+    scenario = _resolve(args.scenario)
+    if args.out is not None:
+        check_output_path(args.out)
+    try:
+        result = shrink(scenario, args.invariant)
+    except NothingToShrink as exc:
+        print(f"kip-lab shrink: {exc}", file=sys.stderr)
+        return FAILED
+    text = scenario_yaml(result.scenario)
+    if args.out is None:
+        print(text, end="")
+        print(result.summary(), file=sys.stderr)
+        return OK
+    temporary = args.out.with_name(f".{args.out.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, args.out)
+    print(result.summary())
+    print(f"wrote {args.out}: replay it with 'kip-lab run {args.out}'; in a notebook, open it at the violation with")
+    print(f"  widgets.explore(kip_lab.scenarios.build_lab(load_scenario({str(args.out)!r})), start_step={result.step})")
+    return OK
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -53,3 +53,25 @@ def test_buttons_are_enabled_once_the_lab_has_members_and_topics() -> None:
     panel.apply(a.AddConsumer(member="A", config={"subscribed_topic_names": ["foo"]}))
     assert not panel.buttons["crash"].disabled and panel.member.value == "A"
     assert stepper.errors.layout.display == "none"
+
+
+def test_the_stepper_opens_a_shrunk_scenario_at_the_violating_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``start_step`` runs the Lab on to the step and shows it: the step ``kip-lab shrink`` reports."""
+    from kip_lab.coordinator.group import ConsumerGroup
+    from kip_lab.scenarios import build_lab, run_scenario, scenario_from_yaml
+
+    real = ConsumerGroup._set_ownership
+
+    def set_ownership(self, old, new):  # the broken coordinator of tests/test_shrink.py
+        return real(self, old, None if new is not None and new.member_id == "C" and new.assigned else new)
+
+    monkeypatch.setattr(ConsumerGroup, "_set_ownership", set_ownership)
+    scenario = scenario_from_yaml(
+        "name: s\ntopics: [{name: foo, partitions: 6}]\nmembers:\n  A: {subscribed_topic_names: [foo]}\n"
+        "  B: {subscribed_topic_names: [foo]}\n  C: {subscribed_topic_names: [foo], start_at_ms: 2000}\n"
+        "run: {until_ms: 5000}\n"
+    )
+    step = run_scenario(scenario).violations[0]["step"]
+    stepper = Stepper(build_lab(scenario), start_step=step)
+    assert stepper.lab.step_count == stepper.slider.value == step
+    assert any(e.kind.value == "invariant_violated" for e in stepper.lab.trace.at_step(step))

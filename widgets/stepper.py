@@ -72,7 +72,10 @@ def reports_errors(method: Callable) -> Callable:
 class Stepper(W.VBox):
     """Play/Pause, Step, Back, a slider over steps and a speed control around one ``Lab``."""
 
-    def __init__(self, lab: Lab, *, group_id: str = "g", member: str | None = None) -> None:
+    def __init__(
+        self, lab: Lab, *, group_id: str = "g", member: str | None = None, start_step: int | None = None
+    ) -> None:
+        """``start_step``: open at this step (running the Lab on to it if it has not got there yet)."""
         self.lab = lab
         self.group_id = group_id
         self._full = Trace()
@@ -125,6 +128,8 @@ class Stepper(W.VBox):
         )
         super().__init__([controls, self.counter, self.timeline_choice, self.timeline, pictures, self.errors])
         self.reload()
+        if start_step is not None:
+            self.go(start_step)
 
     # ------------------------------------------------------------------ run bookkeeping
     def reload(self) -> None:
