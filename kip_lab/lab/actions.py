@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
@@ -229,6 +229,12 @@ class ResetShareGroupOffsets(_Action):
     to: Literal["earliest", "latest", "datetime"] = "earliest"
     timestamp_ms: int | None = Field(None, ge=0, description="for 'datetime': the first offset at or after it")
     partitions: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _timestamp_for_datetime(self) -> ResetShareGroupOffsets:
+        if self.to == "datetime" and self.timestamp_ms is None:
+            raise ValueError("a reset to a date-time needs timestamp_ms")
+        return self
 
 
 class SetShareAutoOffsetReset(_Action):

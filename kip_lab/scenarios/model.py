@@ -462,6 +462,13 @@ class Scenario(_Spec):
             raise FieldError(
                 ("events", i, "member"), f"{event.action} acts on a consumer; {member!r} is a scripted member"
             )
+        elif isinstance(event, a.ChangeSubscription):  # the member's config with the new subscription must hold
+            changed = {"subscribed_topic_names": event.topics, "subscribed_topic_regex": event.regex}
+            try:
+                MemberSpec.model_validate({**spec.model_dump(exclude_unset=True), **changed})
+            except ValidationError as exc:
+                message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                raise FieldError(("events", i), f"{member!r} cannot take this subscription: {message}") from None
 
     def _brokers(self) -> list[str]:
         return [f"broker-{i}" for i in range(self.lab.brokers)]
