@@ -331,3 +331,65 @@ def test_resume_drops_the_rows_of_runs_whose_runs_row_never_landed(tmp_path):
     assert len(events) == events_before == len({(e["run_id"], e["seq"]) for e in events})
     metrics = ds.dataset(tmp_path / "metrics", partitioning="hive").to_table(columns=["run_id"]).column("run_id")
     assert sorted(metrics.to_pylist()) == sorted(r.run_id for r in spec.plan())
+
+
+# ---------------------------------------------------------------------------- validate's promise
+WORLD = """\
+name: world
+topics: [{name: t, partitions: 3}, {name: u, partitions: 1}]
+members:
+  A: {subscribed_topic_names: [t]}
+  K: {subscribed_topic_names: [t], group_protocol: classic, group_id: cg}
+  P: {scripted: true}
+share_members:
+  S: {subscribed_topic_names: [t], group_id: sg}
+run: {until_ms: 8000}
+events:
+"""
+PER_MEMBER = [
+    "crash",
+    "restart",
+    "close",
+    "pause",
+    "resume",
+    "drop_messages, count: 3",
+    "delay_messages, count: 3, delay_ms: 100",
+    "partition_link, duration_ms: 1000",
+    "configure_link, link: {drop_probability: 0.5}",
+    "change_subscription, topics: [u]",
+    "change_subscription, regex: 'u.*'",
+]
+WORLD_EVENTS = [
+    "fail_over",
+    "fail_over, to_broker: broker-2",
+    "create_topic, topic: v, partitions: 2",
+    "add_partitions, topic: t, count: 2",
+    "delete_topic, topic: t",
+    "recreate_topic, topic: t",
+    "recreate_topic, topic: t, partitions: 1",
+    "fail_over_share_coordinator",
+    "move_share_leader, topic: t, partition: 2",
+    "produce_share_records, topic: t, count: 5",
+    "set_share_auto_offset_reset, group_id: sg, value: earliest",
+    "set_share_auto_offset_reset, group_id: cg, value: earliest",
+    "reset_share_group_offsets, group_id: sg, topic: t, to: datetime",
+]
+EVENTS = [f"{e.split(',')[0]}, member: {m}{e[len(e.split(',')[0]) :]}" for e in PER_MEMBER for m in "AKPS"]
+EVENTS += WORLD_EVENTS
+
+
+@pytest.mark.parametrize(
+    "events", [[e] for e in EVENTS] + [[EVENTS[i], EVENTS[-1 - i]] for i in range(0, len(EVENTS), 3)], ids=str
+)
+def test_an_event_either_is_refused_by_validate_or_runs(events):
+    """What validate accepts runs to the end: no event that passes validation breaks the run."""
+    from kip_lab.scenarios import ScenarioError, run_scenario, scenario_from_yaml
+
+    text = WORLD + "".join(f"  - {{action: {e}, at_ms: {1000 * (i + 1)}}}\n" for i, e in enumerate(events))
+    try:
+        scenario = scenario_from_yaml(text)
+    except ScenarioError as exc:
+        assert str(exc).startswith("<string>:") and "events." in str(exc)
+        return
+    result = run_scenario(scenario)
+    assert result.stopped is None and result.end_ms == 8000
