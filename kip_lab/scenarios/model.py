@@ -300,7 +300,9 @@ class Scenario(_Spec):
 
     name: str = Field(..., min_length=1)
     description: str = ""
-    seed: int = Field(0, ge=-LONG_MAX - 1, le=LONG_MAX, description="seeds the Lab's one RNG (latencies, losses, the coordinator)")
+    seed: int = Field(
+        0, ge=-LONG_MAX - 1, le=LONG_MAX, description="seeds the Lab's one RNG (latencies, losses, the coordinator)"
+    )
     lab: LabSpec = LabSpec()
     topics: list[TopicSpec] = Field([], max_length=MAX_TOPICS)
     members: dict[str, MemberSpec] = Field({}, max_length=MAX_MEMBERS)
