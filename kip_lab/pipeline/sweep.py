@@ -248,7 +248,7 @@ def repair(out: Path) -> list[str]:
             run_ids = _run_ids(path, notes)
             if run_ids is None or run_ids <= finished:
                 continue
-            kept = pq.read_table(path).filter(pc.field("run_id").isin(sorted(finished)))
+            kept = pq.read_table(path).filter(pc.field("run_id").isin(pa.array(sorted(finished), pa.string())))
             _remove(path)
             if kept.num_rows:
                 temporary = path.with_name(f".{path.name}.tmp")
@@ -277,7 +277,7 @@ def _remove(path: Path) -> None:
 def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
     """The ids of the runs whose row is in ``out``'s runs table."""
     path = Path(out) / "runs"
-    if not path.exists():
+    if not any(path.rglob("*.parquet")):  # none yet, or a repair removed every one
         return set()
     if spark is not None:
         return {row.run_id for row in spark.read.parquet(str(path)).select("run_id").distinct().collect()}
