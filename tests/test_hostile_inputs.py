@@ -393,3 +393,17 @@ def test_an_event_either_is_refused_by_validate_or_runs(events):
         return
     result = run_scenario(scenario)
     assert result.stopped is None and result.end_ms == 8000
+
+
+def test_the_largest_valid_scenario_validates_in_bounded_time(tmp_path, capsys):
+    """10,000 events (the limit), each checked against the world it meets: linear, not quadratic."""
+    path = tmp_path / "largest.yaml"
+    events = "".join(f"  - {{action: add_partitions, topic: t, count: 1, at_ms: {i}}}\n" for i in range(5_000))
+    events += "".join(f"  - {{action: pause, member: A, at_step: {i + 10}}}\n" for i in range(5_000))
+    path.write_text(
+        "name: largest\ntopics: [{name: t, partitions: 1}]\nmembers: {A: {subscribed_topic_names: [t]}}\n"
+        f"run: {{until_ms: 100000}}\nevents:\n{events}",
+        encoding="utf-8",
+    )
+    code, out, _ = run_cli(["validate", str(path)], capsys)
+    assert code == 0 and "(1 members, 10000 events)" in out

@@ -346,14 +346,16 @@ class Scenario(_Spec):
             if member.start_at_ms > self.run.end_ms:
                 raise FieldError(("members", name, "start_at_ms"), f"{self._ends()}, before {member.start_at_ms} ms")
         steps: set[int] = set()
+        setup_steps = self.setup_steps
+        known_topics = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
         for i, event in enumerate(self.events):
-            self._check_event(i, event)
+            self._check_event(i, event, known_topics)
             if event.at_step is not None:
-                if event.at_step <= self.setup_steps:
+                if event.at_step <= setup_steps:
                     raise FieldError(
                         ("events", i, "at_step"),
-                        f"step {event.at_step} is taken by setup (steps 1-{self.setup_steps}); "
-                        f"the first free step is {self.setup_steps + 1}",
+                        f"step {event.at_step} is taken by setup (steps 1-{setup_steps}); "
+                        f"the first free step is {setup_steps + 1}",
                     )
                 if event.at_step in steps:
                     raise FieldError(("events", i, "at_step"), f"two events at step {event.at_step}")
@@ -422,7 +424,7 @@ class Scenario(_Spec):
             if share_admin and event.group_id in consumer_groups:
                 raise FieldError(("events", i, "group_id"), f"{event.group_id!r} is a consumer group, not share")
 
-    def _check_event(self, i: int, event: Any) -> None:
+    def _check_event(self, i: int, event: Any, known_topics: set[str]) -> None:
         if event.at_ms is not None and event.at_ms > self.run.end_ms:
             raise FieldError(("events", i, "at_ms"), f"{self._ends()}, before this event")
         if isinstance(event, a.ChangeSubscription) and event.regex is not None:
@@ -431,9 +433,8 @@ class Scenario(_Spec):
             except ValueError as exc:
                 raise FieldError(("events", i, "regex"), str(exc)) from None
         topic = getattr(event, "topic", None)
-        known = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
-        if topic is not None and not isinstance(event, a.CreateTopic) and topic not in known:
-            raise FieldError(("events", i, "topic"), f"no topic named {topic!r}; topics: {sorted(known)}")
+        if topic is not None and not isinstance(event, a.CreateTopic) and topic not in known_topics:
+            raise FieldError(("events", i, "topic"), f"no topic named {topic!r}; topics: {sorted(known_topics)}")
         broker = getattr(event, "to_broker", None)
         if broker is not None and broker not in self._brokers():
             raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
