@@ -399,7 +399,7 @@ def test_the_largest_valid_scenario_validates_in_bounded_time(tmp_path, capsys):
     """10,000 events (the limit), each checked against the world it meets: linear, not quadratic."""
     path = tmp_path / "largest.yaml"
     events = "".join(f"  - {{action: add_partitions, topic: t, count: 1, at_ms: {i}}}\n" for i in range(5_000))
-    events += "".join(f"  - {{action: pause, member: A, at_step: {i + 10}}}\n" for i in range(5_000))
+    events += "".join(f"  - {{action: pause, member: A, at_step: {i + 5_010}}}\n" for i in range(5_000))
     path.write_text(
         "name: largest\ntopics: [{name: t, partitions: 1}]\nmembers: {A: {subscribed_topic_names: [t]}}\n"
         f"run: {{until_ms: 100000}}\nevents:\n{events}",
