@@ -28,14 +28,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kip_lab.scenarios.model import FieldError, Scenario
+from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
 Loc = tuple[str | int, ...]
 
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a scenario or sweep spec is a few KB
 MAX_DEPTH = 64  # nested mappings and lists, aliases expanded
 MAX_NODES = 100_000  # values in the document, aliases expanded
-LONG_MAX = 2**63 - 1  # Kafka's numbers are Java longs at most
 _INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it: ~10x faster
 _NUMBERS = yaml.SafeLoader("")  # builds int and float scalars the way PyYAML will

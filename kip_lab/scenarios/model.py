@@ -397,7 +397,7 @@ class Scenario(_Spec):
                 if topic in partitions:
                     raise FieldError(("events", i, "topic"), f"topic {topic!r} already exists then")
                 partitions[topic] = event.partitions
-            elif topic is not None and topic not in partitions and not isinstance(event, a.SendRequest):
+            elif topic is not None and topic not in partitions:
                 raise FieldError(("events", i, "topic"), f"topic {topic!r} does not exist then (deleted before?)")
             if isinstance(event, a.DeleteTopic):
                 del partitions[topic]
@@ -422,7 +422,8 @@ class Scenario(_Spec):
                     )
             share_admin = isinstance(event, a.ResetShareGroupOffsets | a.SetShareAutoOffsetReset)
             if share_admin and event.group_id in consumer_groups:
-                raise FieldError(("events", i, "group_id"), f"{event.group_id!r} is a consumer group, not share")
+                group = event.group_id
+                raise FieldError(("events", i, "group_id"), f"{group!r} is a consumer group, not a share group")
 
     def _check_event(self, i: int, event: Any, known_topics: set[str]) -> None:
         if event.at_ms is not None and event.at_ms > self.run.end_ms:
