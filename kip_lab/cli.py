@@ -26,6 +26,7 @@ from kip_lab.scenarios import (
     run_scenario,
     scenario_schema,
 )
+from kip_lab.scenarios.loading import write_atomically
 from kip_lab.scenarios.model import LONG_MAX, export_schema
 
 OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
@@ -118,7 +119,7 @@ def _seed(text: str) -> int:
 
 def check_output_path(path: Path) -> None:
     """Refuse, before any work, a file that cannot be written: raises UsageError naming why."""
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent
     if path.is_dir():
         raise UsageError(f"{path} is a folder; give a file name")
     if not parent.is_dir():
@@ -245,12 +246,10 @@ def _shrink(args: argparse.Namespace) -> int:
         print(text, end="")
         print(result.summary(), file=sys.stderr)
         return OK
-    temporary = args.out.with_name(f".{args.out.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, args.out)
+    write_atomically(args.out, text)
     print(result.summary())
     print(f"wrote {args.out}: replay it with 'kip-lab run {args.out}'; in a notebook, open it at the violation with")
-    print(f"  widgets.explore(kip_lab.scenarios.build_lab(load_scenario({str(args.out)!r})), start_step={result.step})")
+    print(f"  widgets.explore(build_lab(load_scenario({str(args.out)!r})), start_step={result.step})")
     return OK
 
 

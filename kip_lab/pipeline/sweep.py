@@ -52,6 +52,7 @@ from kip_lab.pipeline.execute import (
     split_tables,
 )
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec
+from kip_lab.scenarios.loading import write_atomically
 
 Executor = Literal["spark", "local"]
 BATCH_RUNS = 500  # runs per batch: what an interruption can lose, and one Spark job's worth
@@ -213,13 +214,6 @@ def check_output_folder(out: Path) -> None:
         raise SweepOutputError(f"{out} lies under {existing}, which is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise SweepOutputError(f"{out} cannot be written: {existing} is not writable")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place: never half a file."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
 
 
 STAGING = ".staging"  # in-process batches are written here, then renamed into the tables

@@ -1,4 +1,4 @@
-"""Reading scenario files, and saying exactly what is wrong with a bad one.
+"""Reading scenario files, and saying exactly what is wrong with a bad one; writing files whole.
 
 A bad file raises ``ScenarioError``, never a traceback: one line per problem, in the style
 ``file.yaml:12: members.A.max_poll_interval_ms: Input should be greater than 0, got -5``,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import reprlib
 import types
 import typing
@@ -76,6 +77,13 @@ def read_limited(path: str | Path) -> str:
     except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise ScenarioError(str(path), [Problem("", None, f"cannot read the file: {reason}")]) from None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it into place: never half a file."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
 
 
 def load_scenario(path: str | Path) -> Scenario:
