@@ -154,15 +154,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.trace is not None:
         check_output_path(args.trace)
     result = run_scenario(scenario)
+    trace_error = None
     if args.trace is not None:
-        if parquet:
-            result.trace.save_parquet(args.trace)
-        else:
-            result.trace.save_jsonl(args.trace)
+        try:
+            if parquet:
+                result.trace.save_parquet(args.trace)
+            else:
+                result.trace.save_jsonl(args.trace)
+        except OSError as exc:  # the run's summary is printed all the same
+            trace_error = f"kip-lab: {args.trace}: cannot write the trace: {exc.strerror or exc}"
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
     else:
-        print(_summary(result, args.trace))
+        print(_summary(result, None if trace_error else args.trace))
+    if trace_error:
+        print(trace_error, file=sys.stderr)
+        return INVALID
     return OK if result.ok else FAILED
 
 

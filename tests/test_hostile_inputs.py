@@ -407,3 +407,15 @@ def test_the_largest_valid_scenario_validates_in_bounded_time(tmp_path, capsys):
     )
     code, out, _ = run_cli(["validate", str(path)], capsys)
     assert code == 0 and "(1 members, 10000 events)" in out
+
+
+def test_a_trace_that_cannot_be_written_after_the_run_keeps_the_summary(monkeypatch, tmp_path, capsys):
+    from kip_lab.lab import Trace
+
+    def disk_full(self, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Trace, "save_jsonl", disk_full)
+    code, out, err = run_cli(["run", "basic", "--trace", str(tmp_path / "t.jsonl")], capsys)
+    assert code == 2 and "expectations: 12/12 passed" in out and "trace:" not in out
+    assert err == f"kip-lab: {tmp_path / 't.jsonl'}: cannot write the trace: No space left on device\n"
