@@ -417,5 +417,5 @@ def test_a_trace_that_cannot_be_written_after_the_run_keeps_the_summary(monkeypa
 
     monkeypatch.setattr(Trace, "save_jsonl", disk_full)
     code, out, err = run_cli(["run", "basic", "--trace", str(tmp_path / "t.jsonl")], capsys)
-    assert code == 2 and "expectations: 12/12 passed" in out and "trace:" not in out
+    assert code == 2 and out.rstrip().endswith("OK") and "trace:" not in out
     assert err == f"kip-lab: {tmp_path / 't.jsonl'}: cannot write the trace: No space left on device\n"
