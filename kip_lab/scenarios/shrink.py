@@ -186,9 +186,7 @@ def _fewer_topics(data: Data, violation: Violation) -> Iterator[Data]:
         candidate = {**data, "topics": data["topics"][:index] + data["topics"][index + 1 :]}
         candidate["events"] = [e for e in data.get("events", []) if e.get("topic") != name]
         for field in ("members", "share_members"):
-            candidate[field] = {
-                member: _unsubscribe(config, name) for member, config in data.get(field, {}).items()
-            }
+            candidate[field] = {member: _unsubscribe(config, name) for member, config in data.get(field, {}).items()}
         yield candidate
 
 
