@@ -357,6 +357,10 @@ class Scenario(_Spec):
                         f"step {event.at_step} is taken by setup (steps 1-{setup_steps}); "
                         f"the first free step is {setup_steps + 1}",
                     )
+                if event.at_step > self.run.max_steps:
+                    raise FieldError(
+                        ("events", i, "at_step"), f"the run stops at step {self.run.max_steps} (run.max_steps), before"
+                    )
                 if event.at_step in steps:
                     raise FieldError(("events", i, "at_step"), f"two events at step {event.at_step}")
                 steps.add(event.at_step)
