@@ -373,6 +373,8 @@ WORLD_EVENTS = [
     "set_share_auto_offset_reset, group_id: sg, value: earliest",
     "set_share_auto_offset_reset, group_id: cg, value: earliest",
     "reset_share_group_offsets, group_id: sg, topic: t, to: datetime",
+    "reset_share_group_offsets, group_id: sg, topic: t",  # nothing produced yet: every log is empty
+    "reset_share_group_offsets, group_id: sg, topic: t, to: latest, partitions: [2]",
 ]
 EVENTS = [f"{e.split(',')[0]}, member: {m}{e[len(e.split(',')[0]) :]}" for e in PER_MEMBER for m in "AKPS"]
 EVENTS += WORLD_EVENTS
