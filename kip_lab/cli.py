@@ -1,7 +1,9 @@
 """``kip-lab``: validate, run and list scenarios, and print the scenario JSON Schema.
 
-Exit codes: 0 ok; 1 a run's expectations failed or an invariant was violated; 2 invalid
-input (a bad scenario file, an unknown library name, an unusable option).
+Exit codes: 0 ok; 1 a run's expectations failed, an invariant was violated or its budget ran
+out; 2 invalid input (a bad scenario file, an unknown library name, an unusable option or
+output path); 3 a fault in kip_lab itself (a bug: ``--debug`` shows the traceback); 130
+interrupted (Ctrl-C). No input makes ``kip-lab`` print a traceback unless ``--debug`` asks.
 """
 
 from __future__ import annotations
@@ -24,9 +26,14 @@ from kip_lab.scenarios import (
     run_scenario,
     scenario_schema,
 )
-from kip_lab.scenarios.model import export_schema
+from kip_lab.scenarios.loading import write_atomically
+from kip_lab.scenarios.model import LONG_MAX, export_schema
 
-OK, FAILED, INVALID = 0, 1, 2
+OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """An option the command cannot use (an output path it cannot write): exit 2 with the message."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,15 +43,32 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         print(exc, file=sys.stderr)
         return INVALID
+    except UsageError as exc:
+        print(f"kip-lab: {exc}", file=sys.stderr)
+        return INVALID
     except BrokenPipeError:  # the reader went away (``kip-lab run basic | head``): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return FAILED
+    except KeyboardInterrupt:
+        print("kip-lab: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as exc:  # writing an output: a full disk, a permission taken away mid-run
+        if args.debug:
+            raise
+        print(f"kip-lab: {exc.filename or 'output'}: {exc.strerror or exc}", file=sys.stderr)
+        return INVALID
+    except Exception as exc:  # a bug in kip_lab: one line, not a traceback
+        if args.debug:
+            raise
+        print(f"kip-lab: internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr)
+        return INTERNAL
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kip-lab", description="Run deterministic simulations of Kafka's group protocols (KIP-848)."
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     validate = commands.add_parser("validate", help="check a scenario file; exit 0 if valid, 2 if not")
@@ -53,10 +77,18 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a scenario file or a library scenario and check its expectations")
     run.add_argument("scenario", help="a scenario file (.yaml) or a library name (see 'kip-lab list')")
-    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--seed", type=_seed, help="override the scenario's seed")
     run.add_argument("--trace", type=Path, help="write the trace: .parquet (needs pandas, pyarrow), else JSONL")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.set_defaults(command=_run)
+
+    shrinking = commands.add_parser(
+        "shrink", help="reduce a scenario that violates an invariant to a smallest one that still does"
+    )
+    shrinking.add_argument("scenario", help="a scenario file (.yaml) or a library name")
+    shrinking.add_argument("--invariant", help="the invariant to keep violating (default: the first one violated)")
+    shrinking.add_argument("--out", type=Path, help="write the smallest scenario here (default: print it)")
+    shrinking.set_defaults(command=_shrink)
 
     listing = commands.add_parser("list", help="list the library scenarios")
     listing.set_defaults(command=_list)
@@ -76,6 +108,24 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--in-process", action="store_true", help="run in this process without Spark")
     sweep.set_defaults(command=_sweep)
     return parser
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if abs(value) > LONG_MAX:
+        raise argparse.ArgumentTypeError(f"a seed is a long: at most {LONG_MAX} in size")
+    return value
+
+
+def check_output_path(path: Path) -> None:
+    """Refuse, before any work, a file that cannot be written: raises UsageError naming why."""
+    parent = path.parent
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; give a file name")
+    if not parent.is_dir():
+        raise UsageError(f"{path}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{path}: not writable")
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -101,16 +151,25 @@ def _run(args: argparse.Namespace) -> int:
     if parquet and (find_spec("pandas") is None or find_spec("pyarrow") is None):
         print("kip-lab: --trace *.parquet needs pandas and pyarrow; write a .jsonl trace instead", file=sys.stderr)
         return INVALID
-    result = run_scenario(scenario)
     if args.trace is not None:
-        if parquet:
-            result.trace.save_parquet(args.trace)
-        else:
-            result.trace.save_jsonl(args.trace)
+        check_output_path(args.trace)
+    result = run_scenario(scenario)
+    trace_error = None
+    if args.trace is not None:
+        try:
+            if parquet:
+                result.trace.save_parquet(args.trace)
+            else:
+                result.trace.save_jsonl(args.trace)
+        except OSError as exc:  # the run's summary is printed all the same
+            trace_error = f"kip-lab: {args.trace}: cannot write the trace: {exc.strerror or exc}"
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
     else:
-        print(_summary(result, args.trace))
+        print(_summary(result, None if trace_error else args.trace))
+    if trace_error:
+        print(trace_error, file=sys.stderr)
+        return INVALID
     return OK if result.ok else FAILED
 
 
@@ -158,6 +217,8 @@ def _summary(result: ScenarioResult, trace: Path | None) -> str:
         lines.append(f"  {'ok  ' if e.passed else 'FAIL'} {e.name}: {detail}")
     if trace is not None:
         lines.append(f"trace: {len(result.trace)} events written to {trace}")
+    if result.stopped is not None:
+        lines.append(f"STOPPED: {result.stopped}")
     lines.append("OK" if result.ok else "FAILED")
     return "\n".join(lines)
 
@@ -175,6 +236,30 @@ def _compact(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _shrink(args: argparse.Namespace) -> int:
+    """Exit 0 with the smallest scenario written (or printed); 1 if the run violates nothing."""
+    from kip_lab.scenarios.shrink import NothingToShrink, scenario_yaml, shrink
+
+    scenario = _resolve(args.scenario)
+    if args.out is not None:
+        check_output_path(args.out)
+    try:
+        result = shrink(scenario, args.invariant)
+    except NothingToShrink as exc:
+        print(f"kip-lab shrink: {exc}", file=sys.stderr)
+        return FAILED
+    text = scenario_yaml(result.scenario)
+    if args.out is None:
+        print(text, end="")
+        print(result.summary(), file=sys.stderr)
+        return OK
+    write_atomically(args.out, text)
+    print(result.summary())
+    print(f"wrote {args.out}: replay it with 'kip-lab run {args.out}'; in a notebook, open it at the violation with")
+    print(f"  widgets.explore(run_lab(load_scenario({str(args.out)!r})), start_step={result.step})")
+    return OK
+
+
 def _list(args: argparse.Namespace) -> int:
     for name in list_library():
         description = " ".join(load_library_scenario(name).description.split())
@@ -187,6 +272,7 @@ def _schema(args: argparse.Namespace) -> int:
     if args.path is None:
         print(json.dumps(scenario_schema(), indent=2, sort_keys=True))
     else:
+        check_output_path(args.path)
         export_schema(args.path)
         print(f"wrote {args.path}")
     return OK
@@ -199,9 +285,11 @@ def _sweep(args: argparse.Namespace) -> int:
         return INVALID
     from kip_lab.pipeline import SweepOutputError, load_sweep, run_sweep
     from kip_lab.pipeline.session import SparkSettings, SparkSetupError, spark_session
+    from kip_lab.pipeline.sweep import check_output_folder
 
     spec = load_sweep(args.spec)
     try:
+        check_output_folder(args.out.absolute())
         settings = SparkSettings.from_env(master=args.master, remote=args.remote)
         spark = None if args.in_process else spark_session(settings)
         summary = run_sweep(spec, args.out, executor="local" if args.in_process else "spark", spark=spark)

@@ -1,8 +1,11 @@
-"""Regex subscriptions with RE2 semantics (KIP-848: the coordinator uses Google RE2/J).
+"""Regular expressions with RE2 semantics: regex subscriptions (KIP-848: the coordinator uses
+Google RE2/J) and every other pattern a user supplies (a share consumer's failure rule).
 
-RE2 matches in linear time, so no subscriber's pattern can stall the coordinator, and it
-rejects constructs (backreferences, lookaround) that need backtracking — exactly the
-patterns the KIP says the coordinator must refuse. Matching is a *full* match of the topic
+RE2 matches in linear time, so no pattern can stall a run, and it rejects constructs
+(backreferences, lookaround) that need backtracking — exactly the patterns the KIP says the
+coordinator must refuse. A pattern is at most ``MAX_PATTERN_LENGTH`` characters and its
+compiled program at most RE2's default memory budget (8 MiB); longer or larger ones are
+refused as invalid. Matching is a *full* match of the topic
 name, as Java's ``Matcher.matches()``. ``re2`` is imported on first use so that
 ``import kip_lab`` needs pydantic alone.
 """
@@ -12,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+MAX_PATTERN_LENGTH = 10_000
+
 
 class InvalidRegex(ValueError):
-    """The pattern is not a valid RE2 expression; ``reason`` is RE2's description of the problem."""
+    """The pattern is not a valid RE2 expression (or is too long); ``reason`` is what is wrong with it."""
 
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
@@ -28,6 +33,9 @@ def compile_subscription(pattern: str):
 
     if not pattern:
         raise InvalidRegex("the regular expression is empty", "empty pattern")
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        reason = f"{len(pattern):,} characters long; at most {MAX_PATTERN_LENGTH:,} are allowed"
+        raise InvalidRegex(f"the regular expression is {reason}", reason)
     options = re2.Options()
     options.log_errors = False
     try:
@@ -36,7 +44,8 @@ def compile_subscription(pattern: str):
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode(errors="replace")
-        raise InvalidRegex(f"{pattern!r} is not a valid RE2 regular expression: {reason}", str(reason)) from None
+        shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+        raise InvalidRegex(f"{shown!r} is not a valid RE2 regular expression: {reason}", str(reason)) from None
 
 
 def matching_topics(pattern: str, topic_names: Iterable[str]) -> list[str]:

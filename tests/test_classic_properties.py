@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from property_profile import examples
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import ClassicGroupState, CoordinatorConfig, GroupCoordinator
@@ -317,7 +318,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
 
 
 MixedGroupMachine.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=examples(60),
     stateful_step_count=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -156,6 +156,24 @@ def test_an_interrupted_spark_sweep_resumes_without_redoing_finished_runs(spark,
     assert list(runs.loc[list(first["run_id"]), "wall_ms"]) == list(first["wall_ms"])
 
 
+def test_a_spark_sweep_killed_before_its_runs_write_resumes_with_no_duplicate_rows(spark, tmp_path):
+    """The events and metrics of a batch are written before its runs rows: a kill in between left those
+    rows behind, and the resume appended them again. The resume now drops the rows of unfinished runs."""
+    spec = load_sweep(GRID)
+    run_sweep(spec, tmp_path, spark=spark, batch_runs=4, progress=False)
+    events_before = spark.read.parquet(str(tmp_path / "events")).count()
+    for runs_file in (tmp_path / "runs").rglob("*.parquet"):  # as if no runs row of any batch had landed
+        runs_file.unlink()
+    summary = run_sweep(spec, tmp_path, spark=spark, batch_runs=8, progress=False)
+    assert summary.executed == 8
+    planned = sorted(r.run_id for r in spec.plan())
+    for table in ("runs", "metrics"):
+        ids = [row.run_id for row in spark.read.parquet(str(tmp_path / table)).select("run_id").collect()]
+        assert sorted(ids) == planned, f"{table}: each run once"
+    events = spark.read.parquet(str(tmp_path / "events"))
+    assert events.count() == events_before == events.select("run_id", "seq").distinct().count()
+
+
 def test_the_sweep_command_runs_on_the_given_master(spark, tmp_path, capsys):
     path = tmp_path / "sweep.yaml"
     path.write_text("name: cli\ntemplate: member_failures\ngrid: {members: [2, 3]}\nseeds: [5]\n", encoding="utf-8")

@@ -26,6 +26,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from property_profile import examples
 from sim_clients import (
     GROUP_ID,
     Harness,
@@ -58,7 +59,7 @@ rebalance_timeouts = st.sampled_from([5_000, 30_000, 60_000])
 
 
 STATEFUL_SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -698,7 +699,7 @@ member_specs = st.tuples(subscriptions, server_assignors, st.booleans(), st.inte
 ROUNDS_TO_STABLE = 2  # rounds after the round of the last join (1 needed, 1 of slack)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     foo=st.integers(1, 8),
     bar=st.integers(1, 8),
@@ -802,7 +803,7 @@ def log_view(gc: GroupCoordinator) -> list[tuple[str, str]]:
 joins = st.lists(st.tuples(st.just("join"), st.integers(0, 3), subscriptions, st.booleans()), min_size=1, max_size=4)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(start=joins, script=st.lists(actions, min_size=10, max_size=40), seed=st.integers(0, 2**32))
 def test_same_requests_same_log(start: list[tuple], script: list[tuple], seed: int) -> None:
     """Determinism: the same requests, timer steps and cluster changes, applied to two

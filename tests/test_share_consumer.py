@@ -244,10 +244,29 @@ def test_failure_rules_need_explicit_acknowledgement_and_a_valid_pattern():
 
     with pytest.raises(ValidationError, match="need acknowledgement='explicit'"):
         ShareConsumerConfig(subscribed_topic_names=["T"], failures=[FailureRule(offsets=[1], action="reject")])
-    with pytest.raises(ValidationError, match="not a regular expression"):
+    with pytest.raises(ValidationError, match="not a valid RE2 regular expression"):
         FailureRule(value_regex="(", action="reject")
     with pytest.raises(ValidationError, match="needs value_regex or offsets"):
         FailureRule(action="reject")
+
+
+def test_a_failure_rule_matches_with_re2_in_linear_time():
+    """A catastrophic-backtracking pattern ('(a+)+' against 30 a's and a b) answers at once with RE2;
+    patterns RE2 refuses (lookaround, backreferences) are refused when the rule is made."""
+    import time
+
+    from pydantic import ValidationError
+
+    from kip_lab.clients.share_acknowledgements import DeliveredRecord
+
+    rule = FailureRule(value_regex="(a+)+", action="reject")
+    started = time.monotonic()
+    assert not rule.matches(DeliveredRecord("t", 0, 0, 1, value="a" * 30 + "b"))
+    assert rule.matches(DeliveredRecord("t", 0, 1, 1, value="a" * 30))
+    assert time.monotonic() - started < 1
+    for pattern in ("(?=a)a", r"(a)\1", "x" * 10_001):
+        with pytest.raises(ValidationError, match="value_regex"):
+            FailureRule(value_regex=pattern, action="reject")
 
 
 def test_close_also_releases_records_fetched_but_not_yet_polled():

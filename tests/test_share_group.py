@@ -505,6 +505,7 @@ def test_failover_with_the_dance_rebuilds_the_same_share_groups_at_every_step():
 # -- properties over random runs ----------------------------------------------------------------
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from property_profile import examples  # noqa: E402
 
 OPS = st.lists(
     st.one_of(
@@ -518,7 +519,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_any_run_replays_to_the_live_state_and_every_assignable_partition_has_a_member(ops):
     coordinator, _ = _with_share_coordinator()

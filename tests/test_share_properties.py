@@ -13,6 +13,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from property_profile import examples
 from share_support import GROUP, TOPIC, ack, make_rig
 
 from kip_lab.protocol.errors import ApiError, Errors
@@ -173,6 +174,6 @@ class SharePartitionMachine(RuleBasedStateMachine):
 
 
 SharePartitionMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=examples(100), stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestSharePartitionMachine = SharePartitionMachine.TestCase

@@ -3,6 +3,9 @@
 A fault is applied at the current step. The Lab drops the old future of the run (it forks
 in place), runs on until the group settles (or a time limit), and the stepper shows the
 step right after the fault so the consequences can be stepped through.
+
+A button that cannot apply (no member or no topic to act on) is disabled, its tooltip says
+why; everything a button does, building its action included, reports in the error pane.
 """
 
 from __future__ import annotations
@@ -14,17 +17,18 @@ import ipywidgets as W
 from kip_lab.lab import actions as a
 from widgets.stepper import Stepper, reports_errors
 
+NEEDS_A_MEMBER = ("crash", "restart", "pause", "resume", "close", "drop next message", "change subscription")
+NEEDS_A_TOPIC = ("add partitions", "move share leader")
+
 
 class FaultPanel(W.VBox):
     def __init__(self, stepper: Stepper, *, settle_timeout_ms: int = 120_000) -> None:
         self.stepper = stepper
         self.errors = stepper.errors
         self.settle_timeout_ms = settle_timeout_ms
-        lab = stepper.lab
-        members = sorted(n for n, c in lab.clients.items() if hasattr(c, "state"))
-        topics = lab.cluster.topic_names()
-        self.member = W.Dropdown(options=members, description="member")
-        self.topic = W.Dropdown(options=topics, description="topic")
+        topics = stepper.lab.cluster.topic_names()
+        self.member = W.Dropdown(description="member")
+        self.topic = W.Dropdown(description="topic")
         self.count = W.BoundedIntText(value=1, min=1, max=1000, description="count")
         self.subscription = W.Text(value=",".join(topics), description="topics")
         buttons = {
@@ -45,8 +49,9 @@ class FaultPanel(W.VBox):
         self.buttons = {}
         for label, make in buttons.items():
             button = W.Button(description=label)
-            button.on_click(lambda _b, make=make: self.apply(make()))
+            button.on_click(lambda _b, make=make: self.press(make))
             self.buttons[label] = button
+        self.refresh()
         rows = [
             W.HBox(
                 [
@@ -65,6 +70,34 @@ class FaultPanel(W.VBox):
         ]
         super().__init__([W.HTML("<b>faults, applied at the current step</b>"), *rows])
 
+    def refresh(self) -> None:
+        """Offer the Lab's members and topics now; disable the buttons that have nothing to act on."""
+        lab = self.stepper.lab
+        members = tuple(sorted(n for n, c in lab.clients.items() if hasattr(c, "state")))
+        topics = tuple(lab.cluster.topic_names())
+        for dropdown, options in ((self.member, members), (self.topic, topics)):
+            if options != dropdown.options:  # setting options loses the choice: keep it if it is still there
+                chosen = dropdown.value
+                dropdown.options = options
+                dropdown.value = chosen if chosen in options else (options[0] if options else None)
+        why = {
+            label: reason
+            for labels, empty, reason in (
+                (NEEDS_A_MEMBER, not self.member.options, "the Lab has no members to act on"),
+                (NEEDS_A_TOPIC, not self.topic.options, "the Lab has no topics to act on"),
+            )
+            if empty
+            for label in labels
+        }
+        for label, button in self.buttons.items():
+            button.disabled = label in why
+            button.tooltip = why.get(label, "")
+
+    @reports_errors
+    def press(self, make: Any) -> None:
+        """A button: build its action from the controls (which may fail: shown in the pane), apply it."""
+        self.apply(make())
+
     @reports_errors
     def apply(self, action: Any) -> None:
         lab = self.stepper.lab
@@ -73,6 +106,7 @@ class FaultPanel(W.VBox):
         lab.run_until_stable(timeout_ms=self.settle_timeout_ms)
         lab.seek(fault_step)
         self.stepper.reload()
+        self.refresh()
 
 
 def explore(lab: Any, **stepper_options: Any) -> W.VBox:

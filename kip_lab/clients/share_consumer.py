@@ -24,7 +24,6 @@ After Kafka's ``ShareConsumerImpl``, ``ShareMembershipManager`` and
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +55,7 @@ from kip_lab.protocol.share_group import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
+from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.share.session import next_session_epoch
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
@@ -64,7 +64,8 @@ RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.CO
 class FailureRule(BaseModel):
     """Records the application cannot process: a poison-message rule.
 
-    A record matches when its value matches ``value_regex`` (full match) or its offset is in
+    A record matches when its value matches ``value_regex`` (a full match, with RE2 semantics:
+    linear time, no backreferences or lookaround; see ``kip_lab.regex``) or its offset is in
     ``offsets`` (of any partition). ``action``: ``release`` (a transient error: try again
     later), ``reject`` (a permanent error: archive it), ``hang`` (processing takes ``hang_ms``,
     long enough for the acquisition lock to run out; then the record is released).
@@ -83,15 +84,17 @@ class FailureRule(BaseModel):
             raise ValueError("a failure rule needs value_regex or offsets")
         if self.value_regex is not None:
             try:
-                re.compile(self.value_regex)
-            except re.error as exc:
-                raise ValueError(f"value_regex {self.value_regex!r} is not a regular expression: {exc}") from None
+                compile_subscription(self.value_regex)
+            except InvalidRegex as exc:
+                raise ValueError(f"value_regex: {exc}") from None
         return self
 
     def matches(self, record: DeliveredRecord) -> bool:
         if record.offset in self.offsets:
             return True
-        return self.value_regex is not None and re.fullmatch(self.value_regex, record.value or "") is not None
+        if self.value_regex is None:
+            return False
+        return compile_subscription(self.value_regex).fullmatch(record.value or "") is not None
 
 
 class ShareConsumerConfig(BaseModel):

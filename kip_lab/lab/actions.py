@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
@@ -82,18 +82,24 @@ class Resume(_Action):
     member: str
 
 
+MAX_PARTITIONS = 10_000  # of one topic, and added at once (a bound that keeps a Lab in memory)
+MAX_MESSAGES = 1_000_000  # messages one fault drops or delays
+MAX_RECORDS = 100_000  # records one produce_share_records batch puts on a partition
+MAX_REPEAT = 10_000  # times a steady producer produces
+
+
 class DropMessages(_Action):
     """Drop the next ``count`` messages between the member and the coordinator (either way)."""
 
     action: Literal["drop_messages"] = "drop_messages"
     member: str
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=MAX_MESSAGES)
 
 
 class DelayMessages(_Action):
     action: Literal["delay_messages"] = "delay_messages"
     member: str
-    count: int = Field(1, ge=1)
+    count: int = Field(1, ge=1, le=MAX_MESSAGES)
     delay_ms: int = Field(..., ge=0)
 
 
@@ -123,14 +129,16 @@ class FailOver(_Action):
 class CreateTopic(_Action):
     action: Literal["create_topic"] = "create_topic"
     topic: str = Field(..., min_length=1)
-    partitions: int = Field(..., ge=1)
-    produce_rate_per_s: float = Field(100.0, ge=0, description="records produced per second per partition")
+    partitions: int = Field(..., ge=1, le=MAX_PARTITIONS)
+    produce_rate_per_s: float = Field(
+        100.0, ge=0, le=1_000_000, description="records produced per second per partition"
+    )
 
 
 class AddPartitions(_Action):
     action: Literal["add_partitions"] = "add_partitions"
     topic: str
-    count: int = Field(..., ge=1)
+    count: int = Field(..., ge=1, le=MAX_PARTITIONS)
 
 
 class DeleteTopic(_Action):
@@ -141,7 +149,7 @@ class DeleteTopic(_Action):
 class RecreateTopic(_Action):
     action: Literal["recreate_topic"] = "recreate_topic"
     topic: str
-    partitions: int | None = Field(None, ge=1)
+    partitions: int | None = Field(None, ge=1, le=MAX_PARTITIONS)
 
 
 class ChangeSubscription(_Action):
@@ -187,12 +195,12 @@ class ProduceShareRecords(_Action):
 
     action: Literal["produce_share_records"] = "produce_share_records"
     topic: str = Field(..., min_length=1)
-    count: int = Field(..., ge=1)
+    count: int = Field(..., ge=1, le=MAX_RECORDS)
     partition: int | None = Field(None, ge=0)
     batch_size: int = Field(10, ge=1)
     value_prefix: str = "record-"
     poison_every: int = Field(0, ge=0)
-    repeat: int = Field(1, ge=1)
+    repeat: int = Field(1, ge=1, le=MAX_REPEAT)
     every_ms: int = Field(1_000, ge=1)
 
 
@@ -221,6 +229,12 @@ class ResetShareGroupOffsets(_Action):
     to: Literal["earliest", "latest", "datetime"] = "earliest"
     timestamp_ms: int | None = Field(None, ge=0, description="for 'datetime': the first offset at or after it")
     partitions: list[int] | None = None
+
+    @model_validator(mode="after")
+    def _timestamp_for_datetime(self) -> ResetShareGroupOffsets:
+        if self.to == "datetime" and self.timestamp_ms is None:
+            raise ValueError("a reset to a date-time needs timestamp_ms")
+        return self
 
 
 class SetShareAutoOffsetReset(_Action):

@@ -197,6 +197,9 @@ class ShareWorld:
                 },
             )
         elif isinstance(action, a.ResetShareGroupOffsets):
+            topic = world.cluster.topic(action.topic)
+            for partition in range(topic.num_partitions):  # a partition nothing was produced to has an empty log
+                self.topic_log((topic.topic_id, partition))
             admin = self.admin()
             spec = ResetSpec(to=action.to, timestamp_ms=action.timestamp_ms)
             outcome = admin.reset_share_group_offsets(action.group_id, action.topic, spec, action.partitions)

@@ -85,6 +85,8 @@ def execute_run(
     try:
         scenario = spec.scenario_for(run.point, run.seed)
         result = run_scenario(scenario)
+        if result.stopped is not None:
+            raise RuntimeError(f"the run stopped: {result.stopped}")
         row.update(metric_values(result))
         if spec.events:
             row["events"] = [

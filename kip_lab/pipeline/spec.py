@@ -22,25 +22,28 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
+from kip_lab.scenarios.loading import parse_yaml, read_limited
 from kip_lab.scenarios.model import FieldError
 
 LIBRARY_PROTOCOL = "consumer"  # the library's scenarios are KIP-848 groups
+MAX_GRID_POINTS = 10_000  # each is built when the spec is read: about half a millisecond each
+MAX_RUNS = 100_000  # grid points x seeds
 
 
 class SeedRange(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: int = 0
-    count: int = Field(..., ge=1, le=1_000_000)
+    count: int = Field(..., ge=1, le=MAX_RUNS)
 
 
 class PlannedRun(BaseModel):
@@ -62,7 +65,7 @@ class SweepSpec(BaseModel):
     params: dict[str, Any] = Field({}, description="values every run takes")
     grid: dict[str, list[Any]] = Field({}, description="parameter -> the values to cross")
     seeds: Annotated[
-        Annotated[list[int], Tag("list")] | Annotated[SeedRange, Tag("range")],
+        Annotated[list[int], Field(max_length=MAX_RUNS), Tag("list")] | Annotated[SeedRange, Tag("range")],
         Discriminator(lambda v: "range" if isinstance(v, dict | SeedRange) else "list"),
     ] = Field([0], description="a list of seeds, or {start, count}")
     events: bool = Field(False, description="keep every run's full trace (the events table)")
@@ -80,6 +83,13 @@ class SweepSpec(BaseModel):
                 raise FieldError(("grid", key), f"lists a value twice: {values}")
             if key in self.params:
                 raise FieldError(("grid", key), "is also in params; give it in one place")
+        points = math.prod(len(values) for values in self.grid.values())
+        if points > MAX_GRID_POINTS:
+            raise FieldError(("grid",), f"crosses to {points:,} points; at most {MAX_GRID_POINTS:,}")
+        seeds = self.seeds.count if isinstance(self.seeds, SeedRange) else len(self.seeds)
+        if points * seeds > MAX_RUNS:
+            runs = f"{points:,} grid points x {seeds:,} seeds is {points * seeds:,} runs"
+            raise FieldError(("seeds",), f"{runs}; at most {MAX_RUNS:,}")
         if len(set(self.seed_list)) < len(self.seed_list):
             raise FieldError(("seeds",), "lists a seed twice")
         if self.scenario is not None:
@@ -217,12 +227,7 @@ def load_sweep(source: str | Path | dict[str, Any]) -> SweepSpec:
         data = source
     else:
         name = str(source)
-        try:
-            data = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScenarioError(name, [Problem("", None, f"cannot read the file: {exc}")]) from None
-        except yaml.YAMLError as exc:
-            raise ScenarioError(name, [Problem("", None, f"not valid YAML: {exc}")]) from None
+        _, data = parse_yaml(read_limited(source), name)
         if not isinstance(data, dict):
             raise ScenarioError(name, [Problem("", None, "expected a mapping with name, template, grid, seeds, ...")])
     try:

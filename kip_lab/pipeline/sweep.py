@@ -12,6 +12,12 @@ Two executors do the same thing with the same rows (``kip_lab.pipeline.execute``
 Resuming: the runs table says which runs are finished; running a sweep again into the same
 folder executes only the others. The folder keeps the spec (``sweep.json``); a different
 spec is refused rather than mixed in.
+
+Crash safety: every file is written under a temporary name and renamed into place, so a kill
+leaves whole files or none. A resume first repairs what a kill (or a disk) can still leave:
+it removes unreadable Parquet files and the leftovers of unfinished writes, and drops from
+the events and metrics tables the rows of runs that are not finished (they run again), so no
+table ever holds a run twice.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shutil
 import sys
 import threading
 import time
@@ -28,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import yaml
@@ -43,6 +52,7 @@ from kip_lab.pipeline.execute import (
     split_tables,
 )
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec
+from kip_lab.scenarios.loading import write_atomically
 
 Executor = Literal["spark", "local"]
 BATCH_RUNS = 500  # runs per batch: what an interruption can lose, and one Spark job's worth
@@ -51,7 +61,8 @@ TABLE_ORDER = ("events", "metrics", "runs")  # runs last: its row marks a run fi
 
 
 class SweepOutputError(RuntimeError):
-    """The output folder cannot take this sweep (it holds another one, or another schema version)."""
+    """The output folder cannot take this sweep (it holds another one, another schema version, a
+    damaged ``sweep.json``, or it cannot be written)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,7 @@ def run_sweep(
     started = time.monotonic()
     out = Path(out).absolute()
     _claim(out, spec)
+    repair(out)
     if executor == "spark" and spark is None:
         from kip_lab.pipeline.session import spark_session
 
@@ -167,8 +179,16 @@ def run_sweep(
 def _claim(out: Path, spec: SweepSpec) -> None:
     manifest = out / "sweep.json"
     wanted = {"schema_version": s.SCHEMA_VERSION, "spec": spec.model_dump(mode="json")}
+    check_output_folder(out)
     if manifest.exists():
-        held = json.loads(manifest.read_text(encoding="utf-8"))
+        try:
+            held = json.loads(manifest.read_text(encoding="utf-8"))
+            if not isinstance(held, dict) or not isinstance(held.get("spec"), dict):
+                raise ValueError("it is not a sweep manifest")
+        except (OSError, ValueError) as exc:
+            raise SweepOutputError(
+                f"{manifest} is damaged ({exc}); it says which sweep {out} holds: restore it, or use another folder"
+            ) from None
         if held.get("schema_version") != s.SCHEMA_VERSION:
             raise SweepOutputError(
                 f"{out} holds tables of schema version {held.get('schema_version')}; this kip_lab writes "
@@ -178,14 +198,80 @@ def _claim(out: Path, spec: SweepSpec) -> None:
             name = held["spec"].get("name")
             raise SweepOutputError(f"{out} holds the sweep {name!r} with another spec: use another folder")
         return
-    out.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps(wanted, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomically(manifest, json.dumps(wanted, indent=2, sort_keys=True) + "\n")
+    except OSError as exc:
+        raise SweepOutputError(f"cannot write to {out}: {exc.strerror or exc}") from None
+
+
+def check_output_folder(out: Path) -> None:
+    """Refuse an --out that is a file, lies under a file, or cannot be written, before any run."""
+    if out.exists() and not out.is_dir():
+        raise SweepOutputError(f"{out} is a file, not a folder: give a folder for the sweep's tables")
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise SweepOutputError(f"{out} lies under {existing}, which is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SweepOutputError(f"{out} cannot be written: {existing} is not writable")
+
+
+STAGING = ".staging"  # in-process batches are written here, then renamed into the tables
+
+
+def repair(out: Path) -> list[str]:
+    """Make a folder an interrupted sweep left consistent again; returns what was repaired (one line each).
+
+    Removes the leftovers of unfinished writes (the in-process staging folder, Spark's
+    ``_temporary``), Parquet files that cannot be read (truncated by a kill), and the rows of
+    the events and metrics tables whose run has no runs row (written before the kill reached
+    the runs table: the run executes again and writes them again).
+    """
+    notes: list[str] = []
+    for leftover in [out / STAGING, *(out / table / "_temporary" for table in TABLE_ORDER)]:
+        if leftover.exists():
+            shutil.rmtree(leftover)
+            notes.append(f"removed {leftover}, an unfinished write")
+    files = {table: sorted((out / table).rglob("*.parquet")) for table in TABLE_ORDER}
+    finished: set[str] = set()
+    for path in files["runs"]:
+        run_ids = _run_ids(path, notes)
+        finished |= run_ids or set()
+    for table in ("events", "metrics"):
+        for path in files[table]:
+            run_ids = _run_ids(path, notes)
+            if run_ids is None or run_ids <= finished:
+                continue
+            kept = pq.read_table(path).filter(pc.field("run_id").isin(pa.array(sorted(finished), pa.string())))
+            _remove(path)
+            if kept.num_rows:
+                temporary = path.with_name(f".{path.name}.tmp")
+                pq.write_table(kept, temporary)
+                os.replace(temporary, path)
+            notes.append(f"dropped the rows of unfinished runs from {path}")
+    return notes
+
+
+def _run_ids(path: Path, notes: list[str]) -> set[str] | None:
+    """The run ids in one Parquet file; None (and the file removed) if it cannot be read."""
+    try:
+        return set(pq.read_table(path, columns=["run_id"]).column("run_id").to_pylist())
+    except (OSError, pa.ArrowException) as exc:
+        _remove(path)
+        notes.append(f"removed {path}: it cannot be read ({exc})")
+        return None
+
+
+def _remove(path: Path) -> None:
+    """Remove a Parquet file and Spark's checksum of it (which a rewritten file would no longer match)."""
+    path.unlink(missing_ok=True)
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
 def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
     """The ids of the runs whose row is in ``out``'s runs table."""
     path = Path(out) / "runs"
-    if not path.exists():
+    if not any(path.rglob("*.parquet")):  # none yet, or a repair removed every one
         return set()
     if spark is not None:
         return {row.run_id for row in spark.read.parquet(str(path)).select("run_id").distinct().collect()}
@@ -198,7 +284,7 @@ def _write_failed_scenario(spec: SweepSpec, out: Path, run: PlannedRun) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     scenario = spec.scenario_for(run.point, run.seed)
     data = scenario.model_dump(mode="json", exclude_unset=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    write_atomically(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def _batch_name(batch: list[PlannedRun]) -> str:
@@ -220,13 +306,19 @@ def _local_batch(spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -
     name = _batch_name(batch)
     for table_name in TABLE_ORDER:
         if table_name in tables:
+            staging = out / STAGING / table_name
             pq.write_to_dataset(
                 tables[table_name],
-                root_path=str(out / table_name),
+                root_path=str(staging),
                 partition_cols=s.PARTITION_COLUMNS,
                 basename_template=f"part-{name}-{{i}}.parquet",
                 existing_data_behavior="overwrite_or_ignore",
             )
+            for written in sorted(staging.rglob("*.parquet")):  # whole files, renamed into the table
+                target = out / table_name / written.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(written, target)
+            shutil.rmtree(out / STAGING)
     return [run for run, row in zip(batch, rows, strict=True) if row["status"] == s.FAILED]
 
 

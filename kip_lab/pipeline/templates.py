@@ -20,8 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.lab.actions import MAX_PARTITIONS, MAX_RECORDS
 from kip_lab.scenarios import Scenario
-from kip_lab.scenarios.model import FieldError
+from kip_lab.scenarios.model import MAX_MEMBERS, FieldError
 
 TOPIC = "events"
 SWEEP_SNAPSHOT_EVERY = 1_000_000  # sweeps never seek back: time-travel snapshots would be pure cost
@@ -77,8 +78,8 @@ class NetworkParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    members: int = Field(5, ge=1, le=100_000, description="members in the group")
-    partitions: int = Field(10, ge=1, le=1_000_000, description="partitions of the one topic")
+    members: int = Field(5, ge=1, le=MAX_MEMBERS, description="members in the group")
+    partitions: int = Field(10, ge=1, le=MAX_PARTITIONS, description="partitions of the one topic")
     latency_ms: float = Field(1.0, ge=0, description="one-way latency of every client-broker link")
     jitter_ms: float = Field(0.0, ge=0, description="latency drawn uniformly in latency_ms +- jitter_ms")
     loss: float = Field(0.0, ge=0, lt=1, description="probability that a message is dropped")
@@ -209,12 +210,12 @@ class ShareLockTimeouts(NetworkParams):
     processes it like any other. After ``delivery_count_limit`` deliveries a record is archived."""
 
     protocol: Literal["share"] = Field(SHARE_PROTOCOL, description="share groups (KIP-932)")
-    members: int = Field(3, ge=1, le=10_000, description="share consumers")
-    partitions: int = Field(1, ge=1, le=10_000)
+    members: int = Field(3, ge=1, le=MAX_MEMBERS, description="share consumers")
+    partitions: int = Field(1, ge=1, le=MAX_PARTITIONS)
     acknowledgement: Literal["implicit", "explicit"] = "explicit"
     failure: Literal["none", "hang", "release", "reject"] = "hang"
     poison_every: int = Field(10, ge=1, description="every k-th record is poison")
-    records: int = Field(50, ge=1, description="records produced to each partition")
+    records: int = Field(50, ge=1, le=MAX_RECORDS, description="records produced to each partition")
     batch_size: int = Field(10, ge=1, description="records per produce")
     record_lock_duration_ms: int = Field(5_000, ge=1, description="group.share.record.lock.duration.ms")
     delivery_count_limit: int = Field(5, ge=2, le=10, description="group.share.delivery.count.limit")

@@ -10,7 +10,7 @@ The command line (``kip-lab``, ``kip_lab.cli``) is a thin layer over these funct
 from kip_lab.scenarios.library import list_library, load_library_scenario
 from kip_lab.scenarios.loading import Problem, ScenarioError, load_scenario, scenario_from_yaml
 from kip_lab.scenarios.model import Scenario, export_schema, scenario_schema
-from kip_lab.scenarios.runner import ExpectationResult, MemberRow, ScenarioResult, build_lab, run_scenario
+from kip_lab.scenarios.runner import ExpectationResult, MemberRow, ScenarioResult, build_lab, run_lab, run_scenario
 
 __all__ = [
     "ExpectationResult",
@@ -24,6 +24,7 @@ __all__ = [
     "list_library",
     "load_library_scenario",
     "load_scenario",
+    "run_lab",
     "run_scenario",
     "scenario_from_yaml",
     "scenario_schema",

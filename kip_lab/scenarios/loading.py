@@ -1,15 +1,25 @@
-"""Reading scenario files, and saying exactly what is wrong with a bad one.
+"""Reading scenario files, and saying exactly what is wrong with a bad one; writing files whole.
 
 A bad file raises ``ScenarioError``, never a traceback: one line per problem, in the style
 ``file.yaml:12: members.A.max_poll_interval_ms: Input should be greater than 0, got -5``,
 so an editor can jump to it. Lines come from PyYAML's composed node tree, which keeps the
 position of every key: a pydantic error location (a path of keys and indexes) is walked
 down that tree to the key it names.
+
+The reader is built for hostile input too. A file is read only up to ``MAX_FILE_BYTES``, and
+one pass over the parser's events (linear in the file's size) refuses, before any tree is
+built: nesting deeper than ``MAX_DEPTH``, tags (``!!int``, ``!foo``), an alias to itself,
+and aliases that would expand the document past ``MAX_NODES`` values ("billion laughs").
+The tree is then checked for keys that are not plain values, duplicate keys, integers
+outside a signed 64-bit long and numbers that are not finite (``.inf``, ``.nan``).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
+import os
+import reprlib
 import types
 import typing
 from dataclasses import dataclass
@@ -19,9 +29,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from kip_lab.scenarios.model import FieldError, Scenario
+from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
 Loc = tuple[str | int, ...]
+
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: a scenario or sweep spec is a few KB
+MAX_DEPTH = 64  # nested mappings and lists, aliases expanded
+MAX_NODES = 100_000  # values in the document, aliases expanded
+_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it: ~10x faster
+_NUMBERS = yaml.SafeLoader("")  # builds int and float scalars the way PyYAML will
 
 
 @dataclass(frozen=True)
@@ -46,20 +63,50 @@ class ScenarioError(Exception):
         return f"{where}: {problem.path}: {problem.message}" if problem.path else f"{where}: {problem.message}"
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a YAML (or JSON) scenario file."""
+def read_limited(path: str | Path) -> str:
+    """The text of a file of at most ``MAX_FILE_BYTES`` (reading no more than that), or a ScenarioError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(str(path), [Problem("", None, f"cannot read the file: {exc}")]) from None
-    return scenario_from_yaml(text, str(path))
+        if path.is_dir():
+            raise IsADirectoryError("it is a directory")
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
+            raise ValueError(f"it is larger than {MAX_FILE_BYTES:,} bytes, the limit for a scenario or sweep spec")
+        return raw.decode("utf-8")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ScenarioError(str(path), [Problem("", None, f"cannot read the file: {reason}")]) from None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it into place: never half a file."""
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a YAML (or JSON) scenario file."""
+    return scenario_from_yaml(read_limited(path), str(path))
+
+
+def parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
+    """The checked node tree of YAML text (for line numbers) and the data it holds; a ScenarioError
+    names the line of anything refused (see the module's docstring)."""
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(source, [Problem("", None, f"larger than {MAX_FILE_BYTES:,} characters")])
+    root = _compose(text, source)
+    try:
+        data = _LOADER(text).construct_document(root) if root is not None else None
+    except (yaml.YAMLError, ValueError) as exc:  # a value the checks above let through and PyYAML cannot build
+        raise ScenarioError(source, [Problem("", None, f"not valid YAML: {exc}")]) from None
+    return root, data
 
 
 def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
     """Validate scenario YAML text; ``source`` names it in error messages."""
-    root = _compose(text, source)
-    data = yaml.SafeLoader(text).construct_document(root) if root is not None else None
+    root, data = parse_yaml(text, source)
     if not isinstance(data, dict):
         line = None if root is None else root.start_mark.line + 1
         raise ScenarioError(source, [Problem("", line, "expected a mapping with name, topics, members, events, ...")])
@@ -70,33 +117,107 @@ def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
 
 
 def _compose(text: str, source: str) -> yaml.Node | None:
-    """Parse into PyYAML's node tree (which keeps line numbers); refuse duplicate keys."""
+    """Parse into PyYAML's node tree (which keeps line numbers), after the event pass; check the tree."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _check_events(text, source)
+        root = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1
         problem = " ".join(filter(None, [exc.context, exc.problem]))
+        if exc.problem is not None and any(hint in exc.problem for hint in ("',' or '}'", "expected ':'")):
+            problem += " (a key in {...} may be at most 1,024 characters long)"
         raise ScenarioError(source, [Problem("", line, f"not valid YAML: {problem}")]) from None
     except yaml.YAMLError as exc:
         raise ScenarioError(source, [Problem("", None, f"not valid YAML: {exc}")]) from None
-    duplicates = list(_duplicate_keys(root, ())) if root is not None else []
-    if duplicates:
-        raise ScenarioError(source, duplicates)
+    problems = list(_tree_problems(root, (), set())) if root is not None else []
+    if problems:
+        raise ScenarioError(source, problems)
     return root
 
 
-def _duplicate_keys(node: yaml.Node, loc: Loc):
+def _check_events(text: str, source: str) -> None:
+    """One pass over the parser's events: refuse tags, deep nesting, recursive aliases and alias bombs.
+
+    Each anchor remembers the size (values) and height (levels) of what it names, so an alias
+    costs what it would expand to without expanding it.
+    """
+    anchored: dict[str, tuple[int, int]] = {}  # anchor -> (size, height)
+    open_: list[list[Any]] = []  # the collections being read: [anchor, size, height]
+
+    def refuse(event: yaml.Event, message: str) -> None:
+        raise ScenarioError(source, [Problem("", event.start_mark.line + 1, message)])
+
+    def add(event: yaml.Event, size: int, height: int) -> None:
+        if len(open_) + height > MAX_DEPTH:
+            refuse(event, f"nested more than {MAX_DEPTH} levels deep (aliases expanded)")
+        if open_:
+            parent = open_[-1]
+            parent[1] += size
+            parent[2] = max(parent[2], height + 1)
+            if parent[1] > MAX_NODES:
+                refuse(event, f"more than {MAX_NODES:,} values, each alias counted as what it names (an alias bomb?)")
+
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, yaml.NodeEvent) and getattr(event, "tag", None) is not None:
+            tag = event.tag.replace("tag:yaml.org,2002:", "!!")
+            refuse(event, f"tags such as {tag} are not allowed; write the plain value")
+        if isinstance(event, yaml.AliasEvent):
+            if any(entry[0] == event.anchor for entry in open_):
+                refuse(event, f"the alias *{event.anchor} is inside the value it names (a recursive alias)")
+            if event.anchor in anchored:
+                add(event, *anchored[event.anchor])
+        elif isinstance(event, yaml.ScalarEvent):
+            add(event, 1, 1)
+            if event.anchor is not None:
+                anchored[event.anchor] = (1, 1)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(open_) >= MAX_DEPTH:
+                refuse(event, f"nested more than {MAX_DEPTH} levels deep")
+            open_.append([event.anchor, 1, 1])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, size, height = open_.pop()
+            add(event, size, height)
+            if anchor is not None:
+                anchored[anchor] = (size, height)
+
+
+def _tree_problems(node: yaml.Node, loc: Loc, seen_nodes: set[int]):
+    """Keys that are not plain values, duplicate keys, numbers out of range; each node once."""
+    if id(node) in seen_nodes:  # an alias: checked where its anchor is
+        return
+    seen_nodes.add(id(node))
+    line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
+        keys: set[str] = set()
         for key, value in node.value:
-            if key.value in seen:
+            if not isinstance(key, yaml.ScalarNode):
+                yield Problem(_dotted(loc), key.start_mark.line + 1, "a key must be a plain value, not a list or map")
+                continue
+            if key.value in keys:
                 yield Problem(_dotted((*loc, key.value)), key.start_mark.line + 1, "duplicate key")
-            seen.add(key.value)
-            yield from _duplicate_keys(value, (*loc, key.value))
+            keys.add(key.value)
+            yield from _tree_problems(value, (*loc, key.value), seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            yield from _duplicate_keys(item, (*loc, i))
+            yield from _tree_problems(item, (*loc, i), seen_nodes)
+    elif node.tag in (_INT_TAG, _FLOAT_TAG):
+        problem = _number_problem(node)
+        if problem:
+            yield Problem(_dotted(loc), line, problem)
+
+
+def _number_problem(node: yaml.ScalarNode) -> str | None:
+    if len(node.value) > 40:
+        return f"a number of {len(node.value):,} characters; numbers are longs (at most {LONG_MAX:,}) or floats"
+    if node.tag == _INT_TAG:
+        value = _NUMBERS.construct_yaml_int(node)
+        if abs(value) > LONG_MAX:
+            return f"{value} is out of range: integers are at most {LONG_MAX:,} in size"
+        return None
+    if not math.isfinite(_NUMBERS.construct_yaml_float(node)):
+        return f"{node.value} is not a finite number"
+    return None
 
 
 def _problem(root: yaml.Node, error: dict[str, Any]) -> Problem:
@@ -216,6 +337,11 @@ def _dotted(loc: Loc) -> str:
     return ".".join(str(element) for element in loc)
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxdict = 2, 40, 40, 4, 4
+
+
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    """A short repr that never builds the whole of a large value."""
+    text = _REPR.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -28,6 +28,7 @@ ids are derived, not chosen, and the KIP's requests carry ids only.
 from __future__ import annotations
 
 import json
+import math
 import operator
 from collections.abc import Mapping
 from functools import reduce
@@ -48,7 +49,16 @@ from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.scripted import REQUESTS
 from kip_lab.protocol import Errors
+from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.share.config import SharePartitionConfig
+
+MAX_BROKERS = 100
+MAX_TOPICS = 1_000
+MAX_MEMBERS = 1_000  # members, and share members
+MAX_EVENTS = 10_000
+MAX_TOTAL_PARTITIONS = 100_000  # of every topic at any moment
+MAX_PRODUCED_RECORDS = 1_000_000  # by one produce_share_records event (count x repeat x partitions)
+LONG_MAX = 2**63 - 1
 
 
 class FieldError(ValueError):
@@ -74,10 +84,10 @@ class LabSpec(_Spec):
     ``fidelity: kip`` here is short for ``coordinator: {fidelity: kip}``.
     """
 
-    brokers: int = Field(3, ge=1)
+    brokers: int = Field(3, ge=1, le=MAX_BROKERS)
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
-    snapshot_every: int = Field(256, ge=1, description="steps between time-travel snapshots")
+    snapshot_every: int = Field(256, ge=1, le=1_000_000, description="steps between time-travel snapshots")
     share: SharePartitionConfig = Field(
         SharePartitionConfig(), description="share-partition leaders' group.share.* settings (KIP-932)"
     )
@@ -98,8 +108,10 @@ class TopicSpec(_Spec):
     """A topic that exists when the run starts."""
 
     name: str = Field(..., min_length=1)
-    partitions: int = Field(..., ge=1)
-    produce_rate_per_s: float = Field(100.0, ge=0, description="records produced per second per partition")
+    partitions: int = Field(..., ge=1, le=a.MAX_PARTITIONS)
+    produce_rate_per_s: float = Field(
+        100.0, ge=0, le=1_000_000, description="records produced per second per partition"
+    )
 
 
 CLASSIC_ONLY = ("partition_assignment_strategy", "session_timeout_ms", "heartbeat_interval_ms")
@@ -133,6 +145,8 @@ class MemberSpec(ConsumerConfig):
                 raise ValueError(f"a scripted member takes no consumer settings; remove {', '.join(extra)}")
             return self
         ConsumerConfig._subscription(self)
+        if self.subscribed_topic_regex is not None:
+            _check_regex(self.subscribed_topic_regex)
         if self.group_protocol == "consumer":
             classic = [name for name in CLASSIC_ONLY if getattr(self, name) is not None]
             if classic:
@@ -150,6 +164,14 @@ class MemberSpec(ConsumerConfig):
             classic = {name: getattr(self, name) for name in CLASSIC_ONLY if getattr(self, name) is not None}
             return ClassicConsumerConfig.model_validate({**settings, **classic, "group_protocol": "classic"})
         return ConsumerConfig.model_validate(settings)
+
+
+def _check_regex(pattern: str) -> None:
+    """Refuse a pattern RE2 would refuse, now rather than when the coordinator fences the member mid-run."""
+    try:
+        compile_subscription(pattern)
+    except InvalidRegex as exc:
+        raise ValueError(str(exc)) from None
 
 
 class EventTiming(_Spec):
@@ -189,19 +211,43 @@ def event_action(event: Any) -> Any:
 
 
 class RunSpec(_Spec):
-    """How long to run: to a time, or until the group settles after the last event."""
+    """How long to run: to a time, or until the group settles after the last event; and the run's budget.
+
+    A run stops, with a message saying which budget was spent, when it has taken ``max_steps``
+    steps or its process has grown by ``max_memory_mb``; its end (``until_ms`` or
+    ``timeout_ms``) may not be later than ``max_time_ms``.
+    """
 
     until_ms: int | None = Field(None, gt=0, description="run until the clock reaches this time")
     until_stable: bool = Field(
         False, description="run until every event has happened and the Lab is stable (Lab.is_stable)"
     )
     timeout_ms: int = Field(600_000, gt=0, description="with until_stable: give up when the clock would pass this")
+    max_steps: int = Field(100_000, ge=1, le=100_000_000, description="budget: stop after this many steps")
+    max_time_ms: int = Field(
+        86_400_000, ge=1, le=LONG_MAX, description="budget: the latest simulated time the run may end at (ms)"
+    )
+    max_memory_mb: int = Field(
+        1_024, ge=16, le=1_048_576, description="budget: stop when the process has grown by this much (MiB)"
+    )
 
     @model_validator(mode="after")
     def _one_mode(self) -> RunSpec:
         if (self.until_ms is None) == (not self.until_stable):
             raise ValueError("give either until_ms or until_stable: true")
+        field = "until_ms" if self.until_ms is not None else "timeout_ms"
+        if self.end_ms > self.max_time_ms:
+            raise FieldError(
+                (field,),
+                f"{self.end_ms} is later than the run's time budget, max_time_ms {self.max_time_ms}; "
+                "raise run.max_time_ms to run longer",
+            )
         return self
+
+    @property
+    def end_ms(self) -> int:
+        """The latest time the run reaches: until_ms, or timeout_ms with until_stable."""
+        return self.until_ms if self.until_ms is not None else self.timeout_ms
 
 
 ErrorName = Literal[tuple(e.name for e in Errors)]  # type: ignore[valid-type]
@@ -260,14 +306,16 @@ class Scenario(_Spec):
 
     name: str = Field(..., min_length=1)
     description: str = ""
-    seed: int = Field(0, description="seeds the Lab's one RNG (latencies, losses, the coordinator)")
-    lab: LabSpec = LabSpec()
-    topics: list[TopicSpec] = []
-    members: dict[str, MemberSpec] = {}
-    share_members: dict[str, ShareConsumerConfig] = Field(
-        {}, description="share consumers (KIP-932), subscribed at once; one setup step each"
+    seed: int = Field(
+        0, ge=-LONG_MAX - 1, le=LONG_MAX, description="seeds the Lab's one RNG (latencies, losses, the coordinator)"
     )
-    events: list[Event] = []
+    lab: LabSpec = LabSpec()
+    topics: list[TopicSpec] = Field([], max_length=MAX_TOPICS)
+    members: dict[str, MemberSpec] = Field({}, max_length=MAX_MEMBERS)
+    share_members: dict[str, ShareConsumerConfig] = Field(
+        {}, max_length=MAX_MEMBERS, description="share consumers (KIP-932), subscribed at once; one setup step each"
+    )
+    events: list[Event] = Field([], max_length=MAX_EVENTS)
     run: RunSpec = RunSpec(until_stable=True)
     expect: Expect = Expect()
 
@@ -297,41 +345,113 @@ class Scenario(_Spec):
         for name in self.share_members:
             if name in self.members or name in self._brokers():
                 raise FieldError(("share_members", name), f"{name!r} is already a member's or a broker's name")
+        self._check_numbers()
         for name, member in self.members.items():
             if name in self._brokers():
                 raise FieldError(("members", name), f"{name!r} is a broker's name")
-            if self.run.until_ms is not None and member.start_at_ms > self.run.until_ms:
-                raise FieldError(
-                    ("members", name, "start_at_ms"), f"the run ends at {self.run.until_ms} ms (run.until_ms), before"
-                )
+            if member.start_at_ms > self.run.end_ms:
+                raise FieldError(("members", name, "start_at_ms"), f"{self._ends()}, before {member.start_at_ms} ms")
         steps: set[int] = set()
+        setup_steps = self.setup_steps
+        known_topics = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
         for i, event in enumerate(self.events):
-            self._check_event(i, event)
+            self._check_event(i, event, known_topics)
             if event.at_step is not None:
-                if event.at_step <= self.setup_steps:
+                if event.at_step <= setup_steps:
                     raise FieldError(
                         ("events", i, "at_step"),
-                        f"step {event.at_step} is taken by setup (steps 1-{self.setup_steps}); "
-                        f"the first free step is {self.setup_steps + 1}",
+                        f"step {event.at_step} is taken by setup (steps 1-{setup_steps}); "
+                        f"the first free step is {setup_steps + 1}",
+                    )
+                if event.at_step > self.run.max_steps:
+                    raise FieldError(
+                        ("events", i, "at_step"), f"the run stops at step {self.run.max_steps} (run.max_steps), before"
                     )
                 if event.at_step in steps:
                     raise FieldError(("events", i, "at_step"), f"two events at step {event.at_step}")
                 steps.add(event.at_step)
+        self._check_world()
         self._check_expect()
         return self
 
-    def _check_event(self, i: int, event: Any) -> None:
-        until = self.run.until_ms
-        if until is not None and event.at_ms is not None and event.at_ms > until:
-            raise FieldError(("events", i, "at_ms"), f"the run ends at {until} ms (run.until_ms), before this event")
+    def _ends(self) -> str:
+        field = "run.until_ms" if self.run.until_ms is not None else "run.timeout_ms"
+        return f"the run ends at {self.run.end_ms} ms ({field})"
+
+    def _check_numbers(self) -> None:
+        """No number anywhere (a link's latency, a consume rate...) is infinite or NaN."""
+
+        def walk(value: Any, loc: tuple[str | int, ...]) -> None:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise FieldError(loc, f"{value} is not a finite number")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, (*loc, key))
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    walk(item, (*loc, index))
+
+        walk(self.model_dump(exclude={"expect"}), ())
+
+    def _check_world(self) -> None:
+        """Each timed event against the world it will meet: the topics and partitions that exist when it
+        happens (events in time order), the kind of group it names, the kind of member it acts on."""
+        partitions = {t.name: t.partitions for t in self.topics}  # the topics that exist, at each moment
+        consumer_groups = {m.consumer_config().group_id for m in self.members.values() if not m.scripted}
+        timed = [i for _, i in sorted((e.at_ms, i) for i, e in enumerate(self.events) if e.at_ms is not None)]
+        untimed = [i for i, e in enumerate(self.events) if e.at_ms is None]
+        for i in [*timed, *untimed]:  # at_step events: checked against the world after every timed one
+            event = self.events[i]
+            topic = getattr(event, "topic", None)
+            if isinstance(event, a.CreateTopic):
+                if topic in partitions:
+                    raise FieldError(("events", i, "topic"), f"topic {topic!r} already exists then")
+                partitions[topic] = event.partitions
+            elif topic is not None and topic not in partitions:
+                raise FieldError(("events", i, "topic"), f"topic {topic!r} does not exist then (deleted before?)")
+            if isinstance(event, a.DeleteTopic):
+                del partitions[topic]
+            elif isinstance(event, a.AddPartitions):
+                partitions[topic] += event.count
+            elif isinstance(event, a.RecreateTopic) and event.partitions is not None:
+                partitions[topic] = event.partitions
+            if sum(partitions.values()) > MAX_TOTAL_PARTITIONS:
+                raise FieldError(("events", i), f"the topics would have more than {MAX_TOTAL_PARTITIONS:,} partitions")
+            field, named = _partitions_named(event)
+            missing = [p for p in named if p >= partitions[topic]]
+            if missing:
+                raise FieldError(
+                    ("events", i, field), f"{topic!r} has partitions 0-{partitions[topic] - 1} then, not {missing}"
+                )
+            if isinstance(event, a.ProduceShareRecords):
+                records = event.count * event.repeat * (1 if event.partition is not None else partitions[topic])
+                if records > MAX_PRODUCED_RECORDS:
+                    raise FieldError(
+                        ("events", i, "count"),
+                        f"count x repeat x partitions is {records:,} records; at most {MAX_PRODUCED_RECORDS:,}",
+                    )
+            share_admin = isinstance(event, a.ResetShareGroupOffsets | a.SetShareAutoOffsetReset)
+            if share_admin and event.group_id in consumer_groups:
+                group = event.group_id
+                raise FieldError(("events", i, "group_id"), f"{group!r} is a consumer group, not a share group")
+
+    def _check_event(self, i: int, event: Any, known_topics: set[str]) -> None:
+        if event.at_ms is not None and event.at_ms > self.run.end_ms:
+            raise FieldError(("events", i, "at_ms"), f"{self._ends()}, before this event")
+        if isinstance(event, a.ChangeSubscription) and event.regex is not None:
+            try:
+                _check_regex(event.regex)
+            except ValueError as exc:
+                raise FieldError(("events", i, "regex"), str(exc)) from None
         topic = getattr(event, "topic", None)
-        known = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
-        if topic is not None and not isinstance(event, a.CreateTopic) and topic not in known:
-            raise FieldError(("events", i, "topic"), f"no topic named {topic!r}; topics: {sorted(known)}")
+        if topic is not None and not isinstance(event, a.CreateTopic) and topic not in known_topics:
+            raise FieldError(("events", i, "topic"), f"no topic named {topic!r}; topics: {sorted(known_topics)}")
         broker = getattr(event, "to_broker", None)
         if broker is not None and broker not in self._brokers():
             raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
         member = getattr(event, "member", None)
+        if member in self.share_members and isinstance(event, a.ChangeSubscription):
+            raise FieldError(("events", i, "member"), f"{member!r} is a share consumer; its subscription is fixed")
         if member is None or member in self.share_members:
             return
         spec = self.members.get(member)
@@ -356,6 +476,13 @@ class Scenario(_Spec):
             raise FieldError(
                 ("events", i, "member"), f"{event.action} acts on a consumer; {member!r} is a scripted member"
             )
+        elif isinstance(event, a.ChangeSubscription):  # the member's config with the new subscription must hold
+            changed = {"subscribed_topic_names": event.topics, "subscribed_topic_regex": event.regex}
+            try:
+                MemberSpec.model_validate({**spec.model_dump(exclude_unset=True), **changed})
+            except ValidationError as exc:
+                message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+                raise FieldError(("events", i), f"{member!r} cannot take this subscription: {message}") from None
 
     def _brokers(self) -> list[str]:
         return [f"broker-{i}" for i in range(self.lab.brokers)]
@@ -376,6 +503,15 @@ class Scenario(_Spec):
         for i, name in enumerate(expect.members_in_group or []):
             if name not in self.members:
                 raise FieldError(("expect", "members_in_group", i), f"no member named {name!r}")
+
+
+def _partitions_named(event: Any) -> tuple[str, list[int]]:
+    """The partitions of its topic an event names (its field, and the numbers)."""
+    if isinstance(event, a.MoveShareLeader | a.ProduceShareRecords) and event.partition is not None:
+        return "partition", [event.partition]
+    if isinstance(event, a.ResetShareGroupOffsets) and event.partitions is not None:
+        return "partitions", event.partitions
+    return "partition", []
 
 
 def scenario_schema() -> dict[str, Any]:
