@@ -12,21 +12,19 @@ from __future__ import annotations
 import struct
 
 import pytest
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.request_header.v2.header import RequestHeader
 
+from kip_lab.lab.lab import Lab
+from kip_lab.lab.trace import EventKind
+from kip_lab.wire import codec, serve
+from kip_lab.wire.handlers import SUPPORTED
 from tests.wire_support import RawClient, wait_until
-
-from kio.schema.api_versions.v0.request import ApiVersionsRequest as ApiVersionsV0  # noqa: E402
-from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: E402
-from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest  # noqa: E402
-from kio.schema.errors import ErrorCode  # noqa: E402
-from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest  # noqa: E402
-from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic  # noqa: E402
-from kio.schema.request_header.v2.header import RequestHeader  # noqa: E402
-
-from kip_lab.lab.lab import Lab  # noqa: E402
-from kip_lab.lab.trace import EventKind  # noqa: E402
-from kip_lab.wire import codec, serve  # noqa: E402
-from kip_lab.wire.handlers import SUPPORTED  # noqa: E402
 
 
 @pytest.fixture
@@ -140,7 +138,10 @@ def test_metadata_lists_the_labs_brokers_and_topics(served):
     client = RawClient(server.port)
     response = client.request(
         MetadataRequest(
-            topics=(MetadataRequestTopic(topic_id=None, name="orders"), MetadataRequestTopic(topic_id=None, name="nope")),
+            topics=(
+                MetadataRequestTopic(topic_id=None, name="orders"),
+                MetadataRequestTopic(topic_id=None, name="nope"),
+            ),
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )

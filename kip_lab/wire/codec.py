@@ -86,7 +86,7 @@ def read_request(frame: bytes) -> tuple[Any, Any]:
     header_class = RequestHeaderV2 if body_class.__flexible__ else RequestHeaderV1
     try:
         header, used = entity_reader(header_class)(frame, 0)
-        body, size = entity_reader(body_class)(frame, used)
+        body, _ = entity_reader(body_class)(frame, used)
     except Exception as error:  # kio raises its own errors, ValueError, UnicodeDecodeError...
         raise MalformedRequest(f"{api_key_map[api_key]} v{version}: {type(error).__name__}: {error}") from error
     # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata

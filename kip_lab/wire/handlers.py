@@ -11,6 +11,7 @@ Lab's cluster, coordinator placement and topic logs directly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -226,10 +227,8 @@ class Handlers:
                 break
             waited = True
             event = self.records.appended
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), request.max_wait.total_seconds())
-            except TimeoutError:
-                pass
         return codec.build(response_class, responses=responses)
 
     def _fetch_once(self, connection, request) -> tuple[list[dict[str, Any]], int]:
@@ -262,7 +261,11 @@ class Handlers:
                         entry["records"] = data
                 partitions.append(entry)
             responses.append(
-                {"topic": getattr(item, "topic", ""), "topic_id": getattr(item, "topic_id", None), "partitions": partitions}
+                {
+                    "topic": getattr(item, "topic", ""),
+                    "topic_id": getattr(item, "topic_id", None),
+                    "partitions": partitions,
+                }
             )
         return responses, total
 
