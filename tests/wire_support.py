@@ -191,3 +191,24 @@ def coordinator_assignment_history(lab: Any) -> list[dict[str, set[tuple[str, in
                 }
             history.append({m: set(v) for m, v in owned.items()})
     return history
+
+
+def classic_generations(lab: Any, group_id: str) -> list[tuple[int, dict[str, set[tuple[str, int]]]]]:
+    """Each generation the classic group stored (its GroupMetadata record), in log order, with
+    client id -> the partitions the leader's SyncGroup assigned that member."""
+    import json
+
+    out = []
+    for record in handler_records(lab):
+        if record["key"]["type"] != "GroupMetadataKey" or record["key"].get("group") != group_id or not record["value"]:
+            continue
+        value = record["value"]
+        members = {}
+        for member in value.get("members", []):
+            assignment = member.get("assignment") or ""
+            parsed = json.loads(assignment) if assignment else {"assigned_partitions": {}}
+            members[member.get("client_id", "")] = {
+                (topic, p) for topic, parts in parsed["assigned_partitions"].items() for p in parts
+            }
+        out.append((value["generation"], members))
+    return out

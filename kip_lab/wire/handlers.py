@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from kip_lab.lab import actions as a
+from kip_lab.protocol import classic_group as classic
 from kip_lab.protocol import consumer_group as cg
+from kip_lab.protocol.consumer_protocol import ConsumerProtocolError
 from kip_lab.wire import codec
+from kip_lab.wire import consumer_protocol as embedded
 from kip_lab.wire.endpoint import WireClient
 from kip_lab.wire.records import RecordStore
 
@@ -38,6 +41,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     10: (0, 5),  # FindCoordinator
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
+    11: (4, 9),  # JoinGroup (v4+: a new member is given its id by MEMBER_ID_REQUIRED, KIP-394)
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
 }
@@ -55,7 +64,101 @@ def node_id(broker: str) -> int:
     return int(broker.rsplit("-", 1)[1])
 
 
-class Handlers:
+class ClassicHandlers:
+    """JoinGroup, SyncGroup, Heartbeat, LeaveGroup (through the Lab), DescribeGroups and ListGroups.
+
+    The consumer protocol's embedded bytes are converted between Kafka's binary form and the
+    Lab's (``consumer_protocol``) when the group's protocol type is ``consumer``."""
+
+    async def join_group(self, connection, header, request, response_class) -> Any:
+        lab_request = codec.to_lab(
+            request, classic.JoinGroupRequest, client_id=header.client_id or "", client_host=connection.peer
+        )
+        if request.protocol_type == classic.CONSUMER_PROTOCOL_TYPE:
+            try:
+                protocols = [
+                    p.model_copy(update={"metadata": embedded.subscription_to_lab(p.metadata)})
+                    for p in lab_request.protocols
+                ]
+            except ConsumerProtocolError as error:
+                raise WireError(f"JoinGroup: {error}") from None
+            lab_request = lab_request.model_copy(update={"protocols": protocols})
+        response = await self.to_lab(connection, header, "JoinGroup", lab_request)
+        values = response.model_dump()
+        if response.protocol_type in (None, classic.CONSUMER_PROTOCOL_TYPE):
+            for member in values["members"]:
+                member["metadata"] = embedded.subscription_to_wire(member["metadata"])
+        values["protocol_name"] = values["protocol_name"] or ""
+        return codec.build(response_class, values)
+
+    async def sync_group(self, connection, header, request, response_class) -> Any:
+        lab_request = codec.to_lab(request, classic.SyncGroupRequest)
+        if self._consumer_protocol(request.group_id, getattr(request, "protocol_type", None)):
+            try:
+                assignments = [
+                    a.model_copy(update={"assignment": embedded.assignment_to_lab(a.assignment)})
+                    for a in lab_request.assignments
+                ]
+            except ConsumerProtocolError as error:
+                raise WireError(f"SyncGroup: {error}") from None
+            lab_request = lab_request.model_copy(update={"assignments": assignments})
+        response = await self.to_lab(connection, header, "SyncGroup", lab_request)
+        values = response.model_dump()
+        if self._consumer_protocol(request.group_id, response.protocol_type):
+            values["assignment"] = embedded.assignment_to_wire(response.assignment)
+        return codec.build(response_class, values)
+
+    async def heartbeat(self, connection, header, request, response_class) -> Any:
+        response = await self.to_lab(connection, header, "Heartbeat", codec.to_lab(request, classic.HeartbeatRequest))
+        return codec.build(response_class, response)
+
+    async def leave_group(self, connection, header, request, response_class) -> Any:
+        if hasattr(request, "member_id"):  # v0-2: one member; v3+ (KIP-345): a members array
+            lab_request = classic.LeaveGroupRequest(
+                group_id=request.group_id, members=[classic.MemberIdentity(member_id=request.member_id)]
+            )
+        else:
+            lab_request = codec.to_lab(request, classic.LeaveGroupRequest)
+        response = await self.to_lab(connection, header, "LeaveGroup", lab_request)
+        return codec.build(response_class, response)
+
+    async def describe_groups(self, connection, header, request, response_class) -> Any:
+        """Read-only, so served by the coordinator at once (nothing to trace); a broker that does
+        not host the coordinator answers NOT_COORDINATOR for each group, as Kafka's does."""
+        lab_request = codec.to_lab(request, classic.DescribeGroupsRequest)
+        world = self.lab.world
+        if world.coordinator_host != connection.broker:
+            groups = [{"group_id": g, "error_code": ErrorCode.not_coordinator} for g in request.groups]
+            return codec.build(response_class, groups=groups)
+        response = world.coordinator.describe_groups(lab_request).response
+        values = response.model_dump()
+        for group in values["groups"]:
+            if group["protocol_type"] == classic.CONSUMER_PROTOCOL_TYPE:
+                for member in group["members"]:
+                    member["member_metadata"] = _or_empty(embedded.subscription_to_wire, member["member_metadata"])
+                    member["member_assignment"] = embedded.assignment_to_wire(member["member_assignment"])
+        return codec.build(response_class, values)
+
+    async def list_groups(self, connection, header, request, response_class) -> Any:
+        """Each broker lists the groups it coordinates (Kafka `GroupCoordinator.handleListGroups`)."""
+        world = self.lab.world
+        if world.coordinator_host != connection.broker:
+            return codec.build(response_class, groups=[])
+        response = world.coordinator.list_groups(codec.to_lab(request, classic.ListGroupsRequest)).response
+        return codec.build(response_class, response)
+
+    def _consumer_protocol(self, group_id: str, protocol_type: str | None) -> bool:
+        if protocol_type is not None:
+            return protocol_type == classic.CONSUMER_PROTOCOL_TYPE
+        group = self.lab.coordinator.classic_groups.get(group_id)
+        return group is None or group.protocol_type in (None, classic.CONSUMER_PROTOCOL_TYPE)
+
+
+def _or_empty(convert, data: bytes) -> bytes:
+    return convert(data) if data else data
+
+
+class Handlers(ClassicHandlers):
     """One method per API, named after it; each returns the kio response of the request's version."""
 
     def __init__(self, server: WireServer) -> None:

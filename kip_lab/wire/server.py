@@ -297,6 +297,7 @@ class WireServer:
             return f"malformed request: {error}"
         connection.requests += 1
         self.stats.requests += 1
+        log.debug("connection %d (%s): %s v%d", connection.number, header.client_id, codec.api_name(api_key), version)
         try:
             body = await self.handlers.handle(connection, header, request)
         except WireError as error:
