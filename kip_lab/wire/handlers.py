@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 from kip_lab.lab import actions as a
 from kip_lab.protocol import classic_group as classic
 from kip_lab.protocol import consumer_group as cg
+from kip_lab.protocol import share as share_rpc
+from kip_lab.protocol import share_group as share_group_rpc
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolError
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
@@ -49,6 +51,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     16: (0, 5),  # ListGroups
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
+    76: (1, 1),  # ShareGroupHeartbeat
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
 }
 
 NO_ANSWER_TIMEOUT_S = 330.0  # longer than any rebalance a parked request may wait for
@@ -62,6 +68,10 @@ class WireError(Exception):
 def node_id(broker: str) -> int:
     """The node id of a Lab broker name (``broker-2`` is node 2)."""
     return int(broker.rsplit("-", 1)[1])
+
+
+def item_uses_id(item: Any) -> bool:
+    return getattr(item, "topic_id", None) is not None and not getattr(item, "topic", None)
 
 
 class ClassicHandlers:
@@ -444,6 +454,68 @@ class Handlers(ClassicHandlers):
                     topic["name"] = self.topic_name(topic["topic_id"])
         return codec.build(response_class, values)
 
+    # ------------------------------------------------------------------ KIP-932
+    async def share_group_heartbeat(self, connection, header, request, response_class) -> Any:
+        lab_request = codec.to_lab(
+            request,
+            share_group_rpc.ShareGroupHeartbeatRequest,
+            client_id=header.client_id or "",
+            client_host=connection.peer,
+        )
+        response = await self.to_lab(connection, header, "ShareGroupHeartbeat", lab_request)
+        return codec.build(response_class, response)
 
-def item_uses_id(item: Any) -> bool:
-    return getattr(item, "topic_id", None) is not None and not getattr(item, "topic", None)
+    async def share_group_describe(self, connection, header, request, response_class) -> Any:
+        """Read-only: served by the coordinator at once (see ``describe_groups``)."""
+        world = self.lab.world
+        if world.coordinator_host != connection.broker:
+            groups = [{"group_id": g, "error_code": ErrorCode.not_coordinator} for g in request.group_ids]
+            return codec.build(response_class, groups=groups)
+        lab_request = codec.to_lab(request, share_group_rpc.ShareGroupDescribeRequest)
+        response = world.coordinator.share_group_describe(lab_request).response
+        values = response.model_dump()
+        for group in values["groups"]:
+            for member in group.get("members", []):
+                member["assignment"] = {"topic_partitions": member["assignment"]}
+        return codec.build(response_class, values)
+
+    async def share_fetch(self, connection, header, request, response_class) -> Any:
+        """The broker's share-partition leader acquires records (through the Lab); the answer
+        carries the batches holding them. An answer with nothing acquired is held until records
+        arrive or ``max_wait`` passes, as a broker holds a share fetch, so an idle consumer does
+        not spin."""
+        lab_request = codec.to_lab(request, share_rpc.ShareFetchRequest)
+        response = await self.to_lab(connection, header, "ShareFetch", lab_request)
+        acquired = any(p.acquired_records for t in response.responses for p in t.partitions)
+        wait_s = request.max_wait.total_seconds()
+        if not acquired and wait_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.records.appended.wait(), wait_s)
+        values = response.model_dump()
+        for topic in values["responses"]:
+            for partition in topic["partitions"]:
+                ranges = partition["acquired_records"]
+                partition["records"] = (
+                    self.records.batches_between(
+                        topic["topic_id"],
+                        partition["partition_index"],
+                        min(r["first_offset"] for r in ranges),
+                        max(r["last_offset"] for r in ranges),
+                    )
+                    if ranges
+                    else b""
+                )
+        lock_ms = self.lab.config.share.record_lock_duration_ms
+        return codec.build(
+            response_class,
+            values,
+            acquisition_lock_timeout_ms=lock_ms,
+            node_endpoints=[self.broker_endpoint(b) for b in self.server.broker_names],
+        )
+
+    async def share_acknowledge(self, connection, header, request, response_class) -> Any:
+        lab_request = codec.to_lab(request, share_rpc.ShareAcknowledgeRequest)
+        response = await self.to_lab(connection, header, "ShareAcknowledge", lab_request)
+        return codec.build(
+            response_class, response, node_endpoints=[self.broker_endpoint(b) for b in self.server.broker_names]
+        )
