@@ -1,7 +1,7 @@
 """The APIs the front door serves, each turning a kio request into a kio response.
 
 Group APIs (ConsumerGroupHeartbeat, OffsetCommit, ...) are not answered here: the request is
-converted to kip_lab's protocol model and sent to the Lab (``WireServer.send_to_lab``), where
+converted to kip_lab's protocol model and sent to the Lab (``WireServer.submit``), where
 the broker the connection reached hands it to the same coordinator handler a simulated client's
 request reaches; the handler's answer is converted back. The rest — ApiVersions, Metadata,
 FindCoordinator, CreateTopics and the data plane (Produce, Fetch, ListOffsets) — reads the
@@ -58,6 +58,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 NO_ANSWER_TIMEOUT_S = 330.0  # longer than any rebalance a parked request may wait for
+EOF_CHECK_S = 0.5  # how often a request awaiting the Lab checks that its client is still there
 DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for CreateTopics with num_partitions -1
 
 
@@ -202,12 +203,23 @@ class Handlers(ClassicHandlers):
         return self.lab.world.share.leader_of((topic_id, partition))
 
     async def to_lab(self, connection: Connection, header: Any, api: str, request: Any) -> Any:
-        """Send ``request`` (a kip_lab model) to the Lab as this client's and await the answer."""
-        answer = self.server.send_to_lab(self.actor(header), connection.broker, api, request)
-        try:
-            return await asyncio.wait_for(answer, NO_ANSWER_TIMEOUT_S)
-        except TimeoutError:
-            raise WireError(f"no answer to {api} within {NO_ANSWER_TIMEOUT_S} s (the Lab's network lost it)") from None
+        """Send ``request`` (a kip_lab model) to the Lab as this client's and await the answer.
+
+        When the Lab's network loses the request or its answer (a drop or partition fault), no
+        answer comes, as from a real broker behind a lossy link: the client times the request out
+        and closes the connection, which ends the wait here."""
+        answer = self.server.submit(self.actor(header), connection.broker, api, request)
+        deadline = asyncio.get_running_loop().time() + NO_ANSWER_TIMEOUT_S
+        while True:
+            done, _ = await asyncio.wait({answer}, timeout=EOF_CHECK_S)
+            if done:
+                return answer.result()
+            if connection.reader is not None and connection.reader.at_eof():
+                answer.cancel()
+                raise WireError(f"the client closed the connection while its {api} had no answer")
+            if asyncio.get_running_loop().time() > deadline:
+                answer.cancel()
+                raise WireError(f"no answer to {api} within {NO_ANSWER_TIMEOUT_S} s")
 
     def topic_name(self, topic_id: str) -> str:
         topic = self.lab.cluster.topic_by_id(topic_id)

@@ -43,6 +43,8 @@ class Connection:
     broker: str
     peer: str
     writer: asyncio.StreamWriter | None = None
+    reader: asyncio.StreamReader | None = None
+    client_id: str | None = None  # from the last request's header
     closed_reason: str | None = None
     requests: int = 0
 
@@ -178,6 +180,7 @@ class WireServer:
         self._driver = asyncio.create_task(self._drive())
         self._ready.set()
         await self._stopping.wait()
+        self.clock.advance()  # the Lab's clock ends where the wall clock is
         self._driver.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._driver
@@ -217,34 +220,51 @@ class WireServer:
                     future.set_result(response)
             client.responses.clear()
 
-    async def send_to_lab(self, actor: str, broker: str, api: str, request: Any) -> Any:
-        """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker`` and
-        wait for the answer the Lab's network brings back (None if the network lost either)."""
+    def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future:
+        """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the
+        future is answered when the Lab's network brings the response back."""
         self.clock.advance()
         world = self.lab.world
-        client = world.clients.get(actor)
-        if client is None:
-            client = world.clients[actor] = WireClient(actor, world)
+        if actor not in world.clients:
+            world.clients[actor] = WireClient(actor, world)
         self.lab.send_request(actor, api, broker=broker, request=request)
         client = self.lab.world.clients[actor]
         future = self._loop.create_future()
         self._pending[(actor, client.last_correlation)] = future
         self._deliver()
         self._wake.set()
-        return await future
+        return future
+
+    def kill_connections(self, client_id: str | None = None) -> int:
+        """Close the connections of the client with ``client_id`` (every connection if None), as a
+        broker restart or a network reset would; returns how many were closed. Safe from any thread."""
+
+        def kill() -> int:
+            killed = 0
+            for connection in list(self._connections.values()):
+                if client_id is None or connection.client_id == client_id:
+                    connection.closed_reason = "killed: a kill_connections fault"
+                    connection.writer.transport.abort()
+                    killed += 1
+            return killed
+
+        if self._loop is None:
+            return 0
+        return asyncio.run_coroutine_threadsafe(_call(kill), self._loop).result(10)
 
     # ------------------------------------------------------------------ connections
     async def _serve_connection(self, broker: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
         peer = writer.get_extra_info("peername")
-        connection = Connection(self.stats.connections, broker, f"{peer[0]}:{peer[1]}" if peer else "?", writer)
+        connection = Connection(self.stats.connections, broker, f"{peer[0]}:{peer[1]}" if peer else "?", writer, reader)
         self._connections[connection.number] = connection
         try:
-            connection.closed_reason = await self._serve_requests(connection, reader, writer)
+            reason = await self._serve_requests(connection, reader, writer)
+            connection.closed_reason = connection.closed_reason or reason
         except asyncio.IncompleteReadError:
-            connection.closed_reason = "client closed the connection"
+            connection.closed_reason = connection.closed_reason or "client closed the connection"
         except (ConnectionError, OSError) as error:
-            connection.closed_reason = f"connection error: {error}"
+            connection.closed_reason = connection.closed_reason or f"connection error: {error}"
         except asyncio.CancelledError:
             connection.closed_reason = "server stopped"
         except Exception as error:
@@ -296,6 +316,7 @@ class WireServer:
         except codec.MalformedRequest as error:
             return f"malformed request: {error}"
         connection.requests += 1
+        connection.client_id = header.client_id
         self.stats.requests += 1
         log.debug("connection %d (%s): %s v%d", connection.number, header.client_id, codec.api_name(api_key), version)
         try:
@@ -314,3 +335,7 @@ def serve(lab: Lab, port: int = 0, *, host: str = "127.0.0.1", **settings: Any) 
     Lab's clock follows the wall clock. ``settings``: ``max_frame_bytes``, ``write_timeout_s``.
     """
     return WireServer(lab, host=host, port=port, **settings).start()
+
+
+async def _call(function: Callable[[], Any]) -> Any:
+    return function()
