@@ -22,6 +22,7 @@ BENCHMARKS = tuple(
         "bench_share",
         "bench_share_lab",
         "bench_widgets",
+        "bench_wire",
     )
 )
 
