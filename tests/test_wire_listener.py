@@ -216,3 +216,22 @@ def test_admin_client_lists_and_creates_topics():
         futures = admin.create_topics([admin_module.NewTopic("fresh", 5, 1)], operation_timeout=10)
         assert futures["fresh"].result(10) is None
         assert server.call(lambda lab: lab.cluster.topic("fresh").num_partitions) == 5
+
+
+def test_produce_with_acks_0_is_stored_and_not_answered():
+    """Kafka `KafkaApis.handleProduceRequest`: with acks=0 the broker appends and sends no response."""
+    confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka")
+    lab = Lab(seed=3)
+    lab.create_topic("orders", 1, produce_rate_per_s=0)
+    with serve(lab) as server:
+        producer = confluent_kafka.Producer({"bootstrap.servers": server.bootstrap_servers, "acks": 0})
+        for n in range(5):
+            producer.produce("orders", value=f"r{n}")
+        assert producer.flush(10) == 0
+        end = wait_until(
+            lambda: server.call(lambda lab: lab.world.share.topic_log((lab.topic_id("orders"), 0)).high_watermark) == 5,
+            10,
+            "the five records in the Lab's log",
+        )
+        assert end
+        assert not any(reason.startswith("refused") for reason in server.stats.closed)

@@ -290,6 +290,8 @@ class WireServer:
             answer = await self._answer(connection, frame)
             if isinstance(answer, str):
                 return answer
+            if not answer:
+                continue
             writer.write(answer)
             try:
                 await asyncio.wait_for(writer.drain(), self.write_timeout_s)
@@ -323,6 +325,8 @@ class WireServer:
             body = await self.handlers.handle(connection, header, request)
         except WireError as error:
             return f"refused request: {error}"
+        if body is None:  # a Produce with acks=0: no answer
+            return b""
         return codec.encode_response(api_key, version, header.correlation_id, body)
 
 
