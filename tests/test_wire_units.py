@@ -21,7 +21,6 @@ from kio.schema.consumer_protocol_subscription.v1.data import (
 from kio.schema.consumer_protocol_subscription.v1.data import TopicPartition as OwnedTopic
 from kio.serial import entity_writer
 
-from kip_lab.lab import actions as a
 from kip_lab.lab.lab import Lab
 from kip_lab.lab.trace import EventKind
 from kip_lab.protocol import consumer_group as cg
@@ -30,7 +29,7 @@ from kip_lab.share.topic_log import TopicLog
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
 from kip_lab.wire.clock import RealTimeClock
-from kip_lab.wire.endpoint import WireClient
+from kip_lab.wire.endpoint import WireClient, WireRequest
 from kip_lab.wire.records import RecordStore, split_batches
 
 
@@ -162,7 +161,7 @@ def test_a_real_clients_actor_is_plain_data_that_forks_and_replays():
     request = cg.ConsumerGroupHeartbeatRequest(
         group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"]
     )
-    lab.apply(a.SendRequest(member="c1", api="ConsumerGroupHeartbeat", body={"broker": "broker-0", "request": request}))
+    lab.apply(WireRequest(member="c1", api="ConsumerGroupHeartbeat", body={"broker": "broker-0", "request": request}))
     lab.run(until=lab.now + 10)
     response = lab.world.clients["c1"].last_response
     assert response.member_epoch == 1 and response.error_code == 0

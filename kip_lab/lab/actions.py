@@ -165,14 +165,6 @@ class SendRequest(_Action):
         "OffsetFetch",
         "ConsumerGroupPrepareAssignment",
         "ConsumerGroupInstallAssignment",
-        # what real clients send through the wire front door (kip_lab.wire) besides the above
-        "JoinGroup",
-        "SyncGroup",
-        "Heartbeat",
-        "LeaveGroup",
-        "ShareGroupHeartbeat",
-        "ShareFetch",
-        "ShareAcknowledge",
     ] = "ConsumerGroupHeartbeat"
     body: dict[str, Any]
 

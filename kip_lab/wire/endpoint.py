@@ -1,9 +1,9 @@
 """A real client as an actor of the Lab: its requests cross the Lab's network like any client's.
 
 Each real client (told apart by the ``client.id`` in its request headers) is one actor in the
-World, a ``WireClient``. The listener hands it a request as the Lab action ``SendRequest``
-(``Lab.send_request``), so the request is a step of the run, in the trace like a scripted
-client's: it is put on the Lab's network to the broker the client's connection reached, the
+World, a ``WireClient``. The listener hands it a request as the Lab action ``WireRequest`` (a
+``SendRequest`` of any API, to a chosen broker), so the request is a step of the run, in the
+trace like a scripted client's: it is put on the Lab's network to the broker the client's connection reached, the
 broker's handler (the group coordinator, a share-partition leader) answers, and the answer
 crosses the network back. Latency, loss, dropped or delayed messages, a cut link and a
 coordinator failover therefore apply to real clients exactly as to simulated ones.
@@ -15,9 +15,18 @@ The actor holds no socket: it is plain data, so snapshots, time travel and forks
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from kip_lab.lab.actions import SendRequest
 from kip_lab.lab.scripted import ScriptedClient
+
+
+class WireRequest(SendRequest):
+    """A real client's request: ``body`` holds the broker its connection reached (``broker``)
+    and the request as a kip_lab protocol model (``request``). Any API the Lab's brokers serve."""
+
+    action: Literal["wire_request"] = "wire_request"
+    api: str
 
 
 @dataclass

@@ -26,7 +26,7 @@ from typing import Any
 from kip_lab.lab.lab import Lab
 from kip_lab.wire import codec
 from kip_lab.wire.clock import RealTimeClock
-from kip_lab.wire.endpoint import WireClient
+from kip_lab.wire.endpoint import WireClient, WireRequest
 from kip_lab.wire.handlers import SUPPORTED, Handlers, WireError, node_id
 
 log = logging.getLogger("kip_lab.wire")
@@ -227,7 +227,7 @@ class WireServer:
         world = self.lab.world
         if actor not in world.clients:
             world.clients[actor] = WireClient(actor, world)
-        self.lab.send_request(actor, api, broker=broker, request=request)
+        self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
         client = self.lab.world.clients[actor]
         future = self._loop.create_future()
         self._pending[(actor, client.last_correlation)] = future
