@@ -105,6 +105,18 @@ def test_coordinator_failover_mid_run_real_consumers_recover():
         consumers = {name: ConsumerProcess(consumer_config(server, name), ["orders"]) for name in ("c1", "c2")}
         try:
             wait_until(lambda: stable(server, ["c1", "c2"]), 60, "c1 and c2 to be stable")
+
+            def consuming_what_they_own() -> bool:
+                """Each consumer has read from every partition the coordinator gave it: past its
+                OffsetFetch (a failover between assignment and OffsetFetch is another case)."""
+                owned = server.call(
+                    lambda lab: {
+                        c: {p for ps in m.assigned.values() for p in ps} for c, m in group_members(lab, "g").items()
+                    }
+                )
+                return all(owned[n] <= {p for _, p, _ in consumers[n].records()} for n in ("c1", "c2"))
+
+            wait_until(consuming_what_they_own, 30, "both consumers to read their partitions")
             before = server.call(
                 lambda lab: {c: (m.member_id, m.member_epoch) for c, m in group_members(lab, "g").items()}
             )

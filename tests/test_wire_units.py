@@ -25,12 +25,11 @@ from kip_lab.lab.lab import Lab
 from kip_lab.lab.trace import EventKind
 from kip_lab.protocol import consumer_group as cg
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from kip_lab.share.topic_log import TopicLog
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
 from kip_lab.wire.clock import RealTimeClock
 from kip_lab.wire.endpoint import WireClient, WireRequest
-from kip_lab.wire.records import RecordStore, split_batches
+from kip_lab.wire.records import RecordStore, record_count, split_batches
 
 
 class FakeWall:
@@ -132,12 +131,11 @@ def _batch(records: int, magic: int = 2) -> bytes:
     return struct.pack(">qi", 99, len(body)) + body
 
 
-def test_record_store_rebases_batches_onto_the_labs_log_and_reads_whole_batches():
-    log = TopicLog("t", 0)
+def test_record_store_rebases_batches_and_reads_whole_batches():
     store = RecordStore()
-    assert store.append(log, _batch(3)) == 0
-    assert store.append(log, _batch(2) + _batch(4)) == 3
-    assert log.high_watermark == 9
+    for base, batch in ((0, _batch(3)), (3, _batch(2)), (5, _batch(4))):
+        assert record_count(batch) == len(range(base, {0: 3, 3: 5, 5: 9}[base]))
+        store.store("t", 0, base, batch)
     second_and_after = store.read("t", 0, 4, max_bytes=10_000)
     assert [struct.unpack_from(">q", b)[0] for b in split_batches(second_and_after)] == [3, 5]
     assert len(split_batches(store.read("t", 0, 4, max_bytes=1))) == 1  # at least one batch, as Kafka returns

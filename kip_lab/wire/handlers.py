@@ -25,7 +25,7 @@ from kip_lab.protocol.consumer_protocol import ConsumerProtocolError
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
 from kip_lab.wire.endpoint import WireClient
-from kip_lab.wire.records import RecordStore
+from kip_lab.wire.records import RecordStore, record_count, split_batches
 
 if TYPE_CHECKING:
     from kip_lab.wire.server import Connection, WireServer
@@ -316,8 +316,11 @@ class Handlers(ClassicHandlers):
         return self.lab.cluster.topic_by_id(codec.lab_topic_id(getattr(item, "topic_id", None)))
 
     async def produce(self, connection, header, request, response_class) -> Any:
+        """Each record batch is the Lab action ``produce_share_records`` of as many records to its
+        partition (a step: the Lab's log assigns the offsets and the trace shows the append); the
+        batch's bytes are kept for Fetch and ShareFetch."""
+        self.server.clock.advance()
         responses = []
-        now = self.server.clock.now_ms()
         for item in request.topic_data:
             topic = self._topic_of(item)
             partitions = []
@@ -328,14 +331,13 @@ class Handlers(ClassicHandlers):
                 elif self.leader(topic.topic_id, data.index) != connection.broker:
                     entry["error_code"] = ErrorCode.not_leader_or_follower
                 else:
-                    log = self.lab.world.share.topic_log((topic.topic_id, data.index))
                     try:
-                        entry["base_offset"] = self.records.append(log, bytes(data.records or b""))
+                        batches = split_batches(bytes(data.records or b""))
                     except ValueError as error:
                         entry["error_code"] = ErrorCode.corrupt_message
                         entry["error_message"] = str(error)
                     else:
-                        self.lab.world.share.logs.appended(topic.name, data.index, entry["base_offset"], now)
+                        entry["base_offset"] = self._append(self.actor(header), topic, data.index, batches)
                 partitions.append(entry)
             responses.append({"name": item.name, "partition_responses": partitions})
         self.records.appended.set()
@@ -343,6 +345,21 @@ class Handlers(ClassicHandlers):
         if request.acks == 0:  # the producer waits for no answer, and a broker sends none
             return None
         return codec.build(response_class, responses=responses)
+
+    def _append(self, actor: str, topic: Any, partition: int, batches: list[bytes]) -> int:
+        """Append ``batches`` to the partition's log in the Lab; returns the first offset."""
+        log = self.lab.world.share.topic_log((topic.topic_id, partition))
+        first = log.high_watermark
+        for batch in batches:
+            count = record_count(batch)
+            self.lab.apply(
+                a.ProduceShareRecords(
+                    topic=topic.name, count=count, partition=partition, batch_size=count, value_prefix=f"{actor}:"
+                )
+            )
+            log = self.lab.world.share.topic_log((topic.topic_id, partition))
+            self.records.store(topic.topic_id, partition, log.high_watermark - count, batch)
+        return first
 
     async def fetch(self, connection, header, request, response_class) -> Any:
         waited = False

@@ -1,8 +1,9 @@
 """The bytes real producers wrote, kept beside the Lab's topic logs.
 
 The Lab's ``TopicLog`` of a partition (the one its share-partition leaders read) assigns the
-offsets: each record batch a producer sends is appended there as one batch of as many records.
-The batch's bytes are kept here, with the base offset rewritten to the one the log gave (the
+offsets: each record batch a producer sends is appended there as one batch of as many records
+(the handler's ``produce_share_records`` step). The batch's bytes are kept here, with the base
+offset rewritten to the one the log gave (the
 CRC of a v2 record batch does not cover its base offset, so the batch stays valid), and a
 Fetch or ShareFetch returns them as a broker does: whole batches, from the one holding the
 fetch offset.
@@ -14,9 +15,7 @@ import asyncio
 import bisect
 import struct
 from dataclasses import dataclass, field
-from typing import Any
 
-_BATCH_HEADER = struct.Struct(">qib")  # base offset, batch length, partition leader epoch (ignored)... magic
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
 _LENGTH_END = 12  # base offset (8) + batch length (4): the length counts the bytes after these
@@ -45,6 +44,11 @@ def split_batches(records: bytes) -> list[bytes]:
     return batches
 
 
+def record_count(batch: bytes) -> int:
+    """The offsets a v2 batch takes: its last offset delta plus one."""
+    return _LAST_OFFSET_DELTA.unpack_from(batch, _LAST_OFFSET_DELTA_AT)[0] + 1
+
+
 @dataclass
 class StoredBatches:
     bases: list[int] = field(default_factory=list)
@@ -59,20 +63,14 @@ class RecordStore:
         self.partitions: dict[tuple[str, int], StoredBatches] = {}
         self.appended = asyncio.Event()  # set (and replaced) whenever records arrive: long-polling fetches wake
 
-    def append(self, log: Any, records: bytes) -> int:
-        """Append a Produce request's batches to ``log`` (the Lab's TopicLog); returns the first offset."""
-        stored = self.partitions.setdefault((log.topic_id, log.partition), StoredBatches())
-        first = None
-        for batch in split_batches(records):
-            count = _LAST_OFFSET_DELTA.unpack_from(batch, _LAST_OFFSET_DELTA_AT)[0] + 1
-            offsets = log.append(count)
-            rebased = bytearray(batch)
-            _BASE_OFFSET.pack_into(rebased, 0, offsets.start)
-            stored.bases.append(offsets.start)
-            stored.lasts.append(offsets.stop - 1)
-            stored.data.append(bytes(rebased))
-            first = offsets.start if first is None else first
-        return first
+    def store(self, topic_id: str, partition: int, base_offset: int, batch: bytes) -> None:
+        """Keep ``batch`` as the one the Lab's log holds at ``base_offset`` (its base offset rewritten)."""
+        stored = self.partitions.setdefault((topic_id, partition), StoredBatches())
+        rebased = bytearray(batch)
+        _BASE_OFFSET.pack_into(rebased, 0, base_offset)
+        stored.bases.append(base_offset)
+        stored.lasts.append(base_offset + record_count(batch) - 1)
+        stored.data.append(bytes(rebased))
 
     def read(self, topic_id: str, partition: int, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch)."""
