@@ -9,6 +9,7 @@ KIP-511); any other request it cannot serve — unknown API, bad bytes, a frame 
 
 from __future__ import annotations
 
+import socket
 import struct
 
 import pytest
@@ -235,3 +236,22 @@ def test_produce_with_acks_0_is_stored_and_not_answered():
         )
         assert end
         assert not any(reason.startswith("refused") for reason in server.stats.closed)
+
+
+def test_a_reader_too_slow_to_take_its_answers_is_disconnected():
+    """Kafka's broker closes a connection whose client does not read (its send buffer stays full);
+    here after ``write_timeout_s``. Other connections are served meanwhile."""
+    lab = Lab(seed=5)
+    lab.create_topic("wide", 2_000, produce_rate_per_s=0)
+    with serve(lab, write_timeout_s=1.0) as server:
+        client = RawClient(server.port)
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        request = MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=1, client_id="slow")
+        frame = codec.encode_request(header, request)
+        for _ in range(300):  # about 60 kB of answer each; never read
+            client.send_raw(frame)
+        wait_until(lambda: any(k.startswith("slow reader") for k in server.stats.closed), 30, "the slow reader's close")
+        _still_serving(server)
