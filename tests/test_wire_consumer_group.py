@@ -25,6 +25,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent
 
 from kip_lab.coordinator import CoordinatorConfig  # noqa: E402
 from kip_lab.lab.lab import Lab, LabConfig  # noqa: E402
+from kip_lab.lab.metrics import compute_metrics  # noqa: E402
 from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
 
@@ -152,6 +153,18 @@ def test_kip848_consumers_join_rebalance_and_time_out():
             assert {e.payload["from"] for e in leaves} == {"c2", "c3"}
             assert lab.invariants.violations == []
             assert first_stable_s < 30
+
+            # The Lab's metrics read the real clients like simulated ones.
+            metrics = compute_metrics(lab.trace)
+            sent = [
+                e
+                for e in lab.trace
+                if e.kind is EventKind.MESSAGE_SENT
+                and e.payload["api"] == "ConsumerGroupHeartbeat"
+                and e.payload["from"] in consumers
+            ]
+            assert metrics["heartbeats_sent"] == len(sent) > 0
+            assert metrics["invariant_violations"] == 0
         finally:
             for consumer in consumers.values():
                 consumer.kill()
