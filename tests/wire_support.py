@@ -12,8 +12,9 @@ kio = pytest.importorskip("kio", reason="the wire front door needs kio (pip inst
 
 from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire.client import RawClient  # noqa: E402
+from kip_lab.wire.consumer_process import ConsumerProcess  # noqa: E402
 
-__all__ = ["RawClient"]
+__all__ = ["ConsumerProcess", "RawClient"]
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
@@ -46,56 +47,6 @@ def messages(lab: Any, kind: EventKind, actor: str | None = None, api: str | Non
         and (actor is None or e.payload.get("from") == actor)
         and (api is None or e.payload.get("api") == api)
     ]
-
-
-class ConsumerProcess:
-    """A real confluent-kafka consumer in a child process (``wire_consumer_process.py``): its
-    events arrive as dicts in ``events``; ``close()`` leaves the group, ``kill()`` crashes it."""
-
-    SCRIPT = __file__.replace("wire_support.py", "wire_consumer_process.py")
-
-    def __init__(self, config: dict[str, Any], topics: list[str]) -> None:
-        import json
-        import subprocess
-        import sys
-        import threading
-
-        self.name = config.get("client.id", "consumer")
-        self.events: list[dict[str, Any]] = []
-        self.process = subprocess.Popen(
-            [sys.executable, self.SCRIPT, json.dumps(config), *topics],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        import json
-
-        for line in self.process.stdout:
-            if line.startswith("{"):
-                self.events.append(json.loads(line))
-
-    def records(self) -> set[tuple[str, int, int]]:
-        return {(e["topic"], e["partition"], e["offset"]) for e in list(self.events) if e["event"] == "record"}
-
-    def close(self, timeout_s: float = 20.0) -> None:
-        """Stop polling and close the consumer (which leaves the group); wait for the process."""
-        if self.process.poll() is None:
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout_s)
-            except Exception:
-                self.process.kill()
-                self.process.wait(5)
-
-    def kill(self) -> None:
-        """SIGKILL: the process dies without leaving the group."""
-        self.process.kill()
-        self.process.wait(5)
 
 
 def group_members(lab: Any, group_id: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError("kip_lab.wire needs kio, the Kafka wire codec: pip install 'kip-lab[wire]'") from error
 
 from kip_lab.wire.clock import RealTimeClock
+from kip_lab.wire.consumer_process import ConsumerProcess
 from kip_lab.wire.server import WireServer, serve
 
-__all__ = ["RealTimeClock", "WireServer", "serve"]
+__all__ = ["ConsumerProcess", "RealTimeClock", "WireServer", "serve"]
