@@ -255,3 +255,27 @@ def test_a_reader_too_slow_to_take_its_answers_is_disconnected():
             client.send_raw(frame)
         wait_until(lambda: any(k.startswith("slow reader") for k in server.stats.closed), 30, "the slow reader's close")
         _still_serving(server)
+
+
+def test_a_request_the_labs_protocol_model_refuses_closes_the_connection_with_the_reason(served):
+    """A JoinGroup with a session timeout of 0 decodes, but kip_lab's JoinGroupRequest refuses it:
+    the connection is closed naming the field, and the server goes on."""
+    from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+
+    _, server = served
+    client = RawClient(server.port)
+    request = JoinGroupRequest(
+        group_id="g",
+        session_timeout=codec.datetime.timedelta(0),
+        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        member_id="",
+        group_instance_id=None,
+        protocol_type="other",
+        protocols=(JoinGroupRequestProtocol(name="p", metadata=b""),),
+    )
+    header = RequestHeaderV1(request_api_key=11, request_api_version=5, correlation_id=1, client_id="bad")
+    client.send_raw(codec.encode_request(header, request))
+    _closed_with(server, client, "refused request")
+    assert any("session_timeout_ms" in reason for reason in server.stats.reasons)
+    _still_serving(server)

@@ -15,6 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
+from pydantic import ValidationError
 
 from kip_lab.lab import actions as a
 from kip_lab.protocol import classic_group as classic
@@ -72,6 +73,7 @@ def node_id(broker: str) -> int:
 
 
 def item_uses_id(item: Any) -> bool:
+    """A Fetch topic named by id (Fetch v13+), not by name."""
     return getattr(item, "topic_id", None) is not None and not getattr(item, "topic", None)
 
 
@@ -96,7 +98,7 @@ class ClassicHandlers:
             lab_request = lab_request.model_copy(update={"protocols": protocols})
         response = await self.to_lab(connection, header, "JoinGroup", lab_request)
         values = response.model_dump()
-        if response.protocol_type in (None, classic.CONSUMER_PROTOCOL_TYPE):
+        if request.protocol_type == classic.CONSUMER_PROTOCOL_TYPE:
             for member in values["members"]:
                 member["metadata"] = embedded.subscription_to_wire(member["metadata"])
         values["protocol_name"] = values["protocol_name"] or ""
@@ -184,7 +186,12 @@ class Handlers(ClassicHandlers):
         name = codec.api_name(header.request_api_key)
         method = getattr(self, name)
         response_class = codec.response_class(header.request_api_key, header.request_api_version)
-        return await method(connection, header, request, response_class)
+        try:
+            return await method(connection, header, request, response_class)
+        except ValidationError as error:  # decodable, but not a request kip_lab's protocol model accepts
+            problem = error.errors()[0]
+            where = ".".join(map(str, problem["loc"]))
+            raise WireError(f"{name}: {where}: {problem['msg']}") from None
 
     # ------------------------------------------------------------------ helpers
     def actor(self, header: Any) -> str:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,11 +52,12 @@ class Connection:
 
 @dataclass
 class ServerStats:
-    """Counters the benchmark and tests read."""
+    """What the front door has served: connections, requests, and why connections were closed."""
 
     connections: int = 0
     requests: int = 0
-    closed: dict[str, int] = field(default_factory=dict)  # reason -> connections closed for it
+    closed: dict[str, int] = field(default_factory=dict)  # kind of reason -> connections closed for it
+    reasons: deque[str] = field(default_factory=lambda: deque(maxlen=100))  # the latest reasons, in full
 
 
 class WireServer:
@@ -136,6 +138,8 @@ class WireServer:
         it while it serves: add a simulated consumer, inject a fault, read the trace)."""
         if self._loop is None:
             return function(self.lab)
+        if not self._thread.is_alive():
+            raise RuntimeError("the wire listener has stopped (see the kip_lab.wire log); stop() it and serve again")
 
         async def run() -> Any:
             self.clock.catch_up()
@@ -173,7 +177,12 @@ class WireServer:
                 finally:
                     self._tasks.discard(task)
 
-            server = await asyncio.start_server(accept, self.host, port)
+            try:
+                server = await asyncio.start_server(accept, self.host, port)
+            except OSError:
+                for started in self._servers:  # a port taken: release the ones already bound
+                    started.close()
+                raise
             self._servers.append(server)
             self.ports[broker] = server.sockets[0].getsockname()[1]
         self.clock = RealTimeClock(self.lab)
@@ -274,6 +283,7 @@ class WireServer:
             reason = connection.closed_reason or "closed"
             kind = reason.split(":")[0]
             self.stats.closed[kind] = self.stats.closed.get(kind, 0) + 1
+            self.stats.reasons.append(reason)
             log.info("connection %d (%s -> %s) closed: %s", connection.number, connection.peer, broker, reason)
             self._connections.pop(connection.number, None)
             writer.close()
