@@ -152,17 +152,25 @@ def test_record_store_refuses_what_is_not_a_v2_batch(records, message):
         split_batches(records)
 
 
-def test_a_real_clients_actor_is_plain_data_that_forks_and_replays():
+def test_a_real_clients_actor_is_made_in_its_first_step_and_replays():
+    """The WireRequest step makes the actor, so a seek back before it and forward again replays
+    the same trace, and a fork copies the actor (plain data, no socket)."""
     lab = Lab(seed=2)
     lab.create_topic("t", 1)
-    lab.world.clients["c1"] = WireClient("c1", lab.world)
     request = cg.ConsumerGroupHeartbeatRequest(
         group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"]
     )
     lab.apply(WireRequest(member="c1", api="ConsumerGroupHeartbeat", body={"broker": "broker-0", "request": request}))
     lab.run(until=lab.now + 10)
-    response = lab.world.clients["c1"].last_response
+    client = lab.world.clients["c1"]
+    assert isinstance(client, WireClient)
+    response = client.last_response
     assert response.member_epoch == 1 and response.error_code == 0
+    end, trace = lab.step_count, [e.to_json() for e in lab.trace]
+    lab.seek(1)
+    assert "c1" not in lab.world.clients
+    lab.seek(end)
+    assert [e.to_json() for e in lab.trace] == trace
     twin = lab.fork()
     assert twin.world.clients["c1"].responses == lab.world.clients["c1"].responses
     assert twin.world.clients["c1"] is not lab.world.clients["c1"]

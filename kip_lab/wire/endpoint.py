@@ -15,18 +15,10 @@ The actor holds no socket: it is plain data, so snapshots, time travel and forks
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from kip_lab.lab.actions import SendRequest
 from kip_lab.lab.scripted import ScriptedClient
-
-
-class WireRequest(SendRequest):
-    """A real client's request: ``body`` holds the broker its connection reached (``broker``)
-    and the request as a kip_lab protocol model (``request``). Any API the Lab's brokers serve."""
-
-    action: Literal["wire_request"] = "wire_request"
-    api: str
 
 
 @dataclass
@@ -48,3 +40,14 @@ class WireClient(ScriptedClient):
     @property
     def last_response(self) -> Any:
         return self.responses[-1][2] if self.responses else None
+
+
+class WireRequest(SendRequest):
+    """A real client's request: ``body`` holds the broker its connection reached (``broker``)
+    and the request as a kip_lab protocol model (``request``). Any API the Lab's brokers serve.
+    The World makes the client's actor (a ``WireClient``) at its first request, in that step, so
+    a seek replays it."""
+
+    action: Literal["wire_request"] = "wire_request"
+    api: str
+    client_kind: ClassVar[type] = WireClient

@@ -233,9 +233,6 @@ class WireServer:
         """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the
         future is answered when the Lab's network brings the response back."""
         self.clock.advance()
-        world = self.lab.world
-        if actor not in world.clients:
-            world.clients[actor] = WireClient(actor, world)
         self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
         client = self.lab.world.clients[actor]
         future = self._loop.create_future()
