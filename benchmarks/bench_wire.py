@@ -103,6 +103,7 @@ def lab_join(count: int, partitions: int, heartbeat_interval_ms: int = 1_000) ->
     from kip_lab.coordinator import CoordinatorConfig
     from kip_lab.lab import Lab, LabConfig
     from kip_lab.wire import serve
+    from kip_lab.wire.groups import settled_assignment
 
     coordinator = CoordinatorConfig(
         heartbeat_interval_ms=heartbeat_interval_ms, min_heartbeat_interval_ms=min(heartbeat_interval_ms, 5_000)
@@ -112,18 +113,8 @@ def lab_join(count: int, partitions: int, heartbeat_interval_ms: int = 1_000) ->
     with serve(lab) as server:
 
         def lab_stable() -> bool:
-            def read(lab) -> bool:
-                group = lab.coordinator.groups.get("bench")
-                return (
-                    group is not None
-                    and len(group.members) == count
-                    and all(
-                        m.member_epoch == group.group_epoch and not any(m.pending_revocation.values())
-                        for m in group.members.values()
-                    )
-                )
-
-            return server.call(read)
+            settled = server.call(lambda lab: settled_assignment(lab, "bench"))
+            return settled is not None and len(settled) == count
 
         consumers = _consumers(server.bootstrap_servers, count)
         seconds = _join(consumers, partitions, lab_stable)

@@ -28,6 +28,7 @@ from kip_lab.lab.lab import Lab, LabConfig  # noqa: E402
 from kip_lab.lab.metrics import compute_metrics  # noqa: E402
 from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
+from kip_lab.wire.groups import settled_assignment  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6_000
 PARTITIONS = 6
@@ -55,25 +56,15 @@ def produce(bootstrap: str, count: int) -> None:
 
 
 def stable_split(server, clients: list[str]) -> dict[str, set[int]] | None:
-    """client id -> partitions, once exactly ``clients`` are members at the group epoch with
-    disjoint assignments covering every partition and nothing pending revocation."""
-
-    def read(lab):
-        group = lab.coordinator.groups.get("g")
-        members = group_members(lab, "g")
-        if group is None or sorted(members) != sorted(clients):
-            return None
-        split = {}
-        for client_id, member in members.items():
-            if member.member_epoch != group.group_epoch or any(member.pending_revocation.values()):
-                return None
-            split[client_id] = {p for parts in member.assigned.values() for p in parts}
-        covered = set().union(*split.values())
-        if covered != set(range(PARTITIONS)) or sum(map(len, split.values())) != PARTITIONS:
-            return None
-        return split
-
-    return server.call(read)
+    """client id -> partitions, once exactly ``clients`` are members of the settled group with
+    disjoint assignments covering every partition."""
+    settled = server.call(lambda lab: settled_assignment(lab, "g"))
+    if settled is None or sorted(settled) != sorted(clients):
+        return None
+    split = {client: {p for _, p in owned} for client, owned in settled.items()}
+    if set().union(*split.values()) != set(range(PARTITIONS)) or sum(map(len, split.values())) != PARTITIONS:
+        return None
+    return split
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from kip_lab.lab.lab import Lab, LabConfig  # noqa: E402
 from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.protocol.errors import Errors  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
+from kip_lab.wire.groups import settled_assignment  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6_000
 PARTITIONS = 4
@@ -51,17 +52,11 @@ def consumer_config(server, name: str) -> dict:
 
 
 def stable(server, clients: list[str]) -> bool:
-    def read(lab):
-        group = lab.coordinator.groups.get("g")
-        members = group_members(lab, "g")
-        if group is None or sorted(members) != sorted(clients):
-            return False
-        owned = [p for m in members.values() for parts in m.assigned.values() for p in parts]
-        return all(
-            m.member_epoch == group.group_epoch and not any(m.pending_revocation.values()) for m in members.values()
-        ) and sorted(owned) == list(range(PARTITIONS))
-
-    return server.call(read)
+    """Exactly ``clients`` in the settled group, owning every partition once."""
+    settled = server.call(lambda lab: settled_assignment(lab, "g"))
+    if settled is None or sorted(settled) != sorted(clients):
+        return False
+    return sorted(p for owned in settled.values() for _, p in owned) == list(range(PARTITIONS))
 
 
 class BackgroundProducer:

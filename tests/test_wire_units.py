@@ -174,3 +174,23 @@ def test_a_real_clients_actor_is_made_in_its_first_step_and_replays():
     twin = lab.fork()
     assert twin.world.clients["c1"].responses == lab.world.clients["c1"].responses
     assert twin.world.clients["c1"] is not lab.world.clients["c1"]
+
+
+def test_settled_assignment_waits_for_every_member_at_the_group_epoch():
+    """Kafka `ConsumerGroupMember`: a member is reconciled when it is at the group's epoch with
+    no partitions pending revocation; the group is settled when every member is."""
+    from kip_lab.wire.groups import settled_assignment
+
+    lab = Lab(seed=3)
+    lab.create_topic("t", 4)
+    assert settled_assignment(lab, "g") is None
+    lab.add_consumer("A", group_id="g", subscribed_topic_names=["t"])
+    lab.add_consumer("B", group_id="g", subscribed_topic_names=["t"])
+    unsettled_seen = False
+    while not lab.is_stable():
+        lab.step()
+        unsettled_seen |= settled_assignment(lab, "g") is None and bool(lab.coordinator.groups.get("g"))
+    assert unsettled_seen
+    settled = settled_assignment(lab, "g")
+    by_member = {lab.clients[n].member_id: {("t", p) for _, p in lab.clients[n].owned} for n in ("A", "B")}
+    assert settled == by_member  # simulated members have no client id: keyed by member id

@@ -15,6 +15,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from kip_lab.wire.clock import RealTimeClock
 from kip_lab.wire.consumer_process import ConsumerProcess
+from kip_lab.wire.groups import settled_assignment
 from kip_lab.wire.server import WireServer, serve
 
-__all__ = ["ConsumerProcess", "RealTimeClock", "WireServer", "serve"]
+__all__ = ["ConsumerProcess", "RealTimeClock", "WireServer", "serve", "settled_assignment"]
