@@ -181,7 +181,8 @@ def test_find_coordinator_names_the_labs_coordinator_broker(served):
 
 
 def test_create_topics_creates_in_the_lab_and_refuses_a_duplicate(served):
-    """Kafka `ZkAdminManager/ControllerApis.createTopics`: TOPIC_ALREADY_EXISTS for a name taken."""
+    """Kafka `ControllerApis.createTopics`: TOPIC_ALREADY_EXISTS for a name taken, INVALID_TOPIC_EXCEPTION
+    for a name `Topic.validate` refuses."""
     lab, server = served
     client = RawClient(server.port)
     response = client.request(
@@ -189,14 +190,16 @@ def test_create_topics_creates_in_the_lab_and_refuses_a_duplicate(served):
             topics=(
                 CreatableTopic(name="payments", num_partitions=3, replication_factor=1, assignments=(), configs=()),
                 CreatableTopic(name="orders", num_partitions=2, replication_factor=1, assignments=(), configs=()),
+                CreatableTopic(name="no spaces", num_partitions=1, replication_factor=1, assignments=(), configs=()),
             ),
             timeout=codec.datetime.timedelta(seconds=5),
             validate_only=False,
         )
     )
-    created, duplicate = response.topics
+    created, duplicate, illegal = response.topics
     assert created.error_code == ErrorCode.none and created.num_partitions == 3
     assert duplicate.error_code == ErrorCode.topic_already_exists
+    assert illegal.error_code == ErrorCode.invalid_topic_exception and "illegal" in illegal.error_message
     topics = server.call(lambda lab: {t.name: t.num_partitions for t in lab.cluster.topics()})
     assert topics == {"orders": 4, "payments": 3}
     assert codec.lab_topic_id(created.topic_id) == server.call(lambda lab: lab.topic_id("payments"))

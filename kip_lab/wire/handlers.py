@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -70,6 +71,21 @@ class WireError(Exception):
 def node_id(broker: str) -> int:
     """The node id of a Lab broker name (``broker-2`` is node 2)."""
     return int(broker.rsplit("-", 1)[1])
+
+
+LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def invalid_topic_name(name: str) -> str | None:
+    """Why Kafka refuses ``name`` as a topic name (Kafka `Topic.validate`), or None."""
+    if name in ("", ".", ".."):
+        return f"Topic name {name!r} is illegal"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not LEGAL_TOPIC_NAME.fullmatch(name):
+        return f"Topic name {name!r} is illegal: only ASCII letters, digits, '.', '_' and '-' are allowed"
+    return None
 
 
 def item_uses_id(item: Any) -> bool:
@@ -305,7 +321,11 @@ class Handlers(ClassicHandlers):
         for item in request.topics:
             partitions = item.num_partitions if item.num_partitions > 0 else DEFAULT_PARTITIONS
             result: dict[str, Any] = {"name": item.name, "num_partitions": partitions, "replication_factor": 1}
-            if item.name in self.lab.cluster:
+            invalid = invalid_topic_name(item.name)
+            if invalid:
+                result["error_code"] = ErrorCode.invalid_topic_exception
+                result["error_message"] = invalid
+            elif item.name in self.lab.cluster:
                 result["error_code"] = ErrorCode.topic_already_exists
                 result["error_message"] = f"Topic '{item.name}' already exists."
             elif not request.validate_only:
