@@ -77,3 +77,38 @@ def test_a_simulated_and_a_real_consumer_share_a_group():
             assert lab.invariants.violations == []
         finally:
             real.kill()
+
+
+@pytest.mark.slow
+def test_the_stepper_walks_a_run_with_a_real_consumer():
+    """After the server stops, the stepper seeks through the run (real clients' requests are steps)."""
+    pytest.importorskip("ipywidgets", reason="the stepper needs the lab extra")
+    from widgets.stepper import Stepper
+
+    coordinator = CoordinatorConfig(heartbeat_interval_ms=1_000, min_heartbeat_interval_ms=1_000)
+    lab = Lab(seed=14, config=LabConfig(coordinator=coordinator))
+    lab.create_topic("orders", 2, produce_rate_per_s=10)
+    lab.add_consumer("sim", group_id="g", subscribed_topic_names=["orders"])
+    with serve(lab) as server:
+        real = ConsumerProcess(
+            {
+                "bootstrap.servers": server.bootstrap_servers,
+                "client.id": "real",
+                "group.id": "g",
+                "group.protocol": "consumer",
+            },
+            ["orders"],
+        )
+        try:
+            wait_until(lambda: real.assignment(), 60, "the real consumer to get a partition")
+        finally:
+            real.close()
+    end = lab.step_count
+    trace = [e.to_json() for e in lab.trace]
+    stepper = Stepper(lab, group_id="g", member="sim")
+    for step in (1, end // 2, end, 3):
+        stepper.go(step)
+        assert lab.step_count == step
+    stepper.go(end)
+    assert [e.to_json() for e in lab.trace] == trace
+    assert stepper.errors.outputs == ()
