@@ -282,3 +282,27 @@ def test_a_request_the_labs_protocol_model_refuses_closes_the_connection_with_th
     _closed_with(server, client, "refused request")
     assert any("session_timeout_ms" in reason for reason in server.stats.reasons)
     _still_serving(server)
+
+
+def test_list_offsets_answers_earliest_latest_and_max_timestamp():
+    """Kafka `UnifiedLog.fetchOffsetByTimestamp`: -2 the log start, -1 the log end, -3 the record
+    with the largest timestamp (the last one here: records are appended in time order)."""
+    from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+    lab = Lab(seed=8)
+    lab.create_topic("orders", 1, produce_rate_per_s=0)
+    lab.produce_share_records("orders", 7, batch_size=3)
+    with serve(lab) as server:
+        leader = lab.world.share.leader_of((lab.topic_id("orders"), 0))
+        client = RawClient(server.ports[leader])
+
+        def offset(timestamp: int) -> int:
+            partition = ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)
+            request = ListOffsetsRequest(
+                replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(name="orders", partitions=(partition,)),)
+            )
+            (answer,) = client.request(request).topics[0].partitions
+            assert answer.error_code == ErrorCode.none
+            return answer.offset
+
+        assert (offset(-2), offset(-1), offset(-3)) == (0, 7, 6)

@@ -450,13 +450,19 @@ class Handlers(ClassicHandlers):
                 elif self.leader(topic.topic_id, part.partition_index) != connection.broker:
                     entry["error_code"] = ErrorCode.not_leader_or_follower
                 else:
+                    self.leader(topic.topic_id, part.partition_index)  # the log exists once it has a leader
                     logs = self.lab.world.share.logs
-                    if part.timestamp == -2:  # EARLIEST_TIMESTAMP
-                        entry["offset"] = logs.earliest(topic.name, part.partition_index)
-                    elif part.timestamp == -1:  # LATEST_TIMESTAMP
-                        entry["offset"] = logs.latest(topic.name, part.partition_index)
+                    name, index = topic.name, part.partition_index
+                    if part.timestamp in (-2, -4):  # EARLIEST, EARLIEST_LOCAL (no tiered storage here)
+                        entry["offset"] = logs.earliest(name, index)
+                    elif part.timestamp == -1:  # LATEST
+                        entry["offset"] = logs.latest(name, index)
+                    elif part.timestamp == -3:  # MAX_TIMESTAMP: the last record (appended in time order)
+                        entry["offset"] = logs.latest(name, index) - 1
+                    elif part.timestamp < 0:
+                        entry["error_code"] = ErrorCode.unsupported_version
                     else:
-                        entry["offset"] = logs.for_time(topic.name, part.partition_index, part.timestamp)
+                        entry["offset"] = logs.for_time(name, index, part.timestamp)
                         entry["timestamp"] = part.timestamp
                 partitions.append(entry)
             topics.append({"name": item.name, "partitions": partitions})
