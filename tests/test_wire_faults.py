@@ -163,6 +163,76 @@ def test_coordinator_failover_mid_run_real_consumers_recover():
 
 
 @pytest.mark.slow
+def test_coordinator_failover_mid_run_real_classic_consumers_recover():
+    """The same failover under classic cooperative-sticky consumers: the new coordinator rebuilds
+    the classic group from its GroupMetadata record (Kafka `GroupMetadataManager.replay`), keeps
+    its generation and members, and the consumers' Heartbeats reach it."""
+    from kip_lab.coordinator.classic_group import ClassicGroupState
+
+    lab = fast_lab(seed=23)
+    with serve(lab) as server:
+        producer = BackgroundProducer(server.bootstrap_servers)
+        config = {
+            "bootstrap.servers": server.bootstrap_servers,
+            "group.id": "g",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": 500,
+        }
+        consumers = {n: ConsumerProcess({**config, "client.id": n}, ["orders"]) for n in ("c1", "c2")}
+
+        def generation() -> tuple[int, list[str]] | None:
+            def read(lab):
+                group = lab.coordinator.classic_groups.get("g")
+                if group is None or group.state is not ClassicGroupState.STABLE:
+                    return None
+                return group.generation_id, sorted(m.client_id for m in group.members.values())
+
+            return server.call(read)
+
+        def reading_all() -> bool:
+            return all(
+                c.assignment() and set(c.assignment()) <= {(t, p) for t, p, _ in c.records()}
+                for c in consumers.values()
+            )
+
+        try:
+            wait_until(lambda: (generation() or (0, []))[1] == ["c1", "c2"] and reading_all(), 60, "a stable group")
+            before = generation()
+            failed_over_at = server.call(lambda lab: (lab.fail_over(), lab.now)[1])
+            wait_until(
+                lambda: (
+                    {
+                        e.payload["from"]
+                        for e in lab.trace
+                        if e.kind is EventKind.MESSAGE_DELIVERED
+                        and e.payload["api"] == "Heartbeat"
+                        and e.payload["to"] == "broker-1"
+                        and e.time_ms > failed_over_at
+                    }
+                    == {"c1", "c2"}
+                ),
+                30,
+                "both classic consumers to heartbeat to the new coordinator",
+            )
+            assert generation() == before, "the new coordinator keeps the generation and its members"
+            produced_at_failover = producer.sent
+            wait_until(lambda: producer.sent > produced_at_failover + 20, 20, "the producer to go on")
+            total = producer.stop()
+            wait_until(
+                lambda: len(set().union(*(c.records() for c in consumers.values()))) >= total,
+                30,
+                "every record, before and after the failover, to be consumed",
+            )
+            assert lab.invariants.violations == []
+        finally:
+            producer.stop()
+            for consumer in consumers.values():
+                consumer.kill()
+
+
+@pytest.mark.slow
 def test_delay_drop_kill_and_partition_a_real_consumer():
     """The Lab's message faults on a real client's requests (Kafka's client sees a slow or silent
     broker), a cut connection, and a partition longer than the session: the coordinator's session
