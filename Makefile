@@ -23,7 +23,7 @@ $(BIN)/python:
 # One environment for both jobs: the tests run the notebooks, the widgets, a browser and Spark sweeps.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	bash scripts/system-deps.sh
-	$(PIP) install -e ".[lab,test,spark]"
+	$(PIP) install -e ".[lab,test,spark,wire]"
 	@touch $@
 
 # --allow-root: JupyterLab refuses root without it, and containers (Binder, CI) often are root.

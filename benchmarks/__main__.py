@@ -23,6 +23,7 @@ BENCHMARKS = tuple(
         "bench_share",
         "bench_share_lab",
         "bench_widgets",
+        "bench_wire",
     )
 )
 

@@ -107,6 +107,19 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--remote", help="a Spark Connect endpoint, sc://host:port (default: $KIP_LAB_SPARK_REMOTE)")
     target.add_argument("--in-process", action="store_true", help="run in this process without Spark")
     sweep.set_defaults(command=_sweep)
+
+    serve = commands.add_parser(
+        "serve", help="serve Kafka's wire protocol on loopback in front of a Lab on the wall clock (real clients)"
+    )
+    serve.add_argument("scenario", nargs="?", help="a scenario file or library name to start from (default: empty)")
+    serve.add_argument("--port", type=int, default=9092, help="the bootstrap port (broker-N listens on port + N)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
+    serve.add_argument("--topic", action="append", default=[], metavar="NAME:PARTITIONS", help="create a topic")
+    serve.add_argument("--seed", type=int, default=0, help="the seed of an empty Lab (a scenario has its own)")
+    serve.add_argument("--duration", type=float, help="stop after this many seconds (default: at Ctrl-C)")
+    serve.add_argument("--trace", type=Path, help="write the trace as JSONL when the server stops")
+    serve.add_argument("--quiet", action="store_true", help="log only warnings, not each connection")
+    serve.set_defaults(command=_serve)
     return parser
 
 
@@ -298,6 +311,28 @@ def _sweep(args: argparse.Namespace) -> int:
         return INVALID
     print(summary)
     return FAILED if summary.failed else OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """A Lab (a scenario's, or empty) on the wall clock with Kafka's wire protocol in front of it."""
+    if find_spec("kio") is None:
+        print('kip-lab serve needs the wire extra: pip install "kip-lab[wire]"', file=sys.stderr)
+        return INVALID
+    from kip_lab.scenarios.runner import build_lab
+    from kip_lab.wire import command
+
+    if not 0 <= args.port <= 65535:
+        print(f"kip-lab serve: --port must be in 0..65535, got {args.port}", file=sys.stderr)
+        return INVALID
+    try:
+        scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
+        lab = command.build(scenario_lab, args.topic, args.seed)
+    except ValueError as exc:
+        print(f"kip-lab serve: {exc}", file=sys.stderr)
+        return INVALID
+    return command.run(
+        lab, host=args.host, port=args.port, duration_s=args.duration, trace=args.trace, quiet=args.quiet
+    )
 
 
 if __name__ == "__main__":

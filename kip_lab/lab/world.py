@@ -301,8 +301,8 @@ class World:
             self.client(action.member).change_subscription(action.topics, action.regex)
         elif isinstance(action, a.SHARE_ACTIONS):
             self.share.perform(action)
-        elif isinstance(action, a.SendRequest):
-            self.scripted(action.member).send(action.api, action.body)
+        elif isinstance(action, a.SendRequest):  # by a scripted client, or the kind the action names (a real client's)
+            self.scripted(action.member, getattr(action, "client_kind", None)).send(action.api, action.body)
         else:
             raise TypeError(f"unknown action {action!r}")
 
@@ -347,12 +347,12 @@ class World:
         except KeyError:
             raise KeyError(f"no member named {name!r}; members: {sorted(self.clients)}") from None
 
-    def scripted(self, name: str) -> Any:
+    def scripted(self, name: str, kind: type | None = None) -> Any:
         from kip_lab.lab.scripted import ScriptedClient
 
         client = self.clients.get(name)
         if client is None:
-            client = self.clients[name] = ScriptedClient(name, self)
+            client = self.clients[name] = (kind or ScriptedClient)(name, self)
         if not isinstance(client, ScriptedClient):
             raise ValueError(f"{name!r} is an autonomous consumer; scripted requests need their own name")
         return client

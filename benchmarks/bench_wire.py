@@ -1,0 +1,242 @@
+"""Time real Kafka clients in the Lab: KIP-848 consumers joining until stable, and requests per second.
+
+Cases:
+
+* ``join N on P (Lab, wire)`` — N real librdkafka consumers (``group.protocol=consumer``, in this
+  process) subscribe to a topic of P partitions through the wire front door; timed until the
+  consumers' own assignments are disjoint, cover the topic and are balanced, and the Lab's
+  coordinator holds every member at the group epoch with nothing left to revoke. N = P = 10 and
+  100 (``--quick``: 3); and N = 2 and 4 on P = 4 (``--quick``: 2) beside the mock cluster.
+* ``join N on 4 (librdkafka mock)`` — the same consumers against librdkafka's own mock cluster
+  (``test.mock.num.brokers``; it creates a topic on first use, with 4 partitions), timed until
+  the same client-side condition: the reference for the Lab's time to stable.
+* ``heartbeats/s`` — the requests per second the front door sustains when the request is a
+  ConsumerGroupHeartbeat that crosses the Lab (a step to send it, the coordinator's handler, a
+  step to answer): 20 connections, each a member heartbeating as fast as its answers come
+  back, for 5 s (``--quick``: 4 connections, 1 s).
+* ``metadata/s`` — the same for Metadata, which the front door answers without the Lab.
+
+A case that does not reach its condition within its timeout, or a Lab invariant violated, fails
+the run (exit 1). The figures have no target: a join's time is mostly librdkafka's and the
+coordinator's timers (the heartbeat interval: 1 s for the Lab's large joins, 3 s beside the mock
+cluster, which is what the mock cluster uses).
+Run ``python -m benchmarks.bench_wire`` (``--quick``: the small sizes).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import benchmark_parser, verdict
+
+JOIN_TIMEOUT_S = 240.0
+TOPIC = "bench"
+
+
+@dataclass(frozen=True)
+class WireRow:
+    case: str
+    value: float
+    unit: str
+    ok: bool
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.ok)
+
+
+def _consumers(bootstrap: str, count: int) -> list:
+    import confluent_kafka
+
+    return [
+        confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": f"bench-{n:03d}",
+                "group.id": "bench",
+                "group.protocol": "consumer",
+                "auto.offset.reset": "earliest",
+                "log_level": 0,
+            }
+        )
+        for n in range(count)
+    ]
+
+
+def _client_side_stable(consumers: list, partitions: int) -> bool:
+    """The consumers' own assignments are disjoint, cover the topic and are balanced (each holds
+    the floor or the ceiling of partitions / consumers): no one is still waiting for its share."""
+    sizes = [len(c.assignment()) for c in consumers]
+    owned = sorted(tp.partition for c in consumers for tp in c.assignment())
+    low = partitions // len(consumers)
+    return owned == list(range(partitions)) and all(low <= n <= -(-partitions // len(consumers)) for n in sizes)
+
+
+def _join(consumers: list, partitions: int, lab_stable=None) -> float | None:
+    """Seconds from subscribe until stable (client side, and the Lab's too when given); None on timeout."""
+    started = time.monotonic()
+    for consumer in consumers:
+        consumer.subscribe([TOPIC])
+    deadline = started + JOIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for consumer in consumers:
+            consumer.poll(0)
+        if _client_side_stable(consumers, partitions) and (lab_stable is None or lab_stable()):
+            return time.monotonic() - started
+        time.sleep(0.02)
+    return None
+
+
+def _close(consumers: list) -> None:
+    for consumer in consumers:
+        consumer.close()
+
+
+def lab_join(count: int, partitions: int, heartbeat_interval_ms: int = 1_000) -> WireRow:
+    from kip_lab.coordinator import CoordinatorConfig
+    from kip_lab.lab import Lab, LabConfig
+    from kip_lab.wire import serve
+    from kip_lab.wire.groups import settled_assignment
+
+    coordinator = CoordinatorConfig(
+        heartbeat_interval_ms=heartbeat_interval_ms, min_heartbeat_interval_ms=min(heartbeat_interval_ms, 5_000)
+    )
+    lab = Lab(seed=1, config=LabConfig(coordinator=coordinator))
+    lab.create_topic(TOPIC, partitions, produce_rate_per_s=0)
+    with serve(lab) as server:
+
+        def lab_stable() -> bool:
+            settled = server.call(lambda lab: settled_assignment(lab, "bench"))
+            return settled is not None and len(settled) == count
+
+        consumers = _consumers(server.bootstrap_servers, count)
+        seconds = _join(consumers, partitions, lab_stable)
+        _close(consumers)
+        violations = lab.invariants.violations
+    return WireRow(
+        f"join {count} on {partitions} (Lab, wire, heartbeat {heartbeat_interval_ms / 1000:g} s)",
+        -1 if seconds is None else seconds,
+        "s",
+        seconds is not None and not violations,
+    )
+
+
+MOCK_PARTITIONS = 4  # the partitions librdkafka's mock cluster gives a topic it creates (it has no CreateTopics)
+MOCK_HEARTBEAT_INTERVAL_MS = 3_000  # the mock cluster's (two consumers there balance after one interval)
+
+
+def mock_join(count: int) -> WireRow:
+    import confluent_kafka
+
+    holder = confluent_kafka.Producer({"test.mock.num.brokers": 3, "log_level": 0})  # owns the mock cluster
+    holder.produce(TOPIC, b"created")  # the mock cluster creates the topic on first use
+    holder.flush(15)
+    metadata = holder.list_topics(TOPIC, timeout=10)
+    partitions = len(metadata.topics[TOPIC].partitions)
+    bootstrap = ",".join(f"{b.host}:{b.port}" for b in metadata.brokers.values())
+    consumers = _consumers(bootstrap, count)
+    seconds = _join(consumers, partitions)
+    _close(consumers)
+    del holder
+    ok = seconds is not None and partitions == MOCK_PARTITIONS
+    return WireRow(f"join {count} on {partitions} (librdkafka mock)", -1 if seconds is None else seconds, "s", ok)
+
+
+def request_rate(connections: int, duration_s: float, api: str) -> WireRow:
+    """Requests per second from ``connections`` raw clients, each sending ``api`` back to back."""
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    from kip_lab.lab import Lab
+    from kip_lab.wire import serve
+    from kip_lab.wire.client import RawClient
+
+    lab = Lab(seed=1)
+    lab.create_topic(TOPIC, connections, produce_rate_per_s=0)
+    counts = [0] * connections
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def work(index: int, port: int) -> None:
+        client = RawClient(port, client_id=f"load-{index}")
+        member_id = f"member-{index:05d}-abcdefghij"
+        epoch = 0
+        try:
+            while not stop.is_set():
+                if api == "metadata":
+                    client.request(
+                        MetadataRequest(
+                            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                        )
+                    )
+                else:
+                    response = client.request(
+                        ConsumerGroupHeartbeatRequest(
+                            group_id="load",
+                            member_id=member_id,
+                            member_epoch=epoch,
+                            rebalance_timeout=__import__("datetime").timedelta(seconds=30),
+                            subscribed_topic_names=(TOPIC,) if epoch == 0 else None,
+                            topic_partitions=() if epoch == 0 else None,
+                        )
+                    )
+                    if int(response.error_code):
+                        errors.append(f"{member_id}: {response.error_code.name}")
+                        return
+                    epoch = response.member_epoch
+                counts[index] += 1
+        finally:
+            client.close()
+
+    with serve(lab) as server:
+        workers = [threading.Thread(target=work, args=(i, server.port), daemon=True) for i in range(connections)]
+        for worker in workers:
+            worker.start()
+        time.sleep(duration_s)
+        stop.set()
+        for worker in workers:
+            worker.join(30)
+    rate = sum(counts) / duration_s
+    return WireRow(f"{api}/s ({connections} connections)", rate, "req/s", not errors and rate > 0)
+
+
+def run_benchmarks(quick: bool) -> list[WireRow]:
+    rows = [lab_join(count, count) for count in ((3,) if quick else (10, 100))]
+    for count in (2,) if quick else (2, 4):  # no more consumers than the mock's partitions: each gets some
+        rows.append(lab_join(count, MOCK_PARTITIONS, MOCK_HEARTBEAT_INTERVAL_MS))
+        rows.append(mock_join(count))
+    connections, duration = (4, 1.0) if quick else (20, 5.0)
+    rows.append(request_rate(connections, duration, "heartbeats"))
+    rows.append(request_rate(connections, duration, "metadata"))
+    return rows
+
+
+def format_table(rows: list[WireRow]) -> str:
+    width = max(len(r.case) for r in rows)
+    lines = [f"{'case':<{width}}  {'value':>10}  unit   verdict"]
+    lines += [f"{r.case:<{width}}  {r.value:>10.2f}  {r.unit:<5}  {r.verdict}" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = benchmark_parser(__doc__).parse_args(argv)
+    try:
+        import confluent_kafka  # noqa: F401
+        import kio  # noqa: F401
+    except ImportError as error:
+        print(f"bench_wire needs the wire and test extras (kio, confluent-kafka): {error}")
+        return 0
+    rows = run_benchmarks(args.quick)
+    print(format_table(rows))
+    return 1 if any(not r.ok for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

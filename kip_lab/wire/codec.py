@@ -1,0 +1,267 @@
+"""Kafka's wire format, by way of kio's generated encoders and decoders.
+
+A frame is a 4-byte big-endian size and that many bytes: a request header (v1, or v2 for the
+flexible versions of an API) and the request body; a response is a response header (v0, or
+v1 for flexible versions; ApiVersions always answers with v0) and the body. kio has a typed
+dataclass for every header and every version of every message; this module only picks the
+class for an (API key, version), reads and writes frames, and moves values between kio's
+dataclasses and kip_lab's protocol models (``to_lab``, ``build``), which name fields after the
+same Kafka schemas (kip_lab adds ``_ms`` to durations, kio makes them ``timedelta``s).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import io
+import struct
+import types
+import typing
+import uuid
+from functools import cache
+from typing import Any
+
+from kio.index import UnknownEntity, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import uuid_zero
+from pydantic import BaseModel
+
+API_VERSIONS_KEY = 18
+SIZE = struct.Struct(">i")
+PREFIX = struct.Struct(">hh")  # every request header starts with the API key and version
+
+
+class MalformedRequest(ValueError):
+    """Bytes that are not a request of the API and version their header names."""
+
+
+def api_name(api_key: int) -> str:
+    """kio's snake_case name of an API key ("consumer_group_heartbeat"), or ``KeyError``."""
+    return api_key_map[api_key]
+
+
+def codec_versions(api_key: int) -> tuple[int, int]:
+    """The lowest and highest version of ``api_key`` kio has schemas for."""
+    versions = sorted(schema_name_map[api_key_map[api_key]])
+    return versions[0], versions[-1]
+
+
+@cache
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+def has_schema(api_key: int, version: int) -> bool:
+    try:
+        request_class(api_key, version)
+    except (KeyError, UnknownEntity, ImportError):
+        return False
+    return True
+
+
+def read_prefix(frame: bytes) -> tuple[int, int]:
+    """The API key and version a request frame names (its first four bytes)."""
+    if len(frame) < PREFIX.size:
+        raise MalformedRequest(f"a request of {len(frame)} bytes has no header")
+    return PREFIX.unpack_from(frame)
+
+
+def read_request(frame: bytes) -> tuple[Any, Any]:
+    """(header, body) of a request frame whose API and version kio knows."""
+    api_key, version = read_prefix(frame)
+    body_class = request_class(api_key, version)
+    header_class = RequestHeaderV2 if body_class.__flexible__ else RequestHeaderV1
+    try:
+        header, used = entity_reader(header_class)(frame, 0)
+        body, _ = entity_reader(body_class)(frame, used)
+    except Exception as error:  # kio raises its own errors, ValueError, UnicodeDecodeError...
+        raise MalformedRequest(f"{api_key_map[api_key]} v{version}: {type(error).__name__}: {error}") from error
+    # Bytes after the body are ignored, as Kafka's request parser does (librdkafka's Metadata
+    # requests carry a few).
+    return header, body
+
+
+def read_correlation_id(frame: bytes) -> int | None:
+    """The correlation id of any request frame (bytes 4-8), to answer one kio cannot decode."""
+    return SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else None
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """A whole response frame: size, header and ``body`` (a kio response of that API and version)."""
+    flexible_header = body.__flexible__ and api_key != API_VERSIONS_KEY
+    header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=correlation_id)
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(type(header))(buffer, header)
+    entity_writer(type(body))(buffer, body)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
+    return bytes(frame)
+
+
+def encode_request(header: Any, body: Any) -> bytes:
+    """A request frame (the tests' own client speaks through it)."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(type(header))(buffer, header)
+    entity_writer(type(body))(buffer, body)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
+    return bytes(frame)
+
+
+# ---------------------------------------------------------------------- topic ids
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """kip_lab's topic id (22 characters of URL-safe base64, as Kafka prints them) as a UUID."""
+    if not topic_id:
+        return uuid_zero
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+def lab_topic_id(value: uuid.UUID | None) -> str:
+    """A UUID from the wire as kip_lab's topic id string ("" for the zero UUID)."""
+    if value is None or value == uuid_zero:
+        return ""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+# ---------------------------------------------------------------------- kio -> kip_lab
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds (alone, in a list, or optional), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _lab_value(value: Any, annotation: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_lab_value(v, annotation) for v in value]
+    if dataclasses.is_dataclass(value):
+        model = _model_in(annotation)
+        return value if model is None else to_lab(value, model)
+    if isinstance(value, uuid.UUID):
+        return lab_topic_id(value)
+    if isinstance(value, datetime.timedelta):
+        return round(value.total_seconds() * 1000)
+    if isinstance(value, enum.IntEnum):
+        return int(value)
+    return value
+
+
+def to_lab(entity: Any, model: type[BaseModel], **extra: Any) -> Any:
+    """The kip_lab ``model`` for a kio request (or a nested part of one): fields are matched by
+    name (``rebalance_timeout_ms`` is kio's ``rebalance_timeout``); fields kio has not got keep
+    the model's defaults; ``extra`` sets the rest (the client id from the request header)."""
+    values: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        source = name if hasattr(entity, name) else name.removesuffix("_ms")
+        if hasattr(entity, source):
+            values[name] = _lab_value(getattr(entity, source), info.annotation)
+    values.update(extra)
+    return model.model_validate(values)
+
+
+# ---------------------------------------------------------------------- kip_lab -> kio
+def _nested_class(field_type: Any) -> type | None:
+    if isinstance(field_type, type) and dataclasses.is_dataclass(field_type):
+        return field_type
+    for arg in typing.get_args(field_type):
+        found = _nested_class(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_optional(field_type: Any) -> bool:
+    return isinstance(field_type, types.UnionType) and type(None) in typing.get_args(field_type)
+
+
+_ZERO = {"string": "", "bool": False, "uuid": uuid_zero, "bytes": b"", "records": None}
+
+
+def _zero(field: dataclasses.Field) -> Any:
+    kafka_type = field.metadata.get("kafka_type", "")
+    if _is_optional(field.type):
+        return None
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type.startswith("timedelta"):
+        return datetime.timedelta(0)
+    if typing.get_origin(field.type) is tuple:
+        return ()
+    nested = _nested_class(field.type)
+    if nested is not None:
+        return build(nested)
+    if kafka_type in _ZERO:
+        return _ZERO[kafka_type]
+    return 0
+
+
+def _wire_value(value: Any, field: dataclasses.Field) -> Any:
+    if value is None:
+        return None
+    kafka_type = field.metadata.get("kafka_type", "")
+    nested = _nested_class(field.type)
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if nested is not None and kafka_type == "":
+        if isinstance(value, list | tuple):
+            return tuple(v if dataclasses.is_dataclass(v) else build(nested, v) for v in value)
+        return value if dataclasses.is_dataclass(value) else build(nested, value)
+    if isinstance(value, list | tuple):
+        return tuple(_wire_scalar(v, kafka_type) for v in value)
+    return _wire_scalar(value, kafka_type)
+
+
+def _wire_scalar(value: Any, kafka_type: str) -> Any:
+    if kafka_type == "error_code":
+        return ErrorCode(int(value))
+    if kafka_type.startswith("timedelta") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "uuid" and isinstance(value, str):
+        return topic_uuid(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def build(cls: type, values: dict[str, Any] | BaseModel | None = None, **more: Any) -> Any:
+    """A kio message of ``cls`` from ``values`` (a dict, or a kip_lab model) and ``more``.
+
+    Fields the version has not got are ignored, so one handler serves every version; a field
+    given as ``name_ms`` fills kio's duration ``name``; absent fields take kio's default, or
+    else the zero of their type (an empty string, 0, no error)."""
+    if isinstance(values, BaseModel):
+        values = values.model_dump()
+    given = {**(values or {}), **more}
+    kwargs: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        name = field.name
+        if name in given:
+            value = given[name]
+        elif f"{name}_ms" in given:
+            value = given[f"{name}_ms"]
+        elif field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
+            continue
+        else:
+            kwargs[name] = _zero(field)
+            continue
+        kwargs[name] = _wire_value(value, field)
+    return cls(**kwargs)

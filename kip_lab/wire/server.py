@@ -1,0 +1,352 @@
+"""The front door: Kafka's wire protocol on loopback ports, in front of a Lab on a real-time clock.
+
+Each of the Lab's brokers listens on a port of its own (``broker-0`` on the bootstrap port), so
+a request arrives at the broker the client meant — after a coordinator failover, the old
+coordinator answers NOT_COORDINATOR and the client looks the group up again, as against a real
+cluster. One thread runs an asyncio loop that owns the Lab: it reads frames, answers the APIs
+the Lab serves (``handlers``), and steps the Lab's timers as wall time passes (``clock``).
+
+Like a broker, a connection is served one request at a time (the next is read once the answer
+is written). A frame larger than ``max_frame_bytes``, bytes that do not decode, an API the front
+door does not serve or a reader too slow to take its answer close the connection, with the
+reason logged; an ApiVersions request of a version it does not serve is answered with
+UNSUPPORTED_VERSION and the versions it does serve, which is how clients pick a version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kip_lab.lab.lab import Lab
+from kip_lab.wire import codec
+from kip_lab.wire.clock import RealTimeClock
+from kip_lab.wire.endpoint import WireClient, WireRequest
+from kip_lab.wire.handlers import SUPPORTED, Handlers, WireError, node_id
+
+log = logging.getLogger("kip_lab.wire")
+
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+IDLE_TICK_S = 0.2  # the longest the driver sleeps when no timer is due sooner
+
+
+@dataclass
+class Connection:
+    """One client connection to one broker."""
+
+    number: int
+    broker: str
+    peer: str
+    writer: asyncio.StreamWriter | None = None
+    reader: asyncio.StreamReader | None = None
+    client_id: str | None = None  # from the last request's header
+    closed_reason: str | None = None
+    requests: int = 0
+
+
+@dataclass
+class ServerStats:
+    """What the front door has served: connections, requests, and why connections were closed."""
+
+    connections: int = 0
+    requests: int = 0
+    closed: dict[str, int] = field(default_factory=dict)  # kind of reason -> connections closed for it
+    reasons: deque[str] = field(default_factory=lambda: deque(maxlen=100))  # the latest reasons, in full
+
+
+class WireServer:
+    """A running front door; ``serve`` (in ``kip_lab.wire``) starts one."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        write_timeout_s: float = 30.0,
+    ) -> None:
+        self.lab = lab
+        self.host = host
+        self.requested_port = port
+        self.max_frame_bytes = max_frame_bytes
+        self.write_timeout_s = write_timeout_s
+        self.ports: dict[str, int] = {}  # broker -> port
+        self.stats = ServerStats()
+        self.clock: RealTimeClock | None = None
+        self.handlers = Handlers(self)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: dict[int, Connection] = {}
+        self._tasks: set[asyncio.Task] = set()  # one per connection being served
+        self._pending: dict[tuple[str, int], asyncio.Future] = {}  # (actor, lab correlation id) -> answer
+        self._wake: asyncio.Event | None = None
+        self._stopping: asyncio.Event | None = None
+        self._driver: asyncio.Task | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    @property
+    def port(self) -> int:
+        """The bootstrap port (broker-0's)."""
+        return self.ports[self.broker_names[0]]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def broker_names(self) -> list[str]:
+        return sorted(self.lab.world.brokers, key=node_id)
+
+    def start(self) -> WireServer:
+        self._thread = threading.Thread(target=self._run_loop, name="kip-lab-wire", daemon=True)
+        self._thread.start()
+        self._ready.wait(30)
+        if self._startup_error is not None:
+            raise self._startup_error
+        if not self._ready.is_set():
+            raise TimeoutError("the wire listener did not start within 30 s")
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Close every connection and listener and stop the clock; the Lab keeps its trace."""
+        loop = self._loop
+        if loop is None or self._thread is None:
+            return
+        if loop.is_running():
+            loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(timeout_s)
+        self._loop = None
+
+    def __enter__(self) -> WireServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def call(self, function: Callable[[Lab], Any], timeout_s: float = 30.0) -> Any:
+        """Run ``function(lab)`` on the thread that owns the Lab (the safe way to read or change
+        it while it serves: add a simulated consumer, inject a fault, read the trace)."""
+        if self._loop is None:
+            return function(self.lab)
+        if not self._thread.is_alive():
+            raise RuntimeError("the wire listener has stopped (see the kip_lab.wire log); stop() it and serve again")
+
+        async def run() -> Any:
+            self.clock.catch_up()
+            result = function(self.lab)
+            self._deliver()
+            self._wake.set()
+            return result
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout_s)
+
+    def _run_loop(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._main())
+        except BaseException as error:  # reported to start(), or logged if it happens later
+            if not self._ready.is_set():
+                self._startup_error = error
+                self._ready.set()
+            else:
+                log.exception("the wire listener stopped on an error")
+        finally:
+            loop.close()
+
+    async def _main(self) -> None:
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        for number, broker in enumerate(self.broker_names):
+            port = self.requested_port + number if self.requested_port else 0
+
+            async def accept(reader, writer, broker=broker):
+                task = asyncio.current_task()
+                self._tasks.add(task)
+                try:
+                    await self._serve_connection(broker, reader, writer)
+                finally:
+                    self._tasks.discard(task)
+
+            try:
+                server = await asyncio.start_server(accept, self.host, port)
+            except OSError:
+                for started in self._servers:  # a port taken: release the ones already bound
+                    started.close()
+                raise
+            self._servers.append(server)
+            self.ports[broker] = server.sockets[0].getsockname()[1]
+        self.clock = RealTimeClock(self.lab)
+        self._driver = asyncio.create_task(self._drive())
+        self._ready.set()
+        await self._stopping.wait()
+        self.clock.advance()  # the Lab's clock ends where the wall clock is
+        self._driver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._driver
+        for server in self._servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2)
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+        for future in self._pending.values():
+            future.cancel()
+
+    # ------------------------------------------------------------------ the clock
+    async def _drive(self) -> None:
+        """Step the Lab's timers as they come due and send the answers they complete."""
+        while True:
+            try:
+                self.clock.catch_up()
+                self._deliver()
+            except Exception:  # a Lab error must not stop the clock for every connection
+                log.exception("stepping the Lab failed")
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.clock.seconds_to_next_timer(IDLE_TICK_S))
+
+    def _deliver(self) -> None:
+        """Hand each answer the Lab's network delivered to a real client to the request awaiting it."""
+        for name, client in self.lab.world.clients.items():
+            if not isinstance(client, WireClient) or not client.responses:
+                continue
+            for correlation_id, _api, response in client.responses:
+                future = self._pending.pop((name, correlation_id), None)
+                if future is not None and not future.done():
+                    future.set_result(response)
+            client.responses.clear()
+
+    def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future:
+        """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the
+        future is answered when the Lab's network brings the response back."""
+        self.clock.advance()
+        self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
+        client = self.lab.world.clients[actor]
+        future = self._loop.create_future()
+        self._pending[(actor, client.last_correlation)] = future
+        self._deliver()
+        self._wake.set()
+        return future
+
+    def kill_connections(self, client_id: str | None = None) -> int:
+        """Close the connections of the client with ``client_id`` (every connection if None), as a
+        broker restart or a network reset would; returns how many were closed. Safe from any thread."""
+
+        def kill() -> int:
+            killed = 0
+            for connection in list(self._connections.values()):
+                if client_id is None or connection.client_id == client_id:
+                    connection.closed_reason = "killed: a kill_connections fault"
+                    connection.writer.transport.abort()
+                    killed += 1
+            return killed
+
+        if self._loop is None:
+            return 0
+        return asyncio.run_coroutine_threadsafe(_call(kill), self._loop).result(10)
+
+    # ------------------------------------------------------------------ connections
+    async def _serve_connection(self, broker: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.stats.connections += 1
+        peer = writer.get_extra_info("peername")
+        connection = Connection(self.stats.connections, broker, f"{peer[0]}:{peer[1]}" if peer else "?", writer, reader)
+        self._connections[connection.number] = connection
+        try:
+            reason = await self._serve_requests(connection, reader, writer)
+            connection.closed_reason = connection.closed_reason or reason
+        except asyncio.IncompleteReadError:
+            connection.closed_reason = connection.closed_reason or "client closed the connection"
+        except (ConnectionError, OSError) as error:
+            connection.closed_reason = connection.closed_reason or f"connection error: {error}"
+        except asyncio.CancelledError:
+            connection.closed_reason = "server stopped"
+        except Exception as error:
+            log.exception("connection %d to %s failed", connection.number, broker)
+            connection.closed_reason = f"internal error: {type(error).__name__}"
+        finally:
+            reason = connection.closed_reason or "closed"
+            kind = reason.split(":")[0]
+            self.stats.closed[kind] = self.stats.closed.get(kind, 0) + 1
+            self.stats.reasons.append(reason)
+            log.info("connection %d (%s -> %s) closed: %s", connection.number, connection.peer, broker, reason)
+            self._connections.pop(connection.number, None)
+            writer.close()
+
+    async def _serve_requests(
+        self, connection: Connection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> str:
+        """Read, answer and write requests one at a time; returns why the connection ends."""
+        while True:
+            size = codec.SIZE.unpack(await reader.readexactly(codec.SIZE.size))[0]
+            if size < 0 or size > self.max_frame_bytes:
+                return f"frame too large: {size} bytes (max {self.max_frame_bytes})"
+            frame = await reader.readexactly(size)
+            answer = await self._answer(connection, frame)
+            if isinstance(answer, str):
+                return answer
+            if not answer:
+                continue
+            writer.write(answer)
+            try:
+                await asyncio.wait_for(writer.drain(), self.write_timeout_s)
+            except TimeoutError:
+                return f"slow reader: an answer not taken within {self.write_timeout_s} s"
+
+    async def _answer(self, connection: Connection, frame: bytes) -> bytes | str:
+        """The response frame to one request, or why the connection must close instead."""
+        try:
+            api_key, version = codec.read_prefix(frame)
+        except codec.MalformedRequest as error:
+            return f"malformed request: {error}"
+        supported = SUPPORTED.get(api_key)
+        if supported is None or not supported[0] <= version <= supported[1]:
+            if api_key == codec.API_VERSIONS_KEY:
+                correlation_id = codec.read_correlation_id(frame)
+                if correlation_id is None:
+                    return "malformed request: ApiVersions without a correlation id"
+                return self.handlers.unsupported_api_versions(correlation_id)
+            name = codec.api_key_map.get(api_key, "unknown API")
+            return f"unsupported request: {name} (key {api_key}) v{version}"
+        try:
+            header, request = codec.read_request(frame)
+        except codec.MalformedRequest as error:
+            return f"malformed request: {error}"
+        connection.requests += 1
+        connection.client_id = header.client_id
+        self.stats.requests += 1
+        log.debug("connection %d (%s): %s v%d", connection.number, header.client_id, codec.api_name(api_key), version)
+        try:
+            body = await self.handlers.handle(connection, header, request)
+        except WireError as error:
+            return f"refused request: {error}"
+        if body is None:  # a Produce with acks=0: no answer
+            return b""
+        return codec.encode_response(api_key, version, header.correlation_id, body)
+
+
+def serve(lab: Lab, port: int = 0, *, host: str = "127.0.0.1", **settings: Any) -> WireServer:
+    """Start a Kafka wire-protocol front door for ``lab`` and return its handle.
+
+    ``port`` is the bootstrap port (broker-0's); broker-N listens on ``port + N``, or on free
+    ports when ``port`` is 0. The handle's ``bootstrap_servers`` goes into a client's config;
+    ``call(fn)`` runs ``fn(lab)`` safely while it serves; ``stop()`` ends it. From then on the
+    Lab's clock follows the wall clock. ``settings``: ``max_frame_bytes``, ``write_timeout_s``.
+    """
+    return WireServer(lab, host=host, port=port, **settings).start()
+
+
+async def _call(function: Callable[[], Any]) -> Any:
+    return function()

@@ -1,0 +1,98 @@
+"""Helpers for the wire front door's tests: real consumers in child processes, trace queries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+kio = pytest.importorskip("kio", reason="the wire front door needs kio (pip install 'kip-lab[wire]')")
+
+from kip_lab.lab.trace import EventKind  # noqa: E402
+from kip_lab.wire.client import RawClient  # noqa: E402
+from kip_lab.wire.consumer_process import ConsumerProcess  # noqa: E402
+
+__all__ = ["ConsumerProcess", "RawClient"]
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
+    """Poll ``condition`` until it is truthy; fail the test naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def handler_records(lab: Any, api: str | None = None) -> list[dict[str, Any]]:
+    """The coordinator records of every handler result in the trace (optionally of one API's)."""
+    out = []
+    for event in lab.trace:
+        if event.kind is EventKind.HANDLER_RESULT and (api is None or event.payload.get("origin") == api):
+            out.extend(event.payload.get("records", []))
+    return out
+
+
+def messages(lab: Any, kind: EventKind, actor: str | None = None, api: str | None = None) -> list[Any]:
+    """Message events of ``kind`` (sent/delivered/dropped), optionally from ``actor`` and of ``api``."""
+    return [
+        e
+        for e in lab.trace
+        if e.kind is kind
+        and (actor is None or e.payload.get("from") == actor)
+        and (api is None or e.payload.get("api") == api)
+    ]
+
+
+def group_members(lab: Any, group_id: str) -> dict[str, Any]:
+    """client id -> the coordinator's member (KIP-848 group) right now."""
+    group = lab.coordinator.groups.get(group_id)
+    return {m.client_id: m for m in group.members.values()} if group else {}
+
+
+def coordinator_assignment_history(lab: Any) -> list[dict[str, set[tuple[str, int]]]]:
+    """The coordinator's view of who owns what, after each CurrentMemberAssignment record, in log
+    order (member id -> set of (topic id, partition)); a tombstone removes the member."""
+    owned: dict[str, set[tuple[str, int]]] = {}
+    history = []
+    for event in lab.trace:
+        if event.kind is not EventKind.HANDLER_RESULT:
+            continue
+        for record in event.payload.get("records", []):
+            if record["key"]["type"] != "ConsumerGroupCurrentMemberAssignmentKey":
+                continue
+            member = record["key"]["member_id"]
+            if record["value"] is None:
+                owned.pop(member, None)
+            else:
+                owned[member] = {
+                    (tp["topic_id"], p) for tp in record["value"].get("topic_partitions", []) for p in tp["partitions"]
+                }
+            history.append({m: set(v) for m, v in owned.items()})
+    return history
+
+
+def classic_generations(lab: Any, group_id: str) -> list[tuple[int, dict[str, set[tuple[str, int]]]]]:
+    """Each generation the classic group stored (its GroupMetadata record), in log order, with
+    client id -> the partitions the leader's SyncGroup assigned that member."""
+    import json
+
+    out = []
+    for record in handler_records(lab):
+        if record["key"]["type"] != "GroupMetadataKey" or record["key"].get("group") != group_id or not record["value"]:
+            continue
+        value = record["value"]
+        members = {}
+        for member in value.get("members", []):
+            assignment = member.get("assignment") or ""
+            parsed = json.loads(assignment) if assignment else {"assigned_partitions": {}}
+            members[member.get("client_id", "")] = {
+                (topic, p) for topic, parts in parsed["assigned_partitions"].items() for p in parts
+            }
+        out.append((value["generation"], members))
+    return out
