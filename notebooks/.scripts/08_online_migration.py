@@ -63,7 +63,8 @@ picture(machine_dot(CLASSIC_GROUP_STATE_MACHINE, current="Stable"))
 # ## The run
 #
 # `foo` has 6 partitions; A, B and C are classic eager consumers (`[range]`). Each is closed and
-# restarted as a new consumer (`group.protocol=consumer`), 20 s apart. After each step we look at
+# restarted as a new consumer (`group.protocol=consumer`), one after the other, each as soon as the
+# group is stable again (3-4 s apart: see the time column). After each step we look at
 # the coordinator: which kind of group it holds, its epoch, and each member.
 
 # %%

@@ -103,11 +103,7 @@ print("end: SPSO", sp.spso, "of", run.world.share.topic_log((run.topic_id("order
 print("every record settled:", at_least_once(run.world) == [], "| violations:", len(run.invariants.violations))
 
 # %%
-strip = record_state_strip(run, title="orders-0 across a share coordinator failover at 9 s", time_range=(5_000, 16_000))
-strip
-
-# %%
-picture(strip)
+picture(record_state_strip(run, title="orders-0 across a share coordinator failover at 9 s", time_range=(5_000, 16_000)))
 
 # %% [markdown]
 # ## 2 · Loading: nothing is served until the replay is done
