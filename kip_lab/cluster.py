@@ -22,8 +22,8 @@ class Topic:
 
 
 def make_topic_id(name: str, incarnation: int) -> str:
-    digest = hashlib.sha256(f"{name}\x00{incarnation}".encode()).digest()[:16]
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    hashed = hashlib.sha256(f"{name}\x00{incarnation}".encode()).digest()[:16]
+    return base64.urlsafe_b64encode(hashed).rstrip(b"=").decode()
 
 
 class ClusterMetadata:

@@ -1,4 +1,4 @@
-"""Drive the coordinator through the seed's case studies and read state the seed's way
+"""Drive the coordinator through the KIP's case studies and read state the KIP's way
 (member cells such as ``e2 [0,1] p[2]``: see ``kip_lab.coordinator.view``)."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Case:
         return snapshot(self.gc, self.members)
 
     def per_batch(self, result: CoordinatorResult) -> list[Snapshot]:
-        """The state after each batch ``result`` wrote: the seed's intermediate snapshots."""
+        """The state after each batch ``result`` wrote: the KIP's intermediate snapshots."""
         return [snapshot(gc, self.members) for gc in states_after_batches(self.gc, result)]
 
     def assert_rebuild_equals_live(self) -> None:

@@ -1,7 +1,7 @@
 """Drive a coordinator through online migration: a classic group of static members a, b, c
 (instance ids A, B, C) at a given generation, then explicit classic and consumer-protocol
-requests. Rows are read the seed's way, by instance id, with each member's protocol and, for
-classic members, its classic state (digest §3.4)."""
+requests. Rows are read the KIP's way, by instance id, with each member's protocol and, for
+classic members, its classic state."""
 
 from __future__ import annotations
 

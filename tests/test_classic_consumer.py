@@ -1,9 +1,9 @@
-"""The classic consumer in the Lab: the KIP-429 digest's scenarios SC-01..SC-12, step by step.
+"""The classic consumer in the Lab: KIP-429's scenarios, step by step.
 
 Each scenario runs classic consumers against the Lab's classic group coordinator and checks
-the digest's per-member sub-traces: the callbacks in order with their partitions, what each
+the per-member sub-traces: the callbacks in order with their partitions, what each
 JoinGroup claimed, the leader's sets (withheld, final), the generations, and the invariants.
-Generation numbers are relative (the digest's are illustrative).
+Generation numbers are relative (the KIP's are illustrative).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def two_member_group(strategy: list[str]) -> tuple[Lab, int]:
         (["range"], RebalanceProtocol.EAGER),
         (["cooperative-sticky"], RebalanceProtocol.COOPERATIVE),
         (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # P-5: the common protocol wins
-        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (001 L532)
+        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose
     ],
 )
 def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):
@@ -197,12 +197,12 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
     assert second["owned"] == {"C1": ["a-0"], "C2": []}
     assert second["withheld"] == [] and second["final"] == {"C1": ["a-0"], "C2": ["b-0"]}
     assert second["generation_id"] == first["generation_id"] + 1
-    # C1: no callback before joining (C-1), its JoinGroups claim [a-0, b-0] then [a-0].
+    # C1: no callback before joining, its JoinGroups claim [a-0, b-0] then [a-0].
     assert joins(lab, "C1", mark) == [["a-0", "b-0"], ["a-0"]]
     assert callbacks(lab, "C1", mark) == [
-        ("on_partitions_revoked", ["b-0"]),  # C-12: exactly one revocation, of b-0 only
+        ("on_partitions_revoked", ["b-0"]),  # exactly one revocation, of b-0 only
         ("on_assignment", ["a-0"]),
-        ("on_partitions_assigned", []),  # C-7: always called, even empty
+        ("on_partitions_assigned", []),  # always called, even empty
         ("on_assignment", ["a-0"]),
         ("on_partitions_assigned", []),
     ]
@@ -212,7 +212,7 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
         ("on_assignment", ["b-0"]),
         ("on_partitions_assigned", ["b-0"]),
     ]
-    # INV-2: C1's revocation of b-0 comes before C2's assignment of it.
+    # C1's revocation of b-0 comes before C2's assignment of it.
     assert first_step(lab, "C1", "on_partitions_revoked", "b-0") < first_step(
         lab, "C2", "on_partitions_assigned", "b-0"
     )
@@ -274,11 +274,11 @@ def test_sc03_a_listener_exception_is_raised_by_poll_after_the_rebalance():
     c1 = lab.clients["C1"]
     invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
     assert invoked[0]["callback"] == "on_partitions_revoked" and invoked[0]["error"].startswith("RuntimeError")
-    # CB-1/CB-4: the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
+    # the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
     assert [p["callback"] for p in invoked[1:3]] == ["on_assignment", "on_partitions_assigned"]
     # ... the ownership change took place, and the rejoin for the revocation still happened.
     assert len(owned(lab, "C1")) == 2 and len(owned(lab, "C2")) == 2
-    # CB-3: poll raises it once the rebalance completed, once (callbacks are not re-run: CB-5).
+    # poll raises it once the rebalance completed, once (callbacks are not re-run).
     assert c1.poll_errors == ["on_partitions_revoked raised"]
     raised = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "poll_error" in e.payload)
     assert raised.step > next(
@@ -314,7 +314,7 @@ def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     c1 = callbacks(lab, "C1", mark)
     assert ("on_partitions_assigned", ["b-0"]) in c1
     took = first_step(lab, "C1", "on_partitions_assigned", "b-0", mark)
-    # Step 3: C2 learns it is out: on_partitions_lost [b-0], then rejoins claiming nothing (C-4).
+    # Step 3: C2 learns it is out: on_partitions_lost [b-0], then rejoins claiming nothing.
     c2 = callbacks(lab, "C2", mark)
     assert c2[0] == ("on_partitions_lost", ["b-0"])
     assert first_step(lab, "C2", "on_partitions_lost", "b-0", mark) > took  # it was a zombie meanwhile
@@ -342,12 +342,12 @@ def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalan
     lab.change_subscription("C1", topics=["a"])
     stable(lab)
     assert callbacks(lab, "C1", mark) == [
-        ("on_partitions_revoked", ["b-0"]),  # C-2: before JoinGroup, only the dropped topic's
+        ("on_partitions_revoked", ["b-0"]),  # before JoinGroup, only the dropped topic's
         ("on_assignment", ["a-0"]),
         ("on_partitions_assigned", []),
     ]
     assert joins(lab, "C1", mark) == [["a-0"]]
-    assert joins(lab, "C2", mark) == [["b-1"]]  # C-1: after REBALANCE_IN_PROGRESS, all it owns
+    assert joins(lab, "C2", mark) == [["b-1"]]  # after REBALANCE_IN_PROGRESS, all it owns
     (view,) = leader_views(lab, mark)  # one rebalance: b-0 is ready to migrate
     assert view["withheld"] == [] and view["final"] == {"C1": ["a-0"], "C2": ["b-0", "b-1"]}
     assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0", "b-1"]), ("on_partitions_assigned", ["b-0"])]
@@ -381,11 +381,11 @@ def test_sc07_a_deleted_topics_partitions_are_lost_not_revoked():
     stable(lab)
     holder, other = "C1", "C2"
     kept = {m: owned(lab, m) for m in ("C1", "C2")}
-    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # the digest's C1 {a-0, x-0}
+    assert len(kept["C1"]) == 2 and "x-0" in kept["C1"] and len(kept["C2"]) == 1  # C1 {a-0, x-0}
     mark = lab.step_count
     lab.delete_topic("x")
     stable(lab)
-    assert callbacks(lab, holder, mark)[0] == ("on_partitions_lost", ["x-0"])  # C-3 (001 L229)
+    assert callbacks(lab, holder, mark)[0] == ("on_partitions_lost", ["x-0"])
     assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
     assert owned(lab, holder) == [p for p in kept[holder] if p != "x-0"] and owned(lab, other) == kept[other]
     assert len(leader_views(lab, mark)) == 1  # no further rebalance
@@ -473,7 +473,7 @@ def test_sc10_sc11_the_two_bounce_upgrade_never_double_assigns():
     assert lab.clients["C1"].rebalance_protocol is RebalanceProtocol.COOPERATIVE
     assert lab.clients["C1"].protocol_name == "cooperative-sticky"  # C1 no longer lists range
     mixed = lab.step_count
-    lab.close("C2")  # SC-11: a rebalance of the mixed group
+    lab.close("C2")  # a rebalance of the mixed group
     stable(lab)
     # The eager C3 claims nothing and is told its full set; the cooperative C1 claims what it owns
     # and is told only what is new.
@@ -704,7 +704,8 @@ class RevokeOnlyListener:
 
 
 def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
-    """KIP-429 §4.1 (CB-9): onPartitionsLost defaults to onPartitionsRevoked."""
+    """onPartitionsLost defaults to onPartitionsRevoked (KIP-429, *ConsumerRebalanceListener and
+    ConsumerPartitionAssignor Semantics*)."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     lab.create_topic("x", 1)
@@ -762,7 +763,7 @@ def _subscription(topics, owned=(), generation=1):
 
 
 def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
-    """L-3 / L-d on an assignor that does not withhold (SC-02 step 3 with range's intent)."""
+    """On an assignor that does not withhold (with range's intent)."""
     subscriptions = {"C1": _subscription(["a", "b"], [("a", 0), ("b", 0)]), "C2": _subscription(["a", "b"])}
     final, withheld, returned = cc.leader_adjustment(
         {"C1": [("a", 0)], "C2": [("b", 0)]}, subscriptions, {"a": 1, "b": 1}
@@ -771,7 +772,7 @@ def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
 
 
 def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer():
-    """SC-07b / L-f: the leader's metadata does not know topic x (stale); C2 keeps x-0."""
+    """The leader's metadata does not know topic x (stale); C2 keeps x-0."""
     subscriptions = {"C1": _subscription(["a"], [("a", 0)]), "C2": _subscription(["a", "x"], [("a", 1), ("x", 0)])}
     final, withheld, returned = cc.leader_adjustment({"C1": [("a", 0)], "C2": [("a", 1)]}, subscriptions, {"a": 2})
     assert final == {"C1": [("a", 0)], "C2": [("a", 1), ("x", 0)]}
@@ -779,7 +780,7 @@ def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer
 
 
 def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest_claim():
-    """L-e: nobody claims b-0, so it goes straight to its new owner; two claims on x-0 (a zombie
+    """Nobody claims b-0, so it goes straight to its new owner; two claims on x-0 (a zombie
     and the current owner): the higher generation gets it back."""
     subscriptions = {
         "C1": _subscription(["a", "b", "x"], [("a", 0), ("x", 0)], generation=3),
@@ -810,7 +811,7 @@ def test_time_travel_replays_a_classic_run_exactly():
     "callbacks", [CallbackConfig(), CallbackConfig(on_partitions_revoked_ms=300, on_partitions_assigned_ms=700)]
 )
 def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks):
-    """compute_metrics' definition of stable (from the trace alone) agrees with Lab.is_stable for
+    """Compute_metrics' definition of stable (from the trace alone) agrees with Lab.is_stable for
     classic groups: a leave, a return, added partitions, a deleted topic, callbacks that take time."""
     from kip_lab.lab import actions as a
     from kip_lab.lab.metrics import stability_by_step

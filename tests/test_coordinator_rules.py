@@ -1,7 +1,7 @@
-"""KIP-848 group coordinator: one test per rule of the digest (§2.2, §2.4, §4.1, §5, §6.1).
+"""KIP-848 group coordinator: one test per rule of `docs/rules.md`.
 
 Rule ids (T1-T9, RC1-RC13, SM1-SM4, F1-F4, R1-R3) refer to
-``/work/shared/research/kip848-inventory.md``. Where the KIP is silent the expected values
+``docs/rules.md``, which quotes the KIP sentence each stands for. Where the KIP is silent the expected values
 are Apache Kafka's ``GroupMetadataManager`` behaviour.
 """
 
@@ -44,7 +44,7 @@ def group_epoch_records(result) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
-# §4.1.2 request validation
+# request validation (KIP-848 *Consumer Group Heartbeat API → Request Validation*)
 # ---------------------------------------------------------------------------------------
 JOIN = {"member_epoch": 0, "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["foo"]}
 
@@ -217,7 +217,7 @@ def test_second_join_gets_pending_partitions_until_released(h):
 
 
 # ---------------------------------------------------------------------------------------
-# Group epoch triggers (T1-T9): exactly +1 each
+# Group epoch triggers: exactly +1 each
 # ---------------------------------------------------------------------------------------
 def test_t1_join_bumps_once(h):
     stable_ab(h)
@@ -432,7 +432,7 @@ def test_t9_static_member_not_back_within_session_timeout_is_removed_and_bumps_o
 
 
 # ---------------------------------------------------------------------------------------
-# Not triggers (N1, N2, N4) and Kafka's rack / rebalance timeout handling
+# Not triggers and Kafka's rack / rebalance timeout handling
 # ---------------------------------------------------------------------------------------
 def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
     stable_ab(h)

@@ -1,17 +1,17 @@
-"""The seed's KIP-848 case studies as golden tests: every step of the digest's tables.
+"""KIP-848's case studies as golden tests: every step of the KIP's tables.
 
 Each step asserts the group epoch, the target (epoch and per-member partitions, in target
 order), every member's cell (epoch, usable, pending, revoking), the group state, the
 response the acting member got, and the records the step wrote. After every step a
 coordinator rebuilt from the log must equal the live one.
 
-Timing (digest §11 "timing convention", A43): the coordinator follows Kafka — a heartbeat
+Timing: the coordinator follows Kafka — a heartbeat
 that bumps the group epoch also computes the target and reconciles its sender, writing one
-batch for each. The seed draws those as separate snapshots; we check them by replaying the
+batch for each. The KIP draws those as separate snapshots; we check them by replaying the
 log batch by batch (``per_batch``). The response carries an assignment only on a full
 request or when the member's usable partitions changed (Kafka); an epoch move alone shows
-``None`` where the digest's derived Response column repeats the partitions. One consequence:
-a joining member is already at the new epoch when the seed still shows it at epoch 0 (Basic
+``None`` where the KIP's derived Response column repeats the partitions. One consequence:
+a joining member is already at the new epoch when the KIP still shows it at epoch 0 (Basic
 step 11 below), noted where it occurs.
 """
 
@@ -31,7 +31,7 @@ JOIN_RECORDS = [
 def test_basic_case_l2850():
     case = Case(partitions=3)
 
-    # Steps 0-2 (L2854-2879): A joins; the target gives it everything; it moves to epoch 1.
+    # Steps 0-2: A joins; the target gives it everything; it moves to epoch 1.
     result = case.join("A")
     assert record_names(result) == [
         "MemberMetadata(A)",
@@ -49,7 +49,7 @@ def test_basic_case_l2850():
     assert result.response.member_id == "A"
     case.assert_rebuild_equals_live()
 
-    # Steps 3-5 (L2881-2914): B joins, target {A:[0,1], B:[2]}; B at epoch 2 waits for foo-2.
+    # Steps 3-5: B joins, target {A:[0,1], B:[2]}; B at epoch 2 waits for foo-2.
     result = case.join("B")
     assert record_names(result) == [
         "MemberMetadata(B)",
@@ -68,7 +68,7 @@ def test_basic_case_l2850():
     assert response_view(result) == ("NONE", 2, [], [2])
     case.assert_rebuild_equals_live()
 
-    # Step 6 (L2916): A heartbeats and is told to revoke foo-2 — no new partitions, same epoch.
+    # Step 6: A heartbeats and is told to revoke foo-2 — no new partitions, same epoch.
     result = case.heartbeat("A", owned=[0, 1, 2])
     assert response_view(result) == ("NONE", 1, [0, 1], [])
     assert record_names(result) == ["CurrentMemberAssignment(A)"]
@@ -78,7 +78,7 @@ def test_basic_case_l2850():
     assert ("rebalance", "g", "A") in case.gc.timers()
     case.assert_rebuild_equals_live()
 
-    # Step 7 (L2918-2928): A acknowledges (owned [0,1]); it moves to epoch 2, foo-2 is released.
+    # Step 7: A acknowledges (owned [0,1]); it moves to epoch 2, foo-2 is released.
     result = case.heartbeat("A", owned=[0, 1])
     assert response_view(result) == ("NONE", 2, None, None)
     assert record_names(result) == ["CurrentMemberAssignment(A)"]
@@ -86,14 +86,14 @@ def test_basic_case_l2850():
     assert ("rebalance", "g", "A") not in case.gc.timers()
     case.assert_rebuild_equals_live()
 
-    # Step 8 (L2930-2940): B heartbeats and gets foo-2.
+    # Step 8: B heartbeats and gets foo-2.
     result = case.heartbeat("B", owned=[])
     assert response_view(result) == ("NONE", 2, [2], [])
     assert record_names(result) == ["CurrentMemberAssignment(B)"]
     assert case.now() == Snapshot(2, 2, {"A": [0, 1], "B": [2]}, {"A": "e2 [0,1]", "B": "e2 [2]", "C": "-"}, "Stable")
     case.assert_rebuild_equals_live()
 
-    # Steps 9, 10, 12 (L2942-3007): C joins, target {A:[0], B:[2], C:[1]}; C at epoch 3 waits for foo-1.
+    # Steps 9, 10, 12: C joins, target {A:[0], B:[2], C:[1]}; C at epoch 3 waits for foo-1.
     result = case.join("C")
     assert record_names(result) == [
         "MemberMetadata(C)",
@@ -112,7 +112,7 @@ def test_basic_case_l2850():
     assert response_view(result) == ("NONE", 3, [], [1])
     case.assert_rebuild_equals_live()
 
-    # Step 11 (L2971-2984): B has nothing to revoke and moves to epoch 3. (The seed still shows C
+    # Step 11: B has nothing to revoke and moves to epoch 3. (The KIP still shows C
     # at epoch 0 here; C already reconciled in its join heartbeat, as in Kafka.)
     result = case.heartbeat("B", owned=[2])
     assert response_view(result) == ("NONE", 3, None, None)
@@ -120,7 +120,7 @@ def test_basic_case_l2850():
     assert case.now().members == {"A": "e2 [0,1]", "B": "e3 [2]", "C": "e3 [] p[1]"}
     case.assert_rebuild_equals_live()
 
-    # Step 12 (L2986-3007): C heartbeats; foo-1 is still held by A, nothing visible changes. As in
+    # Step 12: C heartbeats; foo-1 is still held by A, nothing visible changes. As in
     # Kafka, the record is rewritten once so that previous_member_epoch catches up (0 -> 3).
     result = case.heartbeat("C", owned=[])
     assert response_view(result) == ("NONE", 3, None, None)
@@ -129,19 +129,19 @@ def test_basic_case_l2850():
     assert case.heartbeat("C", owned=[]).records == []
     case.assert_rebuild_equals_live()
 
-    # Step 13 (L3009): A is told to revoke foo-1.
+    # Step 13: A is told to revoke foo-1.
     result = case.heartbeat("A", owned=[0, 1])
     assert response_view(result) == ("NONE", 2, [0], [])
     assert case.now().members == {"A": "e2 [0] r[1]", "B": "e3 [2]", "C": "e3 [] p[1]"}
     case.assert_rebuild_equals_live()
 
-    # Step 14 (L3011): A acknowledges, moves to epoch 3, foo-1 is released.
+    # Step 14: A acknowledges, moves to epoch 3, foo-1 is released.
     result = case.heartbeat("A", owned=[0])
     assert response_view(result) == ("NONE", 3, None, None)
     assert case.now().members == {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [] p[1]"}
     case.assert_rebuild_equals_live()
 
-    # Step 15 (L3013-3026): C gets foo-1; everyone is at the group epoch.
+    # Step 15: C gets foo-1; everyone is at the group epoch.
     result = case.heartbeat("C", owned=[])
     assert response_view(result) == ("NONE", 3, [1], [])
     assert case.now() == Snapshot(
@@ -152,12 +152,12 @@ def test_basic_case_l2850():
 
 def test_third_member_joins_l3028():
     case = Case(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
-    # Step 0 (L3030-3038): the stable start, rebuilt from its records.
+    # Step 0: the stable start, rebuilt from its records.
     assert case.now() == Snapshot(
         21, 21, {"A": [0, 1, 2], "B": [3, 4, 5]}, {"A": "e21 [0,1,2]", "B": "e21 [3,4,5]", "C": "-"}, "Stable"
     )
 
-    # Steps 1-2 (L3040-3068): C joins, target {A:[0,1], B:[3,4], C:[2,5]}; C at 22 gets nothing yet.
+    # Steps 1-2: C joins, target {A:[0,1], B:[3,4], C:[2,5]}; C at 22 gets nothing yet.
     result = case.join("C")
     assert record_names(result) == [
         "MemberMetadata(C)",
@@ -181,34 +181,34 @@ def test_third_member_joins_l3028():
     assert response_view(result) == ("NONE", 22, [], [2, 5])
     case.assert_rebuild_equals_live()
 
-    # Step 3 (L3070): A is told to revoke foo-2.
+    # Step 3: A is told to revoke foo-2.
     assert response_view(case.heartbeat("A", owned=[0, 1, 2])) == ("NONE", 21, [0, 1], [])
-    # Step 4 (L3072): B is told to revoke foo-5.
+    # Step 4: B is told to revoke foo-5.
     assert response_view(case.heartbeat("B", owned=[3, 4, 5])) == ("NONE", 21, [3, 4], [])
     assert case.now().members == {"A": "e21 [0,1] r[2]", "B": "e21 [3,4] r[5]", "C": "e22 [] p[2,5]"}
     case.assert_rebuild_equals_live()
 
-    # Step 5 (L3074): C heartbeats; nothing changes for it (no assignment in the response; the
+    # Step 5: C heartbeats; nothing changes for it (no assignment in the response; the
     # record is rewritten once for previous_member_epoch, as in Kafka).
     result = case.heartbeat("C", owned=[])
     assert response_view(result) == ("NONE", 22, None, None)
     assert record_names(result) == ["CurrentMemberAssignment(C)"]
 
-    # Step 6 (L3076): A acknowledges, moves to 22; foo-2 is released.
+    # Step 6: A acknowledges, moves to 22; foo-2 is released.
     result = case.heartbeat("A", owned=[0, 1])
     assert response_view(result) == ("NONE", 22, None, None)
     assert record_names(result) == ["CurrentMemberAssignment(A)"]
     case.assert_rebuild_equals_live()
 
-    # Step 7 (L3078-3091): C gets foo-2; foo-5 is still held by B.
+    # Step 7: C gets foo-2; foo-5 is still held by B.
     assert response_view(case.heartbeat("C", owned=[])) == ("NONE", 22, [2], [5])
     assert case.now().members == {"A": "e22 [0,1]", "B": "e21 [3,4] r[5]", "C": "e22 [2] p[5]"}
 
-    # Step 8 (L3093): B acknowledges, moves to 22; foo-5 is released.
+    # Step 8: B acknowledges, moves to 22; foo-5 is released.
     assert response_view(case.heartbeat("B", owned=[3, 4])) == ("NONE", 22, None, None)
     case.assert_rebuild_equals_live()
 
-    # Step 9 (L3095-3108): C gets "foo-2 and foo-5" — the full usable set.
+    # Step 9: C gets "foo-2 and foo-5" — the full usable set.
     assert response_view(case.heartbeat("C", owned=[2])) == ("NONE", 22, [2, 5], [])
     assert case.now() == Snapshot(
         22,
@@ -238,7 +238,7 @@ def test_member_failure_l3110():
     assert case.gc.advance(4_999) == []  # nothing before the session timeout
     assert "A" in case.gc.groups["g"].members
 
-    # Step 1 (L3127-3138): A's session expires at 45 s; A removed, GE 23; the target still lists A.
+    # Step 1: A's session expires at 45 s; A removed, GE 23; the target still lists A.
     [expired] = case.gc.advance(1)
     assert case.gc.now_ms == 45_000
     assert expired.origin == "session timeout A"
@@ -248,7 +248,7 @@ def test_member_failure_l3110():
     )
     case.assert_rebuild_equals_live()
 
-    # Step 2 (L3140-3150): the new target {B:[3,4,0], C:[2,5,1]} (computed in B's heartbeat).
+    # Step 2: the new target {B:[3,4,0], C:[2,5,1]} (computed in B's heartbeat).
     result = case.heartbeat("B", owned=[3, 4])
     assert record_names(result) == [
         "TargetAssignmentMember(B)",
@@ -261,7 +261,7 @@ def test_member_failure_l3110():
     assert step2 == Snapshot(
         23, 23, {"B": [3, 4, 0], "C": [2, 5, 1]}, {"A": "-", "B": "e22 [3,4]", "C": "e22 [2,5]"}, "Reconciling"
     )
-    # Step 3 (L3152-3162): B and C move to 23; foo-0 and foo-1 are free at once (no revocation).
+    # Step 3: B and C move to 23; foo-0 and foo-1 are free at once (no revocation).
     assert step3_b.members["B"] == "e23 [0,3,4]"
     assert response_view(result) == ("NONE", 23, [0, 3, 4], [])
     result = case.heartbeat("C", owned=[2, 5])
@@ -277,7 +277,7 @@ def test_partition_added_l3164():
     case.members = ("A", "B")
     assert case.now() == Snapshot(22, 22, {"A": [0], "B": []}, {"A": "e22 [0]", "B": "e22 []"}, "Stable")
 
-    # Steps 1-3 (L3178-3212): foo-1 is created; the coordinator notices it on the next heartbeat,
+    # Steps 1-3: foo-1 is created; the coordinator notices it on the next heartbeat,
     # bumps the group epoch (step 1), computes {A:[0], B:[1]} (step 2), and A moves to 23.
     case.cluster.add_partitions("foo", 1)
     result = case.heartbeat("A")

@@ -1,4 +1,4 @@
-"""Online migration beyond the seed's case: each migration policy, conversion both ways, the
+"""Online migration beyond the KIP's case: each migration policy, conversion both ways, the
 rejections, classic members timing out or leaving mid-migration, static classic members, and a
 classic member whose new partitions are not yet free (docs/decisions.md M-entries)."""
 
@@ -22,7 +22,7 @@ from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 
 
 def upgraded(**config) -> MigrationCase:
-    """The seed's start, then A restarts with the consumer protocol (the group is converted)."""
+    """The KIP's start, then A restarts with the consumer protocol (the group is converted)."""
     case = MigrationCase(**config)
     assert case.consumer_join("A").response.error_code.name == "NONE"
     return case
@@ -293,7 +293,7 @@ def test_downgrade_when_the_last_consumer_member_times_out():
 
 
 def test_cooperative_classic_member_revokes_then_rejoins_for_the_next_epoch():
-    """M19 / digest A35: a cooperative member joins still owning what it keeps *and* what it must give up."""
+    """M19: a cooperative member joins still owning what it keeps *and* what it must give up."""
     case = upgraded()
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
     joined = case.classic_join("c", owned=[2, 5], generation=22)  # target of 23: c gets foo-4 too

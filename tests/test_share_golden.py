@@ -1,7 +1,7 @@
 """KIP-932's worked examples, every step asserted: the in-flight records example and the share-state writes.
 
 States are compared offset by offset (state, delivery count); writes as (StartOffset,
-[(FirstOffset, LastOffset, DeliveryState, DeliveryCount)]) exactly as the seed prints them;
+[(FirstOffset, LastOffset, DeliveryState, DeliveryCount)]) exactly as the KIP prints them;
 the share coordinator's stored state after replaying its records, and a coordinator rebuilt
 from its log, after every step.
 """
@@ -29,7 +29,7 @@ def assert_replay_matches(rig: Rig) -> None:
     assert rig.rebuilt().states == rig.coordinator.states
 
 
-# -- the share-state writes example [L988-1196] ------------------------------------------------
+# -- the share-state writes example ------------------------------------------------
 def test_share_state_writes_example_every_step() -> None:
     rig = make_rig(100)  # a topic-partition whose latest offset is 100; SP initialized with StartOffset -1
     sent = 0  # the load writes the resolved start offset (step 0)
@@ -129,7 +129,7 @@ def test_share_state_writes_example_every_step() -> None:
         None,
         (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]),
     )
-    # 10: acknowledge 110 (consumer 1): the SPSO moves to 111 but the seed's write keeps StartOffset -1
+    # 10: acknowledge 110 (consumer 1): the SPSO moves to 111 but the KIP's write keeps StartOffset -1
     rig.sp.acknowledge("C1", [ack(110, 110, ACCEPT)])
     step(
         expand((111, 112, ACQUIRED, 2), (113, 119, ACKNOWLEDGED, 1), (120, 120, ACQUIRED, 1)),
@@ -165,7 +165,7 @@ def test_share_state_writes_records_on_the_state_topic() -> None:
     ]
 
 
-# -- the in-flight records example [L527-555] ----------------------------------------------------
+# -- the in-flight records example ----------------------------------------------------
 def test_in_flight_records_example() -> None:
     rig = make_rig()
     rig.log.append(2)  # offsets 0-1

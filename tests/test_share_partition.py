@@ -32,7 +32,7 @@ def test_record_state_machine_is_enforced() -> None:
 
 
 def test_poison_message_released_until_the_limit_then_archived_while_others_flow() -> None:
-    """D-01: record 1 fails every delivery; dc 1..5, then Archived; record 0 and 2 are consumed meanwhile."""
+    """Record 1 fails every delivery; dc 1..5, then Archived; record 0 and 2 are consumed meanwhile."""
     rig = make_rig(config=SharePartitionConfig(delivery_count_limit=5), start_offset=0)
     rig.log.append(3)
     writes = []
@@ -77,7 +77,7 @@ def test_reject_archives_whatever_the_delivery_count() -> None:
 
 
 def test_acknowledgement_by_another_member_fails_atomically() -> None:
-    """D-03 / D-08: one batch covering a record of another member fails whole; nothing changes, nothing written."""
+    """One batch covering a record of another member fails whole; nothing changes, nothing written."""
     rig = make_rig(start_offset=0)
     rig.log.append(2)
     rig.log.append(1)
@@ -92,7 +92,7 @@ def test_acknowledgement_by_another_member_fails_atomically() -> None:
 
 
 def test_late_acknowledgement_after_lock_expiry_fails_and_can_be_reacquired() -> None:
-    """D-04 (R-LK-05)."""
+    """An acknowledgement after the acquisition lock ran out is refused; the record is acquired again, count 2."""
     rig = make_rig(start_offset=0)
     rig.log.append(1)
     rig.sp.acquire("C1", 1)
@@ -113,7 +113,7 @@ def test_malformed_batches_are_invalid_requests() -> None:
 
 
 def test_acquired_records_cap_and_window_cap() -> None:
-    """D-02 / R-LM-01/02: with max locks 3, C2 gets nothing until C1's records are settled."""
+    """With max locks 3, C2 gets nothing until C1's records are settled."""
     rig = make_rig(config=SharePartitionConfig(partition_max_record_locks=3), start_offset=0)
     rig.log.append(5)
     assert ranges(rig.sp.acquire("C1", 10)) == [(0, 2, 1)]
@@ -138,7 +138,7 @@ def test_whole_batches_share_one_lock_and_the_rest_of_a_cut_batch_waits_in_fligh
 
 
 def test_gap_acknowledgement_archives_compacted_offsets() -> None:
-    """R-BT-04 / A-21: the leader hands out 0-4 although 2 was compacted away; the consumer acks it as GAP."""
+    """The leader hands out 0-4 although 2 was compacted away; the consumer acks it as GAP."""
     rig = make_rig(start_offset=0)
     rig.log.append(5)
     rig.log.compact([2])
@@ -150,7 +150,7 @@ def test_gap_acknowledgement_archives_compacted_offsets() -> None:
 
 
 def test_log_start_moving_archives_what_it_passes_and_late_acks_succeed() -> None:
-    """S-14 / R-SP-06/07: retention to 3 while 1 is acquired; its acknowledgement still succeeds."""
+    """Retention to 3 while 1 is acquired; its acknowledgement still succeeds."""
     rig = make_rig(start_offset=0)
     rig.log.append(6)
     rig.sp.acquire("C1", 2)
@@ -166,7 +166,7 @@ def test_log_start_moving_archives_what_it_passes_and_late_acks_succeed() -> Non
 
 
 def test_read_committed_skips_aborted_and_holds_at_the_last_stable_offset() -> None:
-    """S-15: 0-1 plain, 2-3 transactional (open, then aborted), 5 plain after the marker at 4."""
+    """0-1 plain, 2-3 transactional (open, then aborted), 5 plain after the marker at 4."""
     config = SharePartitionConfig(isolation_level="read_committed")
     rig = make_rig(config=config, start_offset=0)
     rig.log.append(2)
@@ -253,7 +253,8 @@ def new_leader(rig: Rig) -> SharePartition:
 
 
 def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
-    """§4.10 derived: Acquired is not persisted; a new leader sees the last durable states and dc undercounts."""
+    """Acquired is not persisted: a new leader sees the last durable states, and delivery counts undercount
+    (derived from KIP-932, *Share-group state persistence*)."""
     rig = make_rig(100)
     rig.log.append(10)
     rig.sp.acquire("C1", 3)
@@ -286,7 +287,7 @@ def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> N
 
 
 def test_config_names_and_bounds() -> None:
-    """A-01: the diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
+    """The diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
     assert SharePartitionConfig(delivery_attempt_limit=3).delivery_count_limit == 3
     with pytest.raises(ValueError, match="delivery_count_limit"):
         SharePartitionConfig(delivery_count_limit=11)

@@ -1,4 +1,4 @@
-"""Share sessions on the share-partition leader: KIP-932's 15-row session matrix, S-09, piggy-backing, rotation."""
+"""Share sessions on the share-partition leader: KIP-932's 15-row session matrix, piggy-backing, rotation."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def test_session_sequence_s09(leader: SharePartitionLeader) -> None:
         ("fetch", 1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 4
         ("fetch", 7, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 5
         ("fetch", 1, True, None, Errors.NONE),  # row 6
-        ("fetch", -1, True, "forget", Errors.INVALID_REQUEST),  # row 7 (A-16)
+        ("fetch", -1, True, "forget", Errors.INVALID_REQUEST),  # row 7
         ("fetch", -1, False, None, Errors.SHARE_SESSION_NOT_FOUND),  # row 8
         ("fetch", -1, True, None, Errors.NONE),  # row 9
         ("ack", 0, True, None, Errors.INVALID_SHARE_SESSION_EPOCH),  # row 10
@@ -181,7 +181,7 @@ def test_acknowledge_only_partition_is_not_fetched(leader: SharePartitionLeader)
 
 
 def test_rotation_across_partitions(leader: SharePartitionLeader) -> None:
-    """R-FE-03: with a budget of 1 record, successive fetches start at successive partitions."""
+    """With a budget of 1 record, successive fetches start at successive partitions."""
     firsts = []
     r = leader.share_fetch(fetch(0, partitions=(0, 1), max_records=1))
     firsts.append(sorted(acquired(r)))
@@ -223,7 +223,7 @@ def test_unknown_partition_is_a_partition_error(leader: SharePartitionLeader) ->
 
 
 def test_admin_reset_reloads_the_share_partition_on_its_first_session(leader: SharePartitionLeader) -> None:
-    """S-11 step 3 / R-SL-02: the state epoch moved, so the first session re-reads the state."""
+    """The state epoch moved, so the first session re-reads the state."""
     leader.share_fetch(fetch(0, max_records=2))
     leader.share_fetch(fetch(-1))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
@@ -297,7 +297,7 @@ def test_a_refused_write_is_the_acknowledgement_error(leader: SharePartitionLead
 
 
 def test_each_share_group_has_its_own_share_partition(leader: SharePartitionLeader) -> None:
-    """R-SG-05: two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
+    """Two groups reading topic_uuid:0 each get every record, with their own delivery counts."""
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)
     initialize(coordinator, start_offset=0, group_id="G2")
     first = leader.share_fetch(fetch(0, max_records=10))

@@ -1,17 +1,17 @@
 """The share consumer's record bookkeeping: delivered records, acknowledgements, and the two modes.
 
-KIP-932's ``KafkaShareConsumer`` rules (digest §8.2-8.3):
+KIP-932's ``KafkaShareConsumer`` rules:
 
 * the mode is decided by use: calling ``acknowledge`` makes the consumer *explicit*; a
   commit or the next poll with delivered records and no ``acknowledge`` makes it *implicit*
   (every delivered record is ACCEPTed). The modes cannot be mixed: ``acknowledge`` on an
   implicit consumer raises;
 * only records of the latest poll can be acknowledged, once, and per partition in the order
-  they were returned (non-decreasing offsets, decision SG-8);
+  they were returned (non-decreasing offsets, docs/decisions.md SG8);
 * an explicit consumer's unacknowledged records stay Acquired and are handed back at the next
   poll (the broker's lock keeps running);
 * close: explicit, pending acknowledgements are sent and the rest released; implicit, every
-  delivered record is released (R-CL-07).
+  delivered record is released.
 
 Pure data, no clock and no network: the Lab's ``ShareConsumer`` drives it, tests poke it.
 """
@@ -99,7 +99,7 @@ class Acknowledgements:
     def on_poll(self, records: list[DeliveredRecord]) -> list[DeliveredRecord]:
         """A poll: implicit acknowledgement of the previous batch, then what the app gets now.
 
-        An explicit consumer's unacknowledged records come back first (seed S-08, A-30).
+        An explicit consumer's unacknowledged records come back first.
         """
         self._accept_all_implicitly()
         self._last = {}

@@ -304,7 +304,7 @@ class ShareConsumer(MemberPlumbing):
             self._timer("heartbeat", self.heartbeat_interval_ms)
             return
         if error in (Errors.UNKNOWN_MEMBER_ID, Errors.FENCED_MEMBER_EPOCH):
-            # R-HB-03: stop fetching from the revoked partitions and rejoin with epoch 0 (same member id).
+            # stop fetching from the revoked partitions and rejoin with epoch 0 (same member id).
             if self.state is not MemberState.JOINING:
                 self._transition(MemberState.FENCED, "fenced")
                 self._forget(set(self.assigned))
@@ -339,7 +339,7 @@ class ShareConsumer(MemberPlumbing):
         """Partitions no longer assigned: their unsent acknowledgements and buffered records are dropped.
 
         Kafka sends the pending acknowledgements first; the records come back through lock expiry
-        or the session's end otherwise. Dropping them keeps the model small (decision SG-9).
+        or the session's end otherwise. Dropping them keeps the model small (docs/decisions.md SG9).
         """
         if not partitions:
             return
@@ -515,7 +515,7 @@ class ShareConsumer(MemberPlumbing):
         return record.offset in self.acks.delivered.get(record.tp, {})
 
     def _commit(self, acks: dict[TP, list[AcknowledgementBatch]]) -> list[int]:
-        """commitSync / commitAsync: a ShareAcknowledge to each leader with an open session."""
+        """CommitSync / commitAsync: a ShareAcknowledge to each leader with an open session."""
         by_broker: dict[str, dict[TP, list[AcknowledgementBatch]]] = {}
         for tp, batches in acks.items():
             by_broker.setdefault(self._leader(tp), {})[tp] = batches

@@ -435,7 +435,7 @@ class GroupCoordinator(
     def _member_tombstones(group_id: str, member_id: str) -> list[Record]:
         """Removal writes the current assignment and member tombstones (KIP W2).
 
-        The member's *target* entry stays until the next target is computed, as the seed's
+        The member's *target* entry stays until the next target is computed, as the KIP's
         Member Failure case shows ("the target still lists A").
         """
         return [
@@ -516,7 +516,7 @@ class GroupCoordinator(
         group_epoch: int,
         old_target: dict[str, TargetPartitions] | None = None,
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
-        """Run the server-side assignor; the batch holds changed members then the epoch (W3)."""
+        """Run the server-side assignor; the batch holds changed members then the epoch."""
         old_target = group.target if old_target is None else old_target
         spec = self._assignment_spec(members, metadata, old_target)
         assignor = self._server_assignor(members)

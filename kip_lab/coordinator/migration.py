@@ -68,7 +68,7 @@ from kip_lab.protocol.records import (
 )
 from kip_lab.runtime.log import Record
 
-# The seed: only members whose embedded consumer protocol is v3+ (KIP-792) can be migrated.
+# The KIP: only members whose embedded consumer protocol is v3+ (KIP-792) can be migrated.
 MIGRATION_MIN_CONSUMER_PROTOCOL_VERSION = 3
 
 
@@ -148,7 +148,7 @@ class OnlineMigration:
         return applied
 
     def _validate_online_upgrade(self, classic: ClassicGroup) -> None:
-        """Kafka's ``validateOnlineUpgrade`` (GROUP_ID_NOT_FOUND), plus the seed's protocol-version rule."""
+        """Kafka's ``validateOnlineUpgrade`` (GROUP_ID_NOT_FOUND), plus the KIP's protocol-version rule."""
         if not self.config.migration_policy.upgrade_enabled:
             raise ApiError(
                 Errors.GROUP_ID_NOT_FOUND,
@@ -167,7 +167,7 @@ class OnlineMigration:
             )
 
     def _conversion_records(self, classic: ClassicGroup) -> list[Record]:
-        """The consumer group a classic group becomes: everything at epoch = generation (seed M4, M5)."""
+        """The consumer group a classic group becomes: everything at epoch = generation (docs/decisions.md M4, M5)."""
         generation = classic.generation_id
         members: dict[str, ConsumerGroupMember] = {}
         for member_id, m in sorted(classic.members.items()):
@@ -312,7 +312,7 @@ class OnlineMigration:
 
         Behind the group epoch (Kafka) decides the Heartbeat answer: a classic member's JoinGroup
         is what computes its new target. Behind the target epoch decides the state we show
-        (docs/decisions.md M3): the seed triggers a member's rebalance when its new target exists.
+        (docs/decisions.md M3): the KIP triggers a member's rebalance when its new target exists.
         """
         return (
             self._behind(epoch, member)
@@ -321,7 +321,7 @@ class OnlineMigration:
         )
 
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
-        """The seed's classic state of a classic member inside a consumer group (digest 3.4), or None.
+        """The KIP's classic state of a classic member inside a consumer group , or None.
 
         CompletingRebalance from its JoinGroup until its SyncGroup; PreparingRebalance while it
         must rejoin; Stable otherwise. Derived (Kafka stores no such state), so it is soft.

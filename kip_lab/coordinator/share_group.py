@@ -339,7 +339,7 @@ class ShareGroupHandlers:
                     Errors.GROUP_MAX_SIZE_REACHED,
                     f"The share group has reached its maximum capacity of {self.share_config.max_size} members.",
                 )
-            # A join with a known member id is a new incarnation of it: nothing assigned (decision SG-4).
+            # A join with a known member id is a new incarnation of it: nothing assigned (docs/decisions.md SG4).
             member = ShareGroupMember(member_id) if known is None else replace(known, member_epoch=0, assigned={})
         else:
             member = group.member(r.member_id)
@@ -432,7 +432,7 @@ class ShareGroupHandlers:
     def _share_target(
         self, group: ShareGroup, members: dict[str, ShareGroupMember], metadata: dict[str, tuple[str, int]]
     ) -> dict[str, dict[str, tuple[int, ...]]]:
-        """The SimpleAssignor over the subscribed share-partitions that have state (R-GI-01)."""
+        """The SimpleAssignor over the subscribed share-partitions that have state."""
         assignable: dict[str, tuple[int, ...]] = {}
         for _, (topic_id, count) in sorted(metadata.items()):
             entry = group.initialized.get(topic_id)

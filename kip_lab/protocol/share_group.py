@@ -4,7 +4,7 @@ ShareGroupHeartbeat (membership), ShareGroupDescribe, and the admin RPCs on shar
 start offsets: AlterShareGroupOffsets, DeleteShareGroupOffsets, DescribeShareGroupOffsets.
 The KIP defines no RPCs to list or delete share groups (the admin client uses ListGroups and
 DeleteGroups with the share type); ``ListShareGroups`` and ``DeleteShareGroups`` below stand in
-for those (decision SG-6). Types are checked here; the KIP's semantic rules are checked by the
+for those (docs/decisions.md SG6). Types are checked here; the KIP's semantic rules are checked by the
 coordinator, which answers with an error code as Kafka does.
 """
 

@@ -13,7 +13,7 @@ class SharePartitionConfig(BaseModel):
     Ranges are the KIP's broker limits; ``delivery_count_limit`` is the KIP's
     ``group.share.delivery.count.limit`` (its diagram calls it ``...delivery.attempt.limit``).
     ``partition_max_record_locks`` caps both the acquired records and the in-flight window
-    (docs/decisions.md SP-4). ``auto_offset_reset`` resolves a start offset of -1 read from
+    (docs/decisions.md SP4). ``auto_offset_reset`` resolves a start offset of -1 read from
     the share coordinator.
     """
 

@@ -12,7 +12,7 @@ that may be assigned (those with initialized share state), which is what reprodu
 KIP's example table with its hashes 1, 2, ...; the default hash is CRC-32 of the member id
 (deterministic across runs, unlike Python's ``hash``). Step (2) keeps a partition's current
 members when it still has subscribers among them, and otherwise hands out the topic's
-subscribers in hash order, starting again from the first for every topic (decision SG-2).
+subscribers in hash order, starting again from the first for every topic (docs/decisions.md SG2).
 Racks, lag and throughput are ignored, as the KIP says.
 """
 

@@ -215,7 +215,7 @@ class SharePartition:
         """Read the durable state (ApiError if the share coordinator has none) and rebuild the window.
 
         A start offset of -1 is resolved from ``auto_offset_reset`` and written back at once (the
-        seed's first write, ``{StartOffset: 100, StateBatches: []}``).
+        KIP's first write, ``{StartOffset: 100, StateBatches: []}``).
         """
         result = persister.read_state(group_id, topic_id, partition, leader_epoch)
         if result.error_code is not Errors.NONE:
@@ -507,7 +507,7 @@ class SharePartition:
         return self._submit_changes(changes, f"lock {lock_id} timeout") if changes else None
 
     def move_log_start(self) -> PendingWrite | None:
-        """Retention moved the log start offset past the SPSO: everything below it is Archived (T10/T11)."""
+        """Retention moved the log start offset past the SPSO: everything below it is Archived."""
         if self.fenced is not None:
             return None
         new_start = self.log.log_start_offset
@@ -543,11 +543,11 @@ class SharePartition:
         return self._submit(self._new_write(origin, start_offset, spans, tuple(planned), new_log_start))
 
     def _start_offset_field(self, changed: list[Span]) -> tuple[int, tuple[Span, ...]]:
-        """The seed's write shape (docs/decisions.md SP-6).
+        """The KIP's write shape (docs/decisions.md SP6).
 
         A write whose SPSO move leaves no durable in-flight state is sent as just the new
         StartOffset; otherwise it carries the changed ranges and StartOffset -1, and the stored
-        start lags until a later write moves it (the seed's "Acknowledge 110" step).
+        start lags until a later write moves it (the KIP's "Acknowledge 110" step).
         """
         new_start = self._projected_start()
         if new_start > self.spso and not drop_below(overlay(self.projected_durable().spans, changed), new_start):

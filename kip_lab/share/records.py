@@ -2,8 +2,8 @@
 
 Both record types are keyed by (group, topic id, partition), so every record of one
 share-partition lands on one state-topic partition; the key version tells them apart
-(0 = ShareSnapshot, 1 = ShareUpdate). Field set: the seed's JSON schemas with signed epochs
-(docs/decisions.md SP-2): a snapshot holds the whole durable state; an update holds what one
+(0 = ShareSnapshot, 1 = ShareUpdate). Field set: the KIP's JSON schemas with signed epochs
+(docs/decisions.md SP2): a snapshot holds the whole durable state; an update holds what one
 write changed and the snapshot epoch it applies to. A ShareSnapshot whose snapshot epoch is
 -1 is the deletion marker.
 """
