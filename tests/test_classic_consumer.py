@@ -141,7 +141,7 @@ def test_bad_assignor_configurations_are_refused_before_any_join():
         ClassicConsumerConfig(group_protocol="classic", subscribed_topic_regex="t.*")
 
 
-# ---------------------------------------------------------------------------- SC-01 / SC-02
+# ----------------------------------------------------------------------------
 def test_sc01_a_new_member_joins_eager():
     lab, mark = two_member_group(EAGER)
     # Step 1: C2 is new (no generation): nothing to revoke or lose, no callback before its join;
@@ -228,7 +228,7 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
     assert owned(lab, "C1") == ["a-0"] and owned(lab, "C2") == ["b-0"]
 
 
-# ---------------------------------------------------------------------------- SC-03
+# ----------------------------------------------------------------------------
 @dataclass
 class FailingListener:
     """Raises on the listed calls (1-based, per callback); takes no simulated time."""
@@ -296,7 +296,7 @@ def test_sc03_when_two_callbacks_raise_poll_raises_the_first():
     assert lab.clients["C1"].poll_errors == ["on_partitions_revoked raised"]
 
 
-# ---------------------------------------------------------------------------- SC-04
+# ----------------------------------------------------------------------------
 def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     lab = strict_lab()
     lab.create_topic("a", 1)
@@ -328,7 +328,7 @@ def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     assert lab.clients["C2"].rebalance_metrics.failed_rebalance_total == 1
 
 
-# ---------------------------------------------------------------------------- SC-05 .. SC-08
+# ----------------------------------------------------------------------------
 def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
     lab = strict_lab()
     lab.create_topic("a", 1)
@@ -418,7 +418,7 @@ def test_a_static_member_sends_no_leave_group():
     assert callbacks(lab, "S", mark) == [("on_partitions_revoked", ["a-0"])]
 
 
-# ---------------------------------------------------------------------------- SC-09
+# ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("strategy", "revoked", "rebalances"), [(COOPERATIVE, 2, 2), (["sticky"], 6, 1)])
 def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
     lab = strict_lab()
@@ -440,7 +440,7 @@ def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
         assert callbacks(lab, "C3", mark)[-1] == ("on_partitions_assigned", owned(lab, "C3"))
 
 
-# ---------------------------------------------------------------------------- SC-10 / SC-11 / SC-12
+# ----------------------------------------------------------------------------
 def _upgrade_lab() -> Lab:
     lab = strict_lab()
     lab.create_topic("t", 6)

@@ -127,7 +127,7 @@ def test_delete_offsets_goes_through_deleting_topics_then_removes_the_state(setu
 
 
 def test_delete_group_deletes_state_then_tombstones_with_the_group_metadata_last(setup):
-    # S-12 step 2.
+    # Deleting the group: step 2.
     coordinator, share, admin, topic_id = setup
     _leave(coordinator, _join(coordinator))
     before = coordinator.log.end_offset
