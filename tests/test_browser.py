@@ -440,15 +440,15 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
             assert median(state_times) <= CLICK_MEDIAN_MS, f"click to highlighted state, ms: {sorted(state_times)}"
 
             # Play runs on by itself; Pause stops it at once
-            play, pause = page.locator(".widget-play button").nth(0), page.locator(".widget-play button").nth(1)
+            play_pause = page.locator(".widget-play button").first  # one button: play, then pause
             before = counter(page)[0]
-            play.click()
+            play_pause.click()
             page.wait_for_function(
                 "([n]) => [...document.querySelectorAll('.widget-html-content')]"
                 ".some(el => { const m = /step (\\d+)\\s+of/.exec(el.innerText); return m && +m[1] >= n; })",
                 arg=[before + 3],
             )
-            pause.click()
+            play_pause.click()
             page.wait_for_timeout(300)
             stopped = counter(page)[0]
             page.wait_for_timeout(2000)

@@ -42,6 +42,7 @@ STATUS_LEGEND = alt.Legend(
 )
 DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
 MEMBER_SCHEME = "tableau10"
+TABLEAU10 = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -203,7 +204,9 @@ def ownership_swimlanes(
                 x2="end_ms:Q",
                 y=y,
                 fill=alt.Fill(
-                    "gap:N", scale=alt.Scale(domain=[GAP_LABEL], range=[GAP_COLOR]), legend=alt.Legend(title=None)
+                    "gap:N",
+                    scale=alt.Scale(domain=[GAP_LABEL], range=[GAP_COLOR]),
+                    legend=alt.Legend(title=None, orient="top"),
                 ),
                 tooltip=[
                     alt.Tooltip("partition:N"),
@@ -282,9 +285,12 @@ def epoch_chart(
     """Group epoch, assignment epoch and each member's epoch over time (step lines)."""
     frames = _frames(frames)
     data = _epoch_lines(frames)
-    series = list(dict.fromkeys(data["series"])) if not data.empty else []
+    # members in the ownership chart's colours (the same scheme, sorted), the group's two epochs in black and grey
+    members = sorted(set(data.loc[data["kind"] == "member", "series"])) if not data.empty else []
+    series = [*members, "group epoch", "assignment epoch"]
+    colours = [TABLEAU10[i % len(TABLEAU10)] for i in range(len(members))] + ["#000000", "#9e9e9e"]
     x = alt.X("time_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
-    color = alt.Color("series:N", scale=alt.Scale(domain=series), legend=alt.Legend(title="epoch"))
+    color = alt.Color("series:N", scale=alt.Scale(domain=series, range=colours), legend=alt.Legend(title="epoch"))
     dash = alt.StrokeDash(
         "kind:N",
         scale=alt.Scale(domain=["group", "assignment", "member"], range=[[1, 0], [6, 3], [2, 2]]),
