@@ -42,7 +42,10 @@ STATUS_LEGEND = alt.Legend(
 )
 DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
 MEMBER_SCHEME = "tableau10"
-TABLEAU10 = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"]
+TABLEAU10 = [  # Vega's tableau10, the MEMBER_SCHEME, for charts that give members colours by hand
+    *("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b"),
+    *("#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"),
+]
 
 
 # ---------------------------------------------------------------------------- helpers
