@@ -113,9 +113,12 @@ def test_every_script_is_a_pair_and_none_is_in_the_learners_view() -> None:
 def test_notebook_is_stored_executed_small_and_offline(notebook: Path) -> None:
     nb = _load(notebook)
     cells = _code_cells(nb)
-    # Charts render offline: JupyterLab draws Vega-Lite v5 itself (no CDN) with the mimetype renderer.
+    # Charts render offline: JupyterLab draws Vega-Lite v5 itself (no CDN); kip_lab's renderer adds a
+    # PNG to each, for GitHub and so that JupyterLab does not add one (and mark the notebook modified).
     first = _source(cells[0])
-    assert "import altair as alt" in first and 'alt.renderers.enable("mimetype")' in first
+    assert "import altair as alt" in first and "notebook_charts()" in first
+    charts = [o for c in cells for o in c.get("outputs", []) if "application/vnd.vegalite.v5+json" in o.get("data", {})]
+    assert all("image/png" in o["data"] for o in charts), f"{notebook.name} stores a chart without its PNG"
     # Committed with outputs, none of them an error, in order.
     counts = [c["execution_count"] for c in cells]
     assert all(counts), f"{notebook.name} has cells that were not executed"

@@ -35,7 +35,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import tempfile
 from pathlib import Path
@@ -152,7 +154,7 @@ spark.sql(
 # ## Rolling bounces: what each protocol costs as the group grows
 
 # %%
-metric_panels(bounce_stats, COST, x="members", width=230, height=180).configure_legend(orient="top")
+metric_panels(bounce_stats, COST, x="members", width=200, height=180).configure_legend(orient="top")
 
 # %% [markdown]
 # A static copy of the unavailability panel (so the picture shows where JavaScript does not run):
@@ -179,7 +181,7 @@ alt.Chart(per_run).mark_point(filled=True, size=70, opacity=0.7).encode(
 
 # %%
 metric_panels(
-    failure_stats, ["max_time_to_stable_ms", "moves_after_first_event"], x="members", width=300, height=180
+    failure_stats, ["max_time_to_stable_ms", "moves_after_first_event"], x="members", width=260, height=180
 ).configure_legend(orient="top")
 
 # %% [markdown]
@@ -231,7 +233,7 @@ metric_panels(
     ["share_redeliveries", "share_records_archived"],
     x="record_lock_duration_ms",
     color="failure",
-    width=300,
+    width=260,
     height=180,
 ).configure_legend(orient="top")
 
