@@ -413,6 +413,12 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
                 overlap = min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
                 assert not overlap, f"{covering} lies on the diagram: {boxes}"
 
+            cut = page.evaluate(
+                "() => [...document.querySelectorAll('button.jupyter-button')]"
+                ".filter(b => b.innerText.trim() && b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"
+            )
+            assert not cut, f"button labels cut: {cut}"
+
             # Step: one step each click; the counter and the step cursor move every time
             step_times: list[float] = []
             for expected in range(1, 9):

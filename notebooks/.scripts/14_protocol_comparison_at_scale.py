@@ -27,7 +27,7 @@
 # This notebook keeps its grids small so that it runs in seconds: the sweeps run **in-process**
 # (`executor="local"`), the analytics on an embedded Spark (`local[1]`, set up for small tables:
 # one shuffle partition, no adaptive planning, no code generation — each would cost more than it
-# saves on a few dozen rows). A grid of thousands of
+# saves on a few dozen rows — and a JVM that starts fast rather than runs fast). A grid of thousands of
 # runs is the same code with `executor="spark"` (or `kip-lab sweep spec.yaml --out DIR`, or a
 # cluster: `--master spark://...`); both executors write the same tables, which the test suite
 # checks.
@@ -124,6 +124,8 @@ SMALL_TABLES = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
+    # a JVM that lives for a few queries: compile quickly rather than well (halves the start here)
+    "spark.driver.defaultJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
 spark = spark_session(SparkSettings(master="local[1]", conf=SMALL_TABLES))
 COST = ["unavailability_after_first_event_ms", "revocations_after_first_event", "max_time_to_stable_ms"]
