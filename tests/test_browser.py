@@ -239,8 +239,8 @@ def overflowing_outputs(page: sync_api.Page) -> list[str]:
 def stored_pictures(notebook: Path) -> tuple[int, int]:
     """(static pictures, Vega-Lite charts) among the notebook's stored outputs."""
     outputs = [o for c in json.loads(notebook.read_text())["cells"] for o in c.get("outputs", [])]
-    images = sum(1 for o in outputs if "image/png" in o.get("data", {}))
-    charts = sum(1 for o in outputs if VEGA_LITE in o.get("data", {}))
+    charts = sum(1 for o in outputs if VEGA_LITE in o.get("data", {}))  # drawn by Vega (their PNG is for GitHub)
+    images = sum(1 for o in outputs if "image/png" in o.get("data", {}) and VEGA_LITE not in o["data"])
     return images, charts
 
 
