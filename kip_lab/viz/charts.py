@@ -120,7 +120,10 @@ def _vertical_markers(
     lo, hi = time_range if time_range is not None else (0, max(frames.end_ms, 1))
     markers = markers.sort_values(["time_ms", "step"], kind="stable").reset_index(drop=True)
     rows = _label_rows(list(markers["time_ms"]), list(markers["label"].astype(str)), (hi - lo) / max(width, 1))
-    markers = markers.assign(label_y=[2 + MARKER_ROW_PX * row for row in rows])
+    markers = markers.assign(
+        label_y=[2 + MARKER_ROW_PX * row for row in rows],
+        label=markers["label"].astype(str).str.replace("_", " "),  # "fail over share coordinator", read as words
+    )
     base = alt.Chart(_values(markers))
     tooltip = [
         alt.Tooltip("kind:N"),

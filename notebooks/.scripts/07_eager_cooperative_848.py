@@ -42,6 +42,7 @@ from kip_lab.viz import notebook_charts
 notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
+from IPython.display import display
 
 from kip_lab.clients import CallbackConfig
 from kip_lab.lab import Lab
