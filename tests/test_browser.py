@@ -239,8 +239,8 @@ def overflowing_outputs(page: sync_api.Page) -> list[str]:
 def stored_pictures(notebook: Path) -> tuple[int, int]:
     """(static pictures, Vega-Lite charts) among the notebook's stored outputs."""
     outputs = [o for c in json.loads(notebook.read_text())["cells"] for o in c.get("outputs", [])]
-    images = sum(1 for o in outputs if "image/png" in o.get("data", {}))
-    charts = sum(1 for o in outputs if VEGA_LITE in o.get("data", {}))
+    charts = sum(1 for o in outputs if VEGA_LITE in o.get("data", {}))  # drawn by Vega (their PNG is for GitHub)
+    images = sum(1 for o in outputs if "image/png" in o.get("data", {}) and VEGA_LITE not in o["data"])
     return images, charts
 
 
@@ -413,6 +413,12 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
                 overlap = min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1
                 assert not overlap, f"{covering} lies on the diagram: {boxes}"
 
+            cut = page.evaluate(
+                "() => [...document.querySelectorAll('button.jupyter-button')]"
+                ".filter(b => b.innerText.trim() && b.scrollWidth > b.clientWidth + 1).map(b => b.innerText)"
+            )
+            assert not cut, f"button labels cut: {cut}"
+
             # Step: one step each click; the counter and the step cursor move every time
             step_times: list[float] = []
             for expected in range(1, 9):
@@ -440,15 +446,15 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
             assert median(state_times) <= CLICK_MEDIAN_MS, f"click to highlighted state, ms: {sorted(state_times)}"
 
             # Play runs on by itself; Pause stops it at once
-            play, pause = page.locator(".widget-play button").nth(0), page.locator(".widget-play button").nth(1)
+            play_pause = page.locator(".widget-play button").first  # one button: play, then pause
             before = counter(page)[0]
-            play.click()
+            play_pause.click()
             page.wait_for_function(
                 "([n]) => [...document.querySelectorAll('.widget-html-content')]"
                 ".some(el => { const m = /step (\\d+)\\s+of/.exec(el.innerText); return m && +m[1] >= n; })",
                 arg=[before + 3],
             )
-            pause.click()
+            play_pause.click()
             page.wait_for_timeout(300)
             stopped = counter(page)[0]
             page.wait_for_timeout(2000)

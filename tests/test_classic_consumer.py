@@ -119,7 +119,7 @@ def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab,
         (["range"], RebalanceProtocol.EAGER),
         (["cooperative-sticky"], RebalanceProtocol.COOPERATIVE),
         (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # P-5: the common protocol wins
-        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (001 L532)
+        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose
     ],
 )
 def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):
@@ -142,7 +142,7 @@ def test_bad_assignor_configurations_are_refused_before_any_join():
         ClassicConsumerConfig(group_protocol="classic", subscribed_topic_regex="t.*")
 
 
-# ---------------------------------------------------------------------------- SC-01 / SC-02
+# ----------------------------------------------------------------------------
 def test_sc01_a_new_member_joins_eager():
     lab, mark = two_member_group(EAGER)
     # Step 1: C2 is new (no generation): nothing to revoke or lose, no callback before its join;
@@ -198,12 +198,12 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
     assert second["owned"] == {"C1": ["a-0"], "C2": []}
     assert second["withheld"] == [] and second["final"] == {"C1": ["a-0"], "C2": ["b-0"]}
     assert second["generation_id"] == first["generation_id"] + 1
-    # C1: no callback before joining (C-1), its JoinGroups claim [a-0, b-0] then [a-0].
+    # C1: no callback before joining, its JoinGroups claim [a-0, b-0] then [a-0].
     assert joins(lab, "C1", mark) == [["a-0", "b-0"], ["a-0"]]
     assert callbacks(lab, "C1", mark) == [
-        ("on_partitions_revoked", ["b-0"]),  # C-12: exactly one revocation, of b-0 only
+        ("on_partitions_revoked", ["b-0"]),  # exactly one revocation, of b-0 only
         ("on_assignment", ["a-0"]),
-        ("on_partitions_assigned", []),  # C-7: always called, even empty
+        ("on_partitions_assigned", []),  # always called, even empty
         ("on_assignment", ["a-0"]),
         ("on_partitions_assigned", []),
     ]
@@ -213,7 +213,7 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
         ("on_assignment", ["b-0"]),
         ("on_partitions_assigned", ["b-0"]),
     ]
-    # INV-2: C1's revocation of b-0 comes before C2's assignment of it.
+    # C1's revocation of b-0 comes before C2's assignment of it.
     assert first_step(lab, "C1", "on_partitions_revoked", "b-0") < first_step(
         lab, "C2", "on_partitions_assigned", "b-0"
     )
@@ -229,7 +229,7 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
     assert owned(lab, "C1") == ["a-0"] and owned(lab, "C2") == ["b-0"]
 
 
-# ---------------------------------------------------------------------------- SC-03
+# ----------------------------------------------------------------------------
 @dataclass
 class FailingListener:
     """Raises on the listed calls (1-based, per callback); takes no simulated time."""
@@ -275,11 +275,11 @@ def test_sc03_a_listener_exception_is_raised_by_poll_after_the_rebalance():
     c1 = lab.clients["C1"]
     invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
     assert invoked[0]["callback"] == "on_partitions_revoked" and invoked[0]["error"].startswith("RuntimeError")
-    # CB-1/CB-4: the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
+    # the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
     assert [p["callback"] for p in invoked[1:3]] == ["on_assignment", "on_partitions_assigned"]
     # ... the ownership change took place, and the rejoin for the revocation still happened.
     assert len(owned(lab, "C1")) == 2 and len(owned(lab, "C2")) == 2
-    # CB-3: poll raises it once the rebalance completed, once (callbacks are not re-run: CB-5).
+    # poll raises it once the rebalance completed, once (callbacks are not re-run).
     assert c1.poll_errors == ["on_partitions_revoked raised"]
     raised = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "poll_error" in e.payload)
     assert raised.step > next(
@@ -297,7 +297,7 @@ def test_sc03_when_two_callbacks_raise_poll_raises_the_first():
     assert lab.clients["C1"].poll_errors == ["on_partitions_revoked raised"]
 
 
-# ---------------------------------------------------------------------------- SC-04
+# ----------------------------------------------------------------------------
 def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     lab = strict_lab()
     lab.create_topic("a", 1)
@@ -315,7 +315,7 @@ def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     c1 = callbacks(lab, "C1", mark)
     assert ("on_partitions_assigned", ["b-0"]) in c1
     took = first_step(lab, "C1", "on_partitions_assigned", "b-0", mark)
-    # Step 3: C2 learns it is out: on_partitions_lost [b-0], then rejoins claiming nothing (C-4).
+    # Step 3: C2 learns it is out: on_partitions_lost [b-0], then rejoins claiming nothing.
     c2 = callbacks(lab, "C2", mark)
     assert c2[0] == ("on_partitions_lost", ["b-0"])
     assert first_step(lab, "C2", "on_partitions_lost", "b-0", mark) > took  # it was a zombie meanwhile
@@ -329,7 +329,7 @@ def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     assert lab.clients["C2"].rebalance_metrics.failed_rebalance_total == 1
 
 
-# ---------------------------------------------------------------------------- SC-05 .. SC-08
+# ----------------------------------------------------------------------------
 def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
     lab = strict_lab()
     lab.create_topic("a", 1)
@@ -343,12 +343,12 @@ def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalan
     lab.change_subscription("C1", topics=["a"])
     stable(lab)
     assert callbacks(lab, "C1", mark) == [
-        ("on_partitions_revoked", ["b-0"]),  # C-2: before JoinGroup, only the dropped topic's
+        ("on_partitions_revoked", ["b-0"]),  # before JoinGroup, only the dropped topic's
         ("on_assignment", ["a-0"]),
         ("on_partitions_assigned", []),
     ]
     assert joins(lab, "C1", mark) == [["a-0"]]
-    assert joins(lab, "C2", mark) == [["b-1"]]  # C-1: after REBALANCE_IN_PROGRESS, all it owns
+    assert joins(lab, "C2", mark) == [["b-1"]]  # after REBALANCE_IN_PROGRESS, all it owns
     (view,) = leader_views(lab, mark)  # one rebalance: b-0 is ready to migrate
     assert view["withheld"] == [] and view["final"] == {"C1": ["a-0"], "C2": ["b-0", "b-1"]}
     assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0", "b-1"]), ("on_partitions_assigned", ["b-0"])]
@@ -434,7 +434,7 @@ def test_a_static_member_sends_no_leave_group():
     assert callbacks(lab, "S", mark) == [("on_partitions_revoked", ["a-0"])]
 
 
-# ---------------------------------------------------------------------------- SC-09
+# ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("strategy", "revoked", "rebalances"), [(COOPERATIVE, 2, 2), (["sticky"], 6, 1)])
 def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
     lab = strict_lab()
@@ -456,7 +456,7 @@ def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
         assert callbacks(lab, "C3", mark)[-1] == ("on_partitions_assigned", owned(lab, "C3"))
 
 
-# ---------------------------------------------------------------------------- SC-10 / SC-11 / SC-12
+# ----------------------------------------------------------------------------
 def _upgrade_lab() -> Lab:
     lab = strict_lab()
     lab.create_topic("t", 6)
@@ -489,7 +489,7 @@ def test_sc10_sc11_the_two_bounce_upgrade_never_double_assigns():
     assert lab.clients["C1"].rebalance_protocol is RebalanceProtocol.COOPERATIVE
     assert lab.clients["C1"].protocol_name == "cooperative-sticky"  # C1 no longer lists range
     mixed = lab.step_count
-    lab.close("C2")  # SC-11: a rebalance of the mixed group
+    lab.close("C2")  # a rebalance of the mixed group
     stable(lab)
     # The eager C3 claims nothing and is told its full set; the cooperative C1 claims what it owns
     # and is told only what is new.
@@ -843,7 +843,7 @@ def test_time_travel_replays_a_classic_run_exactly():
     "callbacks", [CallbackConfig(), CallbackConfig(on_partitions_revoked_ms=300, on_partitions_assigned_ms=700)]
 )
 def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks):
-    """compute_metrics' definition of stable (from the trace alone) agrees with Lab.is_stable for
+    """Compute_metrics' definition of stable (from the trace alone) agrees with Lab.is_stable for
     classic groups: a leave, a return, added partitions, a deleted topic, callbacks that take time."""
     from kip_lab.lab import actions as a
     from kip_lab.lab.metrics import stability_by_step

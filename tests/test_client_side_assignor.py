@@ -1,8 +1,9 @@
 """KIP-848 client-side assignor mode: ShouldComputeAssignment, PrepareAssignment, InstallAssignment.
 
-Rules: digest §2.3 C7-C9, §4.2, §4.3, §5.2 R4, §6.1, §6.5 V1-V4, §12 A5 and A36 (choice of
-the computing member: highest maximum version of the selected assignor, then lowest member
-id; a member that misses its deadline is skipped, not fenced).
+Rules: KIP-848 *Client-Side Mode* and the PrepareAssignment / InstallAssignment APIs, rule R4
+of docs/rules.md, and docs/decisions.md D20 (choice of the computing member: highest maximum
+version of the selected assignor, then lowest member id; a member that misses its deadline is
+skipped, not fenced).
 """
 
 from __future__ import annotations

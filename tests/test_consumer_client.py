@@ -181,7 +181,7 @@ def test_fenced_member_runs_on_partitions_lost_then_rejoins_with_epoch_zero() ->
     ]
     rejoin = next(h for h in heartbeats(lab, "A", rejoined.step - 1))
     assert rejoin.payload["body"]["member_epoch"] == 0
-    assert rejoin.payload["body"]["member_id"] == "A"  # same member id (SM-5)
+    assert rejoin.payload["body"]["member_id"] == "A"  # same member id
     assert set(rejoin.payload["body"]) >= FULL_JOIN_FIELDS
     assert lab.run_until_stable()
     assert sorted(partitions_of(lab, "A") + partitions_of(lab, "B")) == list(range(6))
@@ -353,7 +353,7 @@ def test_two_static_members_with_one_instance_id_the_second_is_fatal() -> None:
     assert transitions(lab, "B") == [("UNSUBSCRIBED", "JOINING", "subscribe"), ("JOINING", "FATAL", "fatal error")]
     notes = [e.payload["text"] for e in events(lab, "B", "note")]
     assert any("UNRELEASED_INSTANCE_ID" in text for text in notes)
-    assert len(heartbeats(lab, "B")) == 1  # FATAL is absorbing: no more requests (SM-14)
+    assert len(heartbeats(lab, "B")) == 1  # FATAL is absorbing: no more requests
     assert partitions_of(lab, "A") == [0, 1]
     assert lab.clients["A"].state is MemberState.STABLE
 
@@ -414,7 +414,7 @@ def test_acknowledgement_heartbeat_goes_out_at_once() -> None:
         assert reconciled
         for event in reconciled:
             ack = next(h for h in heartbeats(lab, name, event.step - 1) if h.step >= event.step)
-            assert ack.time_ms == event.time_ms  # not after the 5 s interval (SM-11)
+            assert ack.time_ms == event.time_ms  # not after the 5 s interval
             assert "topic_partitions" in ack.payload["body"]
 
 
@@ -505,7 +505,7 @@ def test_commit_and_revocation_finish_before_anyone_is_assigned_the_partition() 
         "duration_ms": 0,
         "error": None,
     }
-    assert commit.step < committed.step <= revoke.step < revoked.step  # commit, then revoke (SM-8, SM-9)
+    assert commit.step < committed.step <= revoke.step < revoked.step  # commit, then revoke
     assigned = {
         p: next(e for e in events(lab, "C", "callback_invoked", since) if p in e.payload["partitions"])
         for p in ("foo-2", "foo-5")
@@ -540,7 +540,7 @@ def forge_next_assignment(lab: Lab, monkeypatch: pytest.MonkeyPatch, member: str
 
 
 def test_one_reconciliation_revokes_then_assigns(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A target that both takes (foo-0) and gives (foo-2): commit, revoke, then assign (SM-8)."""
+    """A target that both takes (foo-0) and gives (foo-2): commit, revoke, then assign."""
     lab = make_lab(partitions=4, callbacks=CallbackConfig(on_partitions_revoked_ms=300))
     assert partitions_of(lab, "A") == [0, 1]
     forge_next_assignment(lab, monkeypatch, "A", [1, 2])

@@ -197,7 +197,7 @@ def test_a_refused_action_after_a_backward_seek_keeps_the_future(straight: Recor
 
 
 def test_snapshot_steps_depend_on_the_run_alone() -> None:
-    """Snapshots are spaced by the run's own work (P3): a second run, and a run that seeks back
+    """Snapshots are spaced by the run's own work: a second run, and a run that seeks back
     and steps over its snapshots again, snapshot at the same steps; a quiet stretch spaces them wider than a
     rebalance does."""
 
@@ -227,7 +227,7 @@ def test_snapshot_steps_depend_on_the_run_alone() -> None:
 
 def test_a_failover_counts_the_log_its_new_coordinator_replays_as_work() -> None:
     """Rebuilding the coordinator from the log costs what replaying it costs, whatever the step
-    traces (P3): the work measure counts each replayed record, so the next snapshot comes sooner
+    traces: the work measure counts each replayed record, so the next snapshot comes sooner
     and a seek across the failover replays less; a replay of the failover counts it again the same."""
     lab = Lab(seed=2, config=LabConfig(snapshot_every=16))
     lab.create_topic("foo", 30)

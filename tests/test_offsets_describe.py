@@ -33,7 +33,7 @@ def view(assignment) -> list[tuple[str, str, list[int]]]:
 
 
 def topic(name=None, topic_id=None, **offsets: int) -> OffsetCommitRequestTopic:
-    """topic(name="foo", p0=10, p3=7) -> offsets 10 and 7 for partitions 0 and 3."""
+    """Topic(name="foo", p0=10, p3=7) -> offsets 10 and 7 for partitions 0 and 3."""
     return OffsetCommitRequestTopic(
         name=name,
         topic_id=topic_id,
@@ -299,7 +299,7 @@ def test_offsets_survive_failover(h):
 
 
 def test_offset_commit_value_dumps_like_a_message() -> None:
-    """A plain value record (P12) gives the views and the trace what a pydantic Message would:
+    """A plain value record gives the views and the trace what a pydantic Message would:
     every field, or only those that differ from their defaults."""
     from kip_lab.lab.network import summarize
     from kip_lab.protocol.records import OffsetCommitValue
@@ -318,7 +318,7 @@ def test_offset_commit_value_dumps_like_a_message() -> None:
 
 
 def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields() -> None:
-    """A request's partition is a plain value (P13), but the topic holding it validates every field
+    """A request's partition is a plain value, but the topic holding it validates every field
     by name, refuses unknown ones, and dumps it as a dict like a pydantic Message."""
     from pydantic import ValidationError
 
@@ -361,7 +361,7 @@ def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields
 
 
 def test_message_model_construct_is_pydantics_without_the_loop() -> None:
-    """``Message.model_construct`` (P15) builds what validation would from trusted values: defaults
+    """``Message.model_construct`` builds what validation would from trusted values: defaults
     filled in declaration order, factories called per model, the fields set recorded; an unknown
     or a missing required field is an error instead of a half-built model."""
     from kip_lab.protocol import ConsumerGroupHeartbeatRequest
@@ -390,7 +390,7 @@ def test_message_model_construct_is_pydantics_without_the_loop() -> None:
 
 
 def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) -> None:
-    """The consumer builds its OffsetCommit without validating it (P15): each must equal the
+    """The consumer builds its OffsetCommit without validating it: each must equal the
     request validating its own dump gives back, its partitions the NamedTuple they claim to be."""
     from lab_support import make_lab
 

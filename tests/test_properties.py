@@ -5,10 +5,10 @@ baz with 1-8 partitions) with up to six simulated consumers (``sim_clients.SimCl
 joins by names or regex, heartbeats (correct, owned omitted, made-up owned set, stale or
 future epoch), leaves, static leaves and rejoins, subscription changes, crashes and
 restarts, time, topic changes, coordinator failover, and a "settle" step that checks
-liveness. The invariants (inventory §1.10 I1-I7, §2.4 RC1-RC13, §5) are checked after every
+liveness. The invariants (`kip_lab.lab.invariants`, and rules RC1-RC13 of docs/rules.md) are checked after every
 step, and the cheap ones after every single request and timer inside a step.
 
-Separate tests: liveness of quiescent groups (I6, I7), determinism of the log, and plain
+Separate tests: liveness of quiescent groups, determinism of the log, and plain
 regression tests for the bugs they found (fixed in the coordinator).
 """
 
@@ -241,11 +241,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
     Per request/response (``_on_exchange`` and ``Harness.send``):
     * no response both revokes and adds partitions (RC8); assigned and pending are disjoint;
     * outside UNREVOKED_PARTITIONS, assigned ∪ pending ⊆ the member's target; a pending
-      partition is held by another member (I5);
+      partition is held by another member;
     * an accepted heartbeat never lowers the epoch and never goes past TE; an epoch that
       moves goes straight to TE (RC10);
-    * one request bumps GE by at most one (T1-T9); in a Stable group a heartbeat with nothing
-      new, with the cluster unchanged, writes no record (N1);
+    * one request bumps GE by at most one; in a Stable group a heartbeat with nothing
+      new, with the cluster unchanged, writes no record;
     * a correct consumer's requests never get INVALID_REQUEST, UNSUPPORTED_ASSIGNOR or
       UNKNOWN_SERVER_ERROR; GROUP_MAX_SIZE_REACHED only comes when the group is full; a fresh
       join never gets a member id the coordinator already handed out.
@@ -545,7 +545,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @rule(order=st.permutations(range(MAX_CLIENTS)))
     def settle(self, order: list[int]) -> None:
-        """Liveness (I6, I7): with only correct clients heartbeating and nothing changing, the
+        """Liveness: with only correct clients heartbeating and nothing changing, the
         group becomes Stable (or Empty) within SETTLE_ROUNDS heartbeat intervals — crashed and
         statically-left members time out, revocations get acknowledged, every subscribed
         partition ends up with exactly one member, and the clients agree."""
@@ -818,7 +818,7 @@ def test_same_requests_same_log(start: list[tuple], script: list[tuple], seed: i
     third = replay_trace(first.trace, {"foo": 3, "bar": 2}, seed=seed)
     assert log_view(third) == log_view(first.gc)
     assert third.state_snapshot() == first.gc.state_snapshot()
-    # Not vacuous: the seed does reach the log (member ids come from it).
+    # Not vacuous: the KIP does reach the log (member ids come from it).
     if len(first.gc.log):
         assert log_view(run_script(script, seed + 1).gc) != log_view(first.gc)
 

@@ -95,7 +95,7 @@ def test_each_shipped_scenario_gives_a_byte_identical_trace_twice(name):
 
 
 def test_the_case_studies_end_in_the_seeds_final_assignments():
-    """Inventory §11 final snapshots (the uniform assignor reproduces them for members A, B, C)."""
+    """The final snapshots of KIP-848's case studies (the uniform assignor reproduces them for members A, B, C)."""
     final = {
         "basic": {"A": {"foo": [0]}, "B": {"foo": [2]}, "C": {"foo": [1]}},
         "scripted_basic": {"A": {"foo": [0]}, "B": {"foo": [2]}, "C": {"foo": [1]}},

@@ -53,7 +53,7 @@ def test_list_and_describe(setup):
 
 
 def test_altering_deleting_offsets_and_deleting_the_group_need_an_empty_group(setup):
-    # S-11 step 1, S-12 step 4, D-06: GROUP_NOT_EMPTY while members are in.
+    # GROUP_NOT_EMPTY while members are in.
     coordinator, _share, admin, _topic_id = setup
     joined = _join(coordinator)
     assert admin.alter_share_group_offsets("G", {("T", 0): 5}) == {("T", 0): "NON_EMPTY_GROUP"}
@@ -65,7 +65,7 @@ def test_altering_deleting_offsets_and_deleting_the_group_need_an_empty_group(se
 
 
 def test_alter_bumps_the_epoch_and_initializes_with_the_new_state_epoch(setup):
-    # S-11 step 2: epoch e' written, Initialize(StateEpoch e', StartOffset 500), snapshot at the coordinator.
+    # epoch e' written, Initialize(StateEpoch e', StartOffset 500), snapshot at the coordinator.
     coordinator, share, admin, topic_id = setup
     _leave(coordinator, _join(coordinator))
     epoch = coordinator.share_groups["G"].group_epoch
@@ -97,7 +97,7 @@ def test_reset_to_earliest_latest_and_a_time_resolves_offsets_from_the_log(setup
 
 
 def test_a_reset_discards_in_flight_state_at_the_leader_on_its_next_first_session(setup):
-    # R-AD-02 / R-SL-02: the leader sees the new state epoch and reloads.
+    # the leader sees the new state epoch and reloads.
     coordinator, share, admin, topic_id = setup
     leader = SharePartitionLeader(CoordinatorPersister(share), scheduler=coordinator.scheduler)
     leader.add_log(admin.offsets.logs[("T", 0)])
@@ -111,7 +111,7 @@ def test_a_reset_discards_in_flight_state_at_the_leader_on_its_next_first_sessio
 
 
 def test_delete_offsets_goes_through_deleting_topics_then_removes_the_state(setup):
-    # S-12 step 1: Initialized -> Deleting, DeleteShareGroupState per partition, then gone.
+    # Initialized -> Deleting, DeleteShareGroupState per partition, then gone.
     coordinator, share, admin, topic_id = setup
     _leave(coordinator, _join(coordinator))
     before = coordinator.log.end_offset
@@ -127,7 +127,7 @@ def test_delete_offsets_goes_through_deleting_topics_then_removes_the_state(setu
 
 
 def test_delete_group_deletes_state_then_tombstones_with_the_group_metadata_last(setup):
-    # S-12 step 2.
+    # Deleting the group: step 2.
     coordinator, share, admin, topic_id = setup
     _leave(coordinator, _join(coordinator))
     before = coordinator.log.end_offset

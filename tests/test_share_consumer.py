@@ -25,7 +25,7 @@ def test_batches_one_per_contiguous_run_one_type_when_uniform():
     assert to_batches([(3, A), (0, A), (1, A), (2, A)]) == [
         AcknowledgementBatch(first_offset=0, last_offset=3, acknowledge_types=[A])
     ]
-    # S-07: {0..4, types [1,1,3,1,1]}
+    # {0..4, types [1,1,3,1,1]}
     assert to_batches([(0, A), (1, A), (2, J), (3, A), (4, A)]) == [
         AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=[A, A, J, A, A])
     ]
@@ -36,7 +36,7 @@ def test_batches_one_per_contiguous_run_one_type_when_uniform():
 
 
 def test_implicit_mode_commit_accepts_everything_delivered():
-    # S-05: poll, process without acknowledge, commitSync -> ACCEPT for the whole batch.
+    # poll, process without acknowledge, commitSync -> ACCEPT for the whole batch.
     acks = Acknowledgements()
     acks.on_poll(_records(0, 4))
     assert acks.take_for_commit() == {
@@ -47,7 +47,7 @@ def test_implicit_mode_commit_accepts_everything_delivered():
 
 
 def test_implicit_mode_next_poll_piggybacks_the_accepts():
-    # S-06: the next poll acknowledges the previous batch.
+    # the next poll acknowledges the previous batch.
     acks = Acknowledgements()
     acks.on_poll(_records(0, 1))
     returned = acks.on_poll(_records(2, 3))
@@ -70,7 +70,7 @@ def test_modes_cannot_be_mixed():
 
 
 def test_explicit_acknowledgements_are_sent_at_commit_with_their_types():
-    # S-07: ACCEPT, ACCEPT, REJECT, ACCEPT, ACCEPT, nothing sent until the commit.
+    # ACCEPT, ACCEPT, REJECT, ACCEPT, ACCEPT, nothing sent until the commit.
     acks = Acknowledgements()
     records = acks.on_poll(_records(0, 4))
     for record, kind in zip(records, [A, A, J, A, A], strict=True):
@@ -82,7 +82,7 @@ def test_explicit_acknowledgements_are_sent_at_commit_with_their_types():
 
 
 def test_explicit_unacknowledged_records_are_handed_back_at_the_next_poll():
-    # S-08 case 3: fails at 12 -> {10..12 [A, A, J]}; 13 and 14 come back later.
+    # fails at 12 -> {10..12 [A, A, J]}; 13 and 14 come back later.
     acks = Acknowledgements()
     records = acks.on_poll(_records(10, 14))
     for record, kind in zip(records[:3], [A, A, J], strict=True):

@@ -65,7 +65,7 @@ def key(kind):
 
 
 def test_replay_with_snapshots_updates_and_a_stale_update() -> None:
-    """S-17: the latest snapshot plus the updates of its snapshot epoch; a stale-epoch update is ignored."""
+    """The latest snapshot plus the updates of its snapshot epoch; a stale-epoch update is ignored."""
     log = PartitionLog("__share_group_state")
     av, acked = DeliveryState.AVAILABLE, DeliveryState.ACKNOWLEDGED
     log.append(
@@ -137,7 +137,7 @@ def test_replay_with_snapshots_updates_and_a_stale_update() -> None:
 
 
 def test_snapshot_cadence() -> None:
-    """R-PS-18: after N updates the next write is a snapshot of the combined state (N=2 here)."""
+    """After N updates the next write is a snapshot of the combined state (N=2 here)."""
     sc = ShareCoordinator(ShareCoordinatorConfig(snapshot_update_records_per_snapshot=2))
     initialize(sc, start_offset=0)
     av = DeliveryState.AVAILABLE
@@ -165,7 +165,7 @@ def test_every_write_a_snapshot_with_zero_updates_per_snapshot() -> None:
 
 
 def test_zombie_leader_is_fenced() -> None:
-    """D-05: the new leader (epoch 1) reads; the old leader's (epoch 0) write is fenced and changes nothing."""
+    """The new leader (epoch 1) reads; the old leader's (epoch 0) write is fenced and changes nothing."""
     rig = make_rig(10)
     rig.log.append(3)
     rig.sp.acquire("C1", 3)
@@ -179,7 +179,7 @@ def test_zombie_leader_is_fenced() -> None:
 
 
 def test_state_epoch_fencing_and_reinitialization() -> None:
-    """S-11 step 4: after a reset with a newer state epoch, a write with the old one is fenced."""
+    """After a reset with a newer state epoch, a write with the old one is fenced."""
     sc = ShareCoordinator()
     initialize(sc, state_epoch=3, start_offset=0)
     assert write(sc, start=5, state_epoch=3) is Errors.NONE

@@ -30,7 +30,7 @@ def assert_replay_matches(rig: Rig) -> None:
     assert rig.rebuilt().states == rig.coordinator.states
 
 
-# -- the share-state writes example [L988-1196] ------------------------------------------------
+# -- the share-state writes example ------------------------------------------------
 def test_share_state_writes_example_every_step() -> None:
     """KIP-932, 'Examples with share-group state': every write of the example, as printed."""
     rig = make_rig(100, fidelity="kip")  # a topic-partition whose latest offset is 100; StartOffset -1
@@ -131,7 +131,7 @@ def test_share_state_writes_example_every_step() -> None:
         None,
         (110, [(110, 112, AV, 1), (113, 119, ACKED, 1)]),
     )
-    # 10: acknowledge 110 (consumer 1): the SPSO moves to 111 but the seed's write keeps StartOffset -1
+    # 10: acknowledge 110 (consumer 1): the SPSO moves to 111 but the KIP's write keeps StartOffset -1
     rig.sp.acknowledge("C1", [ack(110, 110, ACCEPT)])
     step(
         expand((111, 112, ACQUIRED, 2), (113, 119, ACKNOWLEDGED, 1), (120, 120, ACQUIRED, 1)),
@@ -167,7 +167,7 @@ def test_share_state_writes_records_on_the_state_topic() -> None:
     ]
 
 
-# -- the in-flight records example [L527-555] ----------------------------------------------------
+# -- the in-flight records example ----------------------------------------------------
 def test_in_flight_records_example() -> None:
     """KIP-932, 'In-flight records example': the states of offsets 0-9, built by the example's steps."""
     rig = make_rig(fidelity="kip")

@@ -17,7 +17,7 @@ from kip_lab.share.group_assignor import SimpleAssignor
 
 # -- the KIP's SimpleAssignor example table, row by row -------------------------------------
 # Each row: (event, subscriptions {member: topics}, partitions {topic: count},
-#            changes as the seed words them, assignments after).
+#            changes as the KIP words them, assignments after).
 SEED_TABLE = [
     (
         "M1 subscribed to topic T1 with 1 partition",
@@ -79,7 +79,7 @@ SEED_TABLE = [
 
 
 def _seed_hash(member_id: str) -> int:
-    """The seed's fixture: M<i> hashes to i."""
+    """The KIP's fixture: M<i> hashes to i."""
     return int(member_id[1:])
 
 
@@ -92,7 +92,7 @@ def _changes(before: dict[str, set[str]], after: dict[str, set[str]]) -> set[tup
     for member in sorted(set(before) | set(after)):
         old, new = before.get(member, set()), after.get(member, set())
         if member not in after:
-            continue  # the seed lists no revocations for members that left
+            continue  # the KIP lists no revocations for members that left
         out |= {("assign", tp, member) for tp in new - old}
         out |= {("revoke", tp, member) for tp in old - new}
     return out
@@ -112,7 +112,7 @@ def test_simple_assignor_reproduces_the_kips_example_table_row_by_row():
         flat = {m: tps for m, tps in _flatten(result).items() if tps}
         assert flat == expected, event
         assert _changes(previous, flat) == changes, event
-        # R-AS-01: every partition of a subscribed topic has at least one member.
+        # every partition of a subscribed topic has at least one member.
         subscribed = set().union(*subscriptions.values())
         for topic in subscribed:
             for p in range(counts[topic]):
@@ -201,7 +201,7 @@ def test_join_writes_member_metadata_then_epoch_then_target_then_current_assignm
     coordinator = _coordinator()
     response = _join(coordinator)
     assert response.error_code == Errors.NONE and response.member_id and response.member_epoch == 1
-    # R-MB-01 / R-GI-01: no share-partition has state yet, so the first assignment is empty.
+    # no share-partition has state yet, so the first assignment is empty.
     assert response.assignment is not None and response.assignment.topic_partitions == []
     kinds = [type(e.record.key).__name__ for e in coordinator.log]
     assert kinds == [
@@ -342,7 +342,7 @@ def _state(share, group: str, topic_id: str, partition: int):
 
 
 def test_first_heartbeat_initializes_every_partition_then_records_it_then_assigns():
-    # S-10: empty first assignment; Initialize(StartOffset -1, StateEpoch = group epoch) for every
+    # empty first assignment; Initialize(StartOffset -1, StateEpoch = group epoch) for every
     # partition; ShareGroupStatePartitionMetadata once all succeeded; the next heartbeat assigns.
     coordinator, share = _with_share_coordinator()
     topic_id = coordinator.cluster.topic("T1").topic_id
@@ -462,7 +462,7 @@ def test_the_kips_assignor_table_through_the_coordinator_with_initialized_partit
 
 
 def test_a_deletion_interrupted_by_a_coordinator_failover_is_finished_by_the_next_coordinator():
-    # S-12 step 3: the new coordinator sees DeletingTopics and finishes the deletion (retry is safe).
+    # the new coordinator sees DeletingTopics and finishes the deletion (retry is safe).
     from kip_lab.coordinator.share_group import share_coordinator_rpc
     from kip_lab.protocol.share_group import DeleteShareGroupOffsetsRequest
     from kip_lab.share.coordinator import ShareCoordinator

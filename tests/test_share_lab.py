@@ -69,7 +69,7 @@ def _sp(lab: Lab) -> SharePartition:
 
 @pytest.mark.parametrize("action", ["release", "hang"])
 def test_poison_records_are_redelivered_up_to_the_limit_then_archived_and_the_rest_flow(action):
-    # D-01: delivery counts 1..5, writes Available dc1..dc4 then Archived dc5; nothing else is held up.
+    # delivery counts 1..5, writes Available dc1..dc4 then Archived dc5; nothing else is held up.
     lab = _poison_run(action)
     poison = [9, 19, 29]
     for offset in poison:

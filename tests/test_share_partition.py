@@ -93,7 +93,7 @@ def test_reject_archives_whatever_the_delivery_count(fidelity, start_offset) -> 
 
 
 def test_acknowledgement_by_another_member_fails_atomically() -> None:
-    """D-03 / D-08: one batch covering a record of another member fails whole; nothing changes, nothing written."""
+    """One batch covering a record of another member fails whole; nothing changes, nothing written."""
     rig = make_rig(start_offset=0)
     rig.log.append(2)
     rig.log.append(1)
@@ -108,7 +108,7 @@ def test_acknowledgement_by_another_member_fails_atomically() -> None:
 
 
 def test_late_acknowledgement_after_lock_expiry_fails_and_can_be_reacquired() -> None:
-    """D-04 (R-LK-05)."""
+    """An acknowledgement after the acquisition lock ran out is refused; the record is acquired again, count 2."""
     rig = make_rig(start_offset=0)
     rig.log.append(1)
     rig.sp.acquire("C1", 1)
@@ -274,7 +274,7 @@ def test_log_start_moving_archives_what_it_passes_and_late_acks_succeed() -> Non
 
 
 def test_read_committed_skips_aborted_and_holds_at_the_last_stable_offset() -> None:
-    """S-15: 0-1 plain, 2-3 transactional (open, then aborted), 5 plain after the marker at 4."""
+    """0-1 plain, 2-3 transactional (open, then aborted), 5 plain after the marker at 4."""
     config = SharePartitionConfig(isolation_level="read_committed")
     rig = make_rig(config=config, start_offset=0)
     rig.log.append(2)
@@ -379,7 +379,8 @@ def new_leader(rig: Rig) -> SharePartition:
 
 
 def test_state_after_leader_failover_falls_back_to_durable_state() -> None:
-    """§4.10 derived: Acquired is not persisted; a new leader sees the last durable states and dc undercounts."""
+    """Acquired is not persisted: a new leader sees the last durable states, and delivery counts undercount
+    (derived from KIP-932, *Share-group state persistence*)."""
     rig = make_rig(100)
     rig.log.append(10)
     rig.sp.acquire("C1", 3)
@@ -413,7 +414,7 @@ def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> N
 
 
 def test_config_names_and_bounds() -> None:
-    """A-01: the diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
+    """The diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
     assert SharePartitionConfig(delivery_attempt_limit=3).delivery_count_limit == 3
     with pytest.raises(ValueError, match="delivery_count_limit"):
         SharePartitionConfig(delivery_count_limit=11)

@@ -105,7 +105,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
     def leader_failover(self) -> None:
         """A new leader (epoch + 1) loads the durable state; the old one is a zombie the coordinator fences.
 
-        Acquired records fall back to their durable state, so delivery counts may go down (A-28) and
+        Acquired records fall back to their durable state, so delivery counts may go down and
         the SPSO may step back over never-delivered records: the history restarts with the new leader.
         """
         self.rig.persister.deliver()  # the old leader's writes in flight land first (or are fenced later)

@@ -1,4 +1,4 @@
-"""Share sessions on the share-partition leader: KIP-932's 15-row session matrix, S-09, piggy-backing, rotation."""
+"""Share sessions on the share-partition leader: KIP-932's 15-row session matrix, piggy-backing, rotation."""
 
 from __future__ import annotations
 
@@ -208,7 +208,7 @@ def test_acknowledge_only_partition_is_not_fetched(leader: SharePartitionLeader)
 
 
 def test_rotation_across_partitions(leader: SharePartitionLeader) -> None:
-    """R-FE-03: with a budget of 1 record, successive fetches start at successive partitions."""
+    """With a budget of 1 record, successive fetches start at successive partitions."""
     firsts = []
     r = leader.share_fetch(fetch(0, partitions=(0, 1), max_records=1))
     firsts.append(sorted(acquired(r)))
@@ -250,7 +250,7 @@ def test_unknown_partition_is_a_partition_error(leader: SharePartitionLeader) ->
 
 
 def test_admin_reset_reloads_the_share_partition_on_its_first_session(leader: SharePartitionLeader) -> None:
-    """S-11 step 3 / R-SL-02: the state epoch moved, so the first session re-reads the state."""
+    """The state epoch moved, so the first session re-reads the state."""
     leader.share_fetch(fetch(0, max_records=2))
     leader.share_fetch(fetch(-1, max_bytes=0))
     coordinator = leader.persister.coordinator_for(GROUP, TOPIC, 0)

@@ -1,4 +1,4 @@
-"""The seed's notation for records and responses (``kip_lab.coordinator.view``)."""
+"""The KIP's notation for records and responses (``kip_lab.coordinator.view``)."""
 
 from __future__ import annotations
 

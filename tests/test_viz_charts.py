@@ -434,3 +434,43 @@ def test_a_cut_off_member_is_a_zombie_in_the_client_view_only():
     assert len(fenced) == 1  # kept even though B passes through it within one millisecond
     zombie_until = max(b_span[1] for b_span, _ in zombie)
     assert fenced["start_ms"].iloc[0] == zombie_until  # B stops believing when it learns it was fenced
+
+
+# ---------------------------------------------------------------------------- legends and labels
+def _layers(spec: dict) -> list[dict]:
+    found = []
+    for key in ("layer", "vconcat", "hconcat"):
+        for part in spec.get(key, []):
+            found += _layers(part) if any(k in part for k in ("layer", "vconcat", "hconcat")) else [part]
+    return found
+
+
+def test_every_mark_of_the_swimlanes_has_a_coloured_legend() -> None:
+    """Status legends drawn in Vega's default black explained nothing: the symbols carry a member colour."""
+    lab = Lab(seed=0)
+    lab.create_topic("foo", 3)
+    for name in "AB":
+        lab.add_consumer(name, subscribed_topic_names=["foo"])
+    lab.run_until_stable(timeout_ms=60_000)
+    spec = ownership_swimlanes(trace_frames(lab.trace)).to_dict()
+    encodings = [layer.get("encoding", {}) for layer in _layers(spec)]
+    status = [e[c]["legend"] for e in encodings for c in ("opacity", "strokeDash") if c in e]
+    assert status and all(legend.get("symbolFillColor") not in (None, "black", "#000000") for legend in status)
+    gap = [e["fill"] for e in encodings if "fill" in e]
+    assert gap and gap[0]["scale"]["range"] == ["#d62728"] and gap[0]["scale"]["domain"] == ["nobody holds it"]
+
+
+def test_marker_labels_never_overlap() -> None:
+    """Faults close together in time get their labels on separate rows (a 9 px font, about 5.5 px a character)."""
+    from kip_lab.viz.charts import MARKER_CHAR_PX, _label_rows
+
+    times = [0, 100, 200, 5_000, 5_050]
+    labels = ["close A", "restart A", "close B", "fail over coordinator", "crash C"]
+    ms_per_px = 10_000 / 600
+    rows = _label_rows(times, labels, ms_per_px)
+    spans = [
+        (t, t + (len(text) * MARKER_CHAR_PX + 6) * ms_per_px, r) for t, text, r in zip(times, labels, rows, strict=True)
+    ]
+    for (a0, a1, ra), (b0, b1, rb) in itertools.combinations(spans, 2):
+        assert ra != rb or a1 <= b0 or b1 <= a0, (labels, rows)
+    assert rows[0] == 0 and max(rows) < len(times)

@@ -295,3 +295,50 @@ def test_viz_dot_needs_only_the_standard_library():
         timeout=60,
     )
     assert done.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------- layout and pictures
+def test_machines_with_many_edges_are_laid_out_top_to_bottom() -> None:
+    """A row of states carrying many trigger labels is wider than a laptop screen; a column is not."""
+    graph = re.compile(r'graph \[rankdir="(\w+)"')
+    assert graph.search(machine_dot(CONSUMER_MEMBER_MACHINE)).group(1) == "TB"  # 34 edges
+    assert graph.search(machine_dot(RECONCILIATION_MACHINE, rankdir="LR")).group(1) == "LR"  # asked for
+
+
+def test_focus_draws_the_current_state_its_next_states_and_the_edge_taken() -> None:
+    nodes, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", focus=True))
+    states = {a["label"] for name, a in nodes.items() if a.get("id", "").startswith("state:")}
+    following = {t.target for t in CONSUMER_MEMBER_MACHINE.transitions if t.source == "STABLE"}
+    assert states == {"STABLE"} | following
+    assert all("STABLE" in (s, t) for s, t, _ in edges)
+    # before the member exists (no current state) the machine's start is the centre
+    nodes, _ = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, focus=True))
+    assert "UNSUBSCRIBED" in {a["label"] for a in nodes.values() if "label" in a}
+    assert "STALE" not in {a["label"] for a in nodes.values() if "label" in a}
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="graphviz 'dot' executable not installed")
+def test_picture_of_a_diagram_is_a_png_beside_the_svg() -> None:
+    """Untrusted notebooks draw no SVG: the PNG is what a clone or Binder shows on opening."""
+    import base64
+
+    from kip_lab.viz import picture
+
+    shown = picture(machine_dot(GROUP_STATE_MACHINE, current="Stable"))
+    data, metadata = shown._repr_mimebundle_()
+    png = base64.b64decode(data["image/png"])
+    assert png.startswith(b"\x89PNG") and data["image/svg+xml"].lstrip().startswith("<")
+    assert GROUP_STATE_MACHINE.name in data["text/plain"]
+    width, height = shown.size
+    assert metadata["image/png"] == {"width": width // 2, "height": height // 2}  # drawn at twice its size
+    svg_width = float(re.search(r'<svg width="([\d.]+)pt"', data["image/svg+xml"]).group(1))
+    assert abs(width / 2 - svg_width) <= 2  # the SVG's picture at 144 dpi: one CSS pixel per point
+
+
+def test_picture_refuses_what_it_cannot_draw() -> None:
+    from kip_lab.viz import picture
+
+    with pytest.raises(ValueError, match="DOT text"):
+        picture("not a graph")
+    with pytest.raises(TypeError, match="DOT text or an Altair chart"):
+        picture(42)

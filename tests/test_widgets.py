@@ -495,7 +495,7 @@ def test_invariant_light_turns_red_from_the_violating_step(stepper: Stepper, mon
 
 
 # ---------------------------------------------------------------------------------- faults
-def event_digest(lab: Lab, after: int) -> list[tuple]:
+def events_after(lab: Lab, after: int) -> list[tuple]:
     return [
         (e.step, e.time_ms, e.actor, e.kind.value, json.dumps(e.payload, sort_keys=True))
         for e in lab.trace
@@ -508,7 +508,7 @@ def apply_fault(stepper: Stepper, at_step: int, press: str, **fields: Any) -> tu
     lab = stepper.lab
     old_horizon = lab.horizon
     lab.seek(old_horizon)
-    old_future = event_digest(lab, at_step)
+    old_future = events_after(lab, at_step)
     panel = FaultPanel(stepper)
     stepper.slider.value = at_step
     for name, value in fields.items():
@@ -526,7 +526,7 @@ def assert_forked(stepper: Stepper, at_step: int, old_future: list[tuple], old_h
     fault = [e for e in lab.trace.at_step(at_step + 1) if e.kind.value in ("fault_injected", "action_applied")]
     assert [e.payload["action"] for e in fault] == [action]
     lab.seek(lab.horizon)
-    assert event_digest(lab, at_step) != old_future, "the steps after the fault are a new future"
+    assert events_after(lab, at_step) != old_future, "the steps after the fault are a new future"
 
 
 def test_crash_forks_the_run(stepper: Stepper) -> None:

@@ -48,7 +48,7 @@ class FaultPanel(W.VBox):
         }
         self.buttons = {}
         for label, make in buttons.items():
-            button = W.Button(description=label)
+            button = W.Button(description=label, layout=W.Layout(width="auto"))  # labels never cut
             button.on_click(lambda _b, make=make: self.press(make))
             self.buttons[label] = button
         self.refresh()

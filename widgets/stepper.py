@@ -61,9 +61,10 @@ CURSOR_SENTINEL = -7_654_321.5
 VEGA_LITE_MIMETYPE = "application/vnd.vegalite.v5+json"  # rendered offline by JupyterLab itself
 RUN_AHEAD_STEPS = 200
 NEXT_CHANGE_LIMIT = 5_000  # Next change runs the Lab at most this many steps past its end looking for one
-TIMELINE_WIDTH = 560  # px: the timeline's half of a 1366 px wide JupyterLab page
+TIMELINE_WIDTH = 340  # px: with its axis and legend, the timeline's part of a 1366 px wide JupyterLab page
 DIAGRAM_MAX_HEIGHT = 330  # px: with the controls and the timeline, one 768 px high screen
 STEP_WINDOW = 50  # steps on the step axis at once
+STEP_AXIS_WIDTH = 900  # px: scaled down to the page when narrower
 RENDERED_CACHE = 256  # diagrams kept rendered (Back and Step over the same states cost nothing)
 # the rule names that apply to each kind of run (see kip_lab.lab.invariants)
 CLASSIC_INVARIANTS = ("single-owner", "epochs-never-go-back", "classic-assignment-disjoint")
@@ -168,7 +169,7 @@ def describe_event(event: Any, topic_name: Callable[[str], str] = str) -> str | 
 def describe_step(events: list, topic_name: Callable[[str], str] = str) -> str:
     """What one step did, in one line: who sent what, what changed."""
     clauses = [c for c in (describe_event(e, topic_name) for e in events) if c]
-    return "; ".join(clauses) if clauses else "nothing visible happened"
+    return "; ".join(clauses) if clauses else "nothing visible happened (the start of the run, or bookkeeping)"
 
 
 def axis_kind(event: Any, owned_before: dict[str, Any]) -> str | None:
@@ -193,7 +194,7 @@ def axis_kind(event: Any, owned_before: dict[str, Any]) -> str | None:
     return None
 
 
-def step_axis_svg(marks: dict[int, str], current: int, horizon: int, width: int = 2 * TIMELINE_WIDTH) -> str:
+def step_axis_svg(marks: dict[int, str], current: int, horizon: int, width: int = STEP_AXIS_WIDTH) -> str:
     """The steps around ``current`` as a strip: a mark per step that did something, a cursor on ``current``.
 
     The window shows ``STEP_WINDOW`` steps and moves in whole windows, so the cursor moves
@@ -318,10 +319,15 @@ class Stepper(W.VBox):
             options=members,
             value=member or (members[0] if members else None),
             description="member",
-            layout=W.Layout(width="180px"),
+            layout=W.Layout(width="150px"),
+            style={"description_width": "55px"},
         )
         self.diagram_choice = W.Dropdown(
-            options=DIAGRAMS, value=DIAGRAMS[0], description="diagram", layout=W.Layout(width="230px")
+            options=DIAGRAMS,
+            value=DIAGRAMS[0],
+            description="diagram",
+            layout=W.Layout(width="210px"),
+            style={"description_width": "55px"},
         )
         self.whole_machine = W.Checkbox(value=False, description="whole machine", indent=False)
         self.diagram = W.HTML(layout=W.Layout(width="100%"))
@@ -345,7 +351,13 @@ class Stepper(W.VBox):
             [self.timeline_choice, self.timeline], layout=W.Layout(flex="3 1 0", min_width="0", overflow="hidden")
         )
         diagram_panel = W.VBox(
-            [W.HBox([self.diagram_choice, self.member_choice, self.whole_machine]), self.diagram],
+            [
+                W.HBox(
+                    [self.diagram_choice, self.member_choice, self.whole_machine],
+                    layout=W.Layout(flex_flow="row wrap"),
+                ),
+                self.diagram,
+            ],
             layout=W.Layout(flex="2 1 0", min_width="0", overflow="hidden"),
         )
         details = W.HBox(
@@ -481,10 +493,11 @@ class Stepper(W.VBox):
             describe_step(list(self._full.at_step(lab.step_count)), self._topic_name)
         )
         self.axis.value = step_axis_svg(self._marks, lab.step_count, lab.horizon)
-        self._draw_timeline()
+        # the small updates first: the browser shows them before it lays out the timeline's chart
         self._draw_diagram()
         self._draw_records()
         self._draw_lights()
+        self._draw_timeline()
 
     def _topic_name(self, topic_id: str) -> str:
         topic = self.lab.cluster.topic_by_id(topic_id)
@@ -496,9 +509,10 @@ class Stepper(W.VBox):
         if view not in self._specs:
             width = TIMELINE_WIDTH
             if view == TIMELINES[0]:
-                chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width) & epoch_chart(
-                    self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=120
-                )
+                chart = (
+                    ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width)
+                    & epoch_chart(self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=100)
+                ).resolve_scale(color="independent", opacity="independent", strokeDash="independent")
             elif view == TIMELINES[1]:
                 chart = message_sequence(
                     self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time", width=width, height=DIAGRAM_MAX_HEIGHT

@@ -167,8 +167,8 @@ class ApplicationLoop:
         names = self._names(partitions)
         self._callback_seq += 1
         error = None
-        # A listener without on_partitions_lost has on_partitions_revoked called instead (KIP-429 §4.1:
-        # Kafka's default method).
+        # A listener without on_partitions_lost has on_partitions_revoked called instead (Kafka's default
+        # method; KIP-429, *ConsumerRebalanceListener and ConsumerPartitionAssignor Semantics*).
         method = getattr(self.listener, kind, None) or self.listener.on_partitions_revoked
         try:
             duration = int(method(names) or 0)
@@ -314,7 +314,7 @@ class ApplicationLoop:
             if then is not None:
                 then(True)
             return
-        # Built, not validated (P15): the client's own positions, already of the wire's types; a
+        # Built, not validated: the client's own positions, already of the wire's types; a
         # stable group commits every fetching partition every interval, so this is among the Lab's
         # most frequent work. Each partition is made by tuple.__new__, as its NamedTuple would be.
         new = tuple.__new__

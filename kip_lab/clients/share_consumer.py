@@ -518,7 +518,7 @@ class ShareConsumer(MemberPlumbing):
         return record.offset in self.acks.delivered.get(record.tp, {})
 
     def _commit(self, acks: dict[TP, list[AcknowledgementBatch]]) -> list[int]:
-        """commitSync / commitAsync: a ShareAcknowledge to each leader with an open session."""
+        """CommitSync / commitAsync: a ShareAcknowledge to each leader with an open session."""
         by_broker: dict[str, dict[TP, list[AcknowledgementBatch]]] = {}
         for tp, batches in acks.items():
             by_broker.setdefault(self._leader(tp), {})[tp] = batches

@@ -1,6 +1,6 @@
 """Start a scenario from a known group state by writing the records that describe it.
 
-The seed's later case studies begin mid-life ("group epoch 21, A owns foo-0..2"). Rather
+The KIP's later case studies begin mid-life ("group epoch 21, A owns foo-0..2"). Rather
 than poke at in-memory state, we write the records a coordinator would have written and
 let replay build the group — the same path failover takes.
 """

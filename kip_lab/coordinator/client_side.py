@@ -221,7 +221,7 @@ class ClientSideAssignment:
     def _validated_install(
         request: ConsumerGroupInstallAssignmentRequest, snapshot: dict[str, Any]
     ) -> dict[str, TargetPartitions]:
-        """The KIP's checks, against the metadata the assignment was computed from (V1-V4)."""
+        """The KIP's checks, against the metadata the assignment was computed from."""
         subscriptions: dict[str, frozenset[str]] = snapshot["subscriptions"]
         partitions: dict[str, int] = snapshot["partitions"]
         seen: dict[tuple[str, int], str] = {}

@@ -581,7 +581,7 @@ class GroupCoordinator(
         group_epoch: int,
         old_target: dict[str, TargetPartitions] | None = None,
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
-        """Run the server-side assignor; the batch holds changed members then the epoch (W3)."""
+        """Run the server-side assignor; the batch holds changed members then the epoch."""
         old_target = group.target if old_target is None else old_target
         spec = self._assignment_spec(members, metadata, old_target)
         assignor = self._server_assignor(members)

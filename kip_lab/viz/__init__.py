@@ -22,6 +22,7 @@ _EXPORTS = {
     "DOT_MISSING_MESSAGE": "kip_lab.viz.dot",
     "Picture": "kip_lab.viz.pictures",
     "picture": "kip_lab.viz.pictures",
+    "notebook_charts": "kip_lab.viz.pictures",
     "TraceFrames": "kip_lab.viz.frames",
     "trace_frames": "kip_lab.viz.frames",
     "ownership_frame": "kip_lab.viz.frames",

@@ -27,13 +27,25 @@ STATUS_OPACITY = [1.0, 0.6, 0.3]
 STATUS_DASH = [[1, 0], [1, 0], [3, 2]]
 MARKER_KINDS = ["fault", "timer", "invariant"]
 MARKER_COLORS = ["#d62728", "#7b1fa2", "#000000"]
+MARKER_CHAR_PX = 5.5  # width of one character of a marker label (9 px Helvetica), to keep labels apart
+MARKER_ROW_PX = 11
 ERROR_COLOR = "#d62728"
 DROPPED_COLOR = "#9e9e9e"
 API_PALETTE = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#e377c2", "#bcbd22"]
 CURSOR_COLOR = "#000000"
 GAP_COLOR = "#d62728"
+GAP_LABEL = "nobody holds it"
+# The status legend draws its symbols in a member colour, not Vega's default black: opacity and
+# dash are what it explains, on a bar like the chart's own.
+STATUS_LEGEND = alt.Legend(
+    title="status", symbolType="square", symbolFillColor="#4c78a8", symbolStrokeColor="#4c78a8", symbolSize=160
+)
 DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
 MEMBER_SCHEME = "tableau10"
+TABLEAU10 = [  # Vega's tableau10, the MEMBER_SCHEME, for charts that give members colours by hand
+    *("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b"),
+    *("#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"),
+]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -83,12 +95,35 @@ def _marker_color() -> Any:
     return rule.otherwise(alt.value("#616161"))
 
 
+def _label_rows(times: list[float], labels: list[str], ms_per_px: float) -> list[int]:
+    """A text row per marker label, so that no two labels overlap: each goes to the first row
+    whose last label ends before it starts (labels are drawn left-aligned at their time)."""
+    row_ends: list[float] = []
+    rows = []
+    for time_ms, label in zip(times, labels, strict=True):
+        start, end = time_ms, time_ms + (len(label) * MARKER_CHAR_PX + 6) * ms_per_px
+        row = next((i for i, row_end in enumerate(row_ends) if row_end <= start), len(row_ends))
+        if row == len(row_ends):
+            row_ends.append(end)
+        else:
+            row_ends[row] = end
+        rows.append(row)
+    return rows
+
+
 def _vertical_markers(
-    frames: TraceFrames, kinds: list[str] | None, time_range: tuple[float, float] | None
+    frames: TraceFrames, kinds: list[str] | None, time_range: tuple[float, float] | None, width: int
 ) -> list[alt.Chart]:
     markers = _markers(frames, kinds, time_range)
     if markers.empty:
         return []
+    lo, hi = time_range if time_range is not None else (0, max(frames.end_ms, 1))
+    markers = markers.sort_values(["time_ms", "step"], kind="stable").reset_index(drop=True)
+    rows = _label_rows(list(markers["time_ms"]), list(markers["label"].astype(str)), (hi - lo) / max(width, 1))
+    markers = markers.assign(
+        label_y=[2 + MARKER_ROW_PX * row for row in rows],
+        label=markers["label"].astype(str).str.replace("_", " "),  # "fail over share coordinator", read as words
+    )
     base = alt.Chart(_values(markers))
     tooltip = [
         alt.Tooltip("kind:N"),
@@ -101,7 +136,7 @@ def _vertical_markers(
         x="time_ms:Q", color=_marker_color(), tooltip=tooltip
     )
     labels = base.mark_text(align="left", baseline="top", dx=3, angle=0, fontSize=9).encode(
-        x="time_ms:Q", y=alt.value(2), text="label:N", color=_marker_color()
+        x="time_ms:Q", y=alt.Y("label_y:Q", scale=None), text="label:N", color=_marker_color()
     )
     return [rules, labels]
 
@@ -141,8 +176,10 @@ def ownership_swimlanes(
     """One lane per partition; bars show who held it when (colour = member, opacity = status).
 
     Within a lane each member gets its own sub-row (``yOffset``); ``assigned`` is solid,
-    ``revoking`` half-transparent, ``pending`` faint. Red shading marks the gaps when no
-    member had the partition assigned. ``view="coordinator"`` draws the coordinator's record
+    ``revoking`` half-transparent, ``pending`` faint (the legend shows each on a bar). Red
+    shading, with its own legend entry, marks the gaps when no member had the partition
+    assigned; it is drawn where the coordinator records which partitions exist (a consumer
+    group), so a classic group's gaps show as empty lane. ``view="coordinator"`` draws the coordinator's record
     view instead of the clients'.
     """
     frames = _frames(frames)
@@ -166,11 +203,17 @@ def ownership_swimlanes(
     if not gaps.empty:
         layers.append(
             alt.Chart(_values(gaps))
-            .mark_rect(color=GAP_COLOR, opacity=0.15, clip=True)
+            .transform_calculate(gap=f"'{GAP_LABEL}'")
+            .mark_rect(opacity=0.15, clip=True)
             .encode(
                 x=x,
                 x2="end_ms:Q",
                 y=y,
+                fill=alt.Fill(
+                    "gap:N",
+                    scale=alt.Scale(domain=[GAP_LABEL], range=[GAP_COLOR]),
+                    legend=alt.Legend(title=None, orient="top"),
+                ),
                 tooltip=[
                     alt.Tooltip("partition:N"),
                     alt.Tooltip("start_ms:Q", title="unassigned from (ms)"),
@@ -194,12 +237,12 @@ def ownership_swimlanes(
             opacity=alt.Opacity(
                 "status:N",
                 scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_OPACITY),
-                legend=alt.Legend(title="status"),
+                legend=STATUS_LEGEND,
             ),
             strokeDash=alt.StrokeDash(
                 "status:N",
                 scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_DASH),
-                legend=alt.Legend(title="status"),
+                legend=STATUS_LEGEND,
             ),
             tooltip=[
                 alt.Tooltip("partition:N"),
@@ -212,7 +255,7 @@ def ownership_swimlanes(
             ],
         )
     )
-    layers += _vertical_markers(frames, markers, time_range)
+    layers += _vertical_markers(frames, markers, time_range, width)
     layers += _vertical_cursor(cursor_ms, time_range)
     title = "partition ownership" + (" (coordinator records)" if view == "coordinator" else "")
     return _layer(layers, title, width, height)
@@ -248,9 +291,12 @@ def epoch_chart(
     """Group epoch, assignment epoch and each member's epoch over time (step lines)."""
     frames = _frames(frames)
     data = _epoch_lines(frames)
-    series = list(dict.fromkeys(data["series"])) if not data.empty else []
+    # members in the ownership chart's colours (the same scheme, sorted), the group's two epochs in black and grey
+    members = sorted(set(data.loc[data["kind"] == "member", "series"])) if not data.empty else []
+    series = [*members, "group epoch", "assignment epoch"]
+    colours = [TABLEAU10[i % len(TABLEAU10)] for i in range(len(members))] + ["#000000", "#9e9e9e"]
     x = alt.X("time_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
-    color = alt.Color("series:N", scale=alt.Scale(domain=series), legend=alt.Legend(title="epoch"))
+    color = alt.Color("series:N", scale=alt.Scale(domain=series, range=colours), legend=alt.Legend(title="epoch"))
     dash = alt.StrokeDash(
         "kind:N",
         scale=alt.Scale(domain=["group", "assignment", "member"], range=[[1, 0], [6, 3], [2, 2]]),
@@ -277,7 +323,7 @@ def epoch_chart(
         .mark_point(filled=True, size=30, clip=True)
         .encode(x=x, y="epoch:Q", color=color, tooltip=tooltip),
     ]
-    layers += _vertical_markers(frames, markers, time_range)
+    layers += _vertical_markers(frames, markers, time_range, width)
     layers += _vertical_cursor(cursor_ms, time_range)
     return _layer(layers, "epochs", width, height)
 
@@ -516,8 +562,10 @@ def record_state_strip(
     """One share-partition's records over time: offsets up, time across, coloured by state.
 
     Each interval is labelled with the record's delivery count; the share-partition start offset
-    (SPSO, solid) and end offset (SPEO, dashed) are drawn as step lines. ``source`` is a trace,
-    a Lab or ``ShareFrames``; the share-partition defaults to the first one in it.
+    (SPSO, solid) and end offset (SPEO, dashed) are drawn as step lines; from a trace or a Lab,
+    faults (a share coordinator failing over, a leader moving) are drawn as labelled rules.
+    ``source`` is a trace, a Lab or ``ShareFrames``; the share-partition defaults to the first
+    one in it.
     """
     frames = source if isinstance(source, ShareFrames) else share_frames(source)
     records, offsets = frames.records, frames.offsets
@@ -594,6 +642,8 @@ def record_state_strip(
                 tooltip=[alt.Tooltip("bound:N"), alt.Tooltip("offset:Q"), alt.Tooltip("time_ms:Q", title="time (ms)")],
             )
         )
+    if not isinstance(source, ShareFrames):  # faults (a failover, a leader moving) as labelled rules
+        layers += _vertical_markers(_frames(source), ["fault"], time_range, width)
     layers += _vertical_cursor(cursor_ms, None, clip=True)  # clipped to the strip's time range
     name = title or f"share-partition {key[1][:8]}-{key[2]} of group {key[0]}: record states"
     return _layer(layers, name, width, height)

@@ -129,18 +129,20 @@ def machine_dot(
     ``rankdir`` defaults to the layout that fits a page: left to right for a small machine,
     top to bottom for one with many edges (its trigger labels would make a row of states
     wider than a laptop screen). ``focus=True`` draws only what is one transition away from
-    ``current`` (and the edge just taken), so a large machine stays readable in a small
-    panel; the whole machine is drawn otherwise.
+    ``current`` (or from the initial state when there is no current one) and the edge just
+    taken, so a large machine stays readable in a small panel; the whole machine is drawn
+    otherwise.
     """
     if current is not None and current not in machine.states:
         raise ValueError(f"{machine.name}: current state {current!r} is not a state of the machine")
     taken = None if last_transition is None else _normalise_transition(machine, last_transition)
     edges = machine_edges(machine)
     states = list(machine.states)
-    if focus and current is not None:
-        near = {current} | {t for s, t, _ in edges if s == current} | ({taken[0]} if taken else set())
+    if focus:
+        center = current if current is not None else machine.initial  # before the machine exists: its start
+        near = {center} | {t for s, t, _ in edges if s == center} | ({taken[0]} if taken else set())
         states = [s for s in machine.states if s in near]
-        edges = [(s, t, triggers) for s, t, triggers in edges if s in near and t in near and current in (s, t)]
+        edges = [(s, t, triggers) for s, t, triggers in edges if s in near and t in near and center in (s, t)]
     if rankdir is None:
         rankdir = "LR" if len(edges) <= SMALL_MACHINE_EDGES else "TB"
 

@@ -82,3 +82,34 @@ def picture(source: Any) -> Picture:
     if hasattr(source, "to_dict"):
         return _chart_picture(source)
     raise TypeError(f"picture() takes DOT text or an Altair chart, not {type(source).__name__}")
+
+
+VEGA_LITE_MIMETYPE = "application/vnd.vegalite.v5+json"
+
+
+def notebook_chart_bundle(spec: dict, **_options: Any) -> dict[str, Any]:
+    """An Altair renderer: the Vega-Lite spec, which JupyterLab draws itself (offline, interactive),
+    with a PNG of it beside.
+
+    The PNG is what GitHub and other viewers without Vega show. It also keeps a notebook from
+    opening modified: JupyterLab's Vega renderer adds a PNG to every chart output that has none,
+    which changes the notebook as soon as it is drawn.
+    """
+    import vl_convert as vlc
+
+    from kip_lab.viz.charts import _vl_version
+
+    png = vlc.vegalite_to_png(spec, vl_version=_vl_version(), allowed_base_urls=[])
+    return {
+        VEGA_LITE_MIMETYPE: spec,
+        "image/png": base64.b64encode(png).decode("ascii"),
+        "text/plain": "<a Vega-Lite chart>",
+    }
+
+
+def notebook_charts() -> None:
+    """Show Altair charts in notebooks as ``notebook_chart_bundle`` makes them (the first cell of every notebook)."""
+    import altair as alt
+
+    alt.renderers.register("kip_lab", notebook_chart_bundle)
+    alt.renderers.enable("kip_lab")

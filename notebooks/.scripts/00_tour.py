@@ -17,9 +17,11 @@
 # # 00 · A tour of kip_lab
 #
 # **kip_lab** is a deterministic, steppable workbench for Apache Kafka's group protocols. This
-# notebook series teaches **KIP-848, "The Next Generation of the Consumer Rebalance Protocol"**:
-# the protocol in which the *group coordinator* (a broker) computes assignments and every consumer
-# converges to its share on its own, heartbeat by heartbeat, with no group-wide barrier.
+# course starts with **KIP-848, "The Next Generation of the Consumer Rebalance Protocol"** — the
+# protocol in which the *group coordinator* (a broker) computes assignments and every consumer
+# converges to its share on its own, heartbeat by heartbeat, with no group-wide barrier — then
+# compares it with the classic protocol and KIP-429's cooperative rebalancing, and ends with
+# KIP-932's share groups (queues in Kafka).
 #
 # Everything runs in this Python process on a **manual clock**: no broker, no threads, no wall
 # time. The same scenario and seed give the same trace, byte for byte, so every number printed in
@@ -68,7 +70,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
 from IPython.display import display

@@ -39,7 +39,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
 
@@ -80,7 +82,7 @@ STATE_COLORS = {"UNSUBSCRIBED": "#bdbdbd", "JOINING": "#9ecae1", "RECONCILING": 
                 "STALE": "#636363", "FATAL": "#000000"}
 
 
-def state_timeline(frames, width=640, time_range=None):
+def state_timeline(frames, width=560, time_range=None):
     """One row per consumer, a bar per state it was in (from the trace's state transitions)."""
     data = frames.member_states.assign(end_ms=lambda f: f.end_ms.where(f.end_ms > f.start_ms, f.start_ms + 1))
     x = alt.X("start_ms:Q", title="time (ms)", scale=alt.Scale(domain=list(time_range) if time_range else [0, frames.end_ms], nice=False))
@@ -139,7 +141,7 @@ print({name: listener.calls for name, listener in listeners.items()})
 
 # %%
 frames = trace_frames(lab.trace)
-(state_timeline(frames) & (ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=140))).resolve_scale(
+(state_timeline(frames) & (ownership_swimlanes(frames, width=560) & epoch_chart(frames, width=560, height=140))).resolve_scale(
     color="independent")
 
 # %% [markdown]
@@ -244,7 +246,7 @@ print(client_story(stale.trace, since_ms=10_000))
 
 # %%
 frames = trace_frames(stale.trace)
-(state_timeline(frames) & ownership_swimlanes(frames, width=640)).resolve_scale(color="independent")
+(state_timeline(frames) & ownership_swimlanes(frames, width=560)).resolve_scale(color="independent")
 
 # %% [markdown]
 # ## Explore

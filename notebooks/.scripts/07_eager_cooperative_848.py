@@ -37,9 +37,12 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
+from IPython.display import display
 
 from kip_lab.clients import CallbackConfig
 from kip_lab.lab import Lab
@@ -76,8 +79,9 @@ labs = {protocol: rolling_bounce(protocol) for protocol in PROTOCOLS}
 # %% [markdown]
 # ## What each protocol does when A is bounced
 #
-# One lane per partition, coloured by the member fetching it; red shading marks time when nobody
-# fetches it. The window is A's bounce (close at 30 s, restart at 33 s).
+# One lane per partition, coloured by the member fetching it; a stretch of lane left empty is time
+# when nobody fetches the partition (for the KIP-848 group, whose coordinator records which
+# partitions exist, it is also shaded red). The window is A's bounce (close at 30 s, restart at 33 s).
 
 # %%
 WINDOW = (29_500, 42_000)
@@ -86,9 +90,9 @@ for protocol, lab in labs.items():
     display(picture(chart))
 
 # %% [markdown]
-# * **eager**: at each of the two rebalances (A leaves, A returns) *every* lane goes red — all ten
+# * **eager**: at each of the two rebalances (A leaves, A returns) *every* lane breaks off — all ten
 #   partitions stop, most come back to the same member after the assign callback.
-# * **cooperative**: only A's partitions go red when A leaves; when A returns, the two partitions
+# * **cooperative**: only A's partitions break off when A leaves; when A returns, the two partitions
 #   it will take are revoked in the first rebalance and handed over in the second; the other eight
 #   never stop.
 # * **consumer** (KIP-848): the same partitions move, with no join barrier; each handover waits

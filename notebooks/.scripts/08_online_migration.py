@@ -30,7 +30,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
 
@@ -63,7 +65,8 @@ picture(machine_dot(CLASSIC_GROUP_STATE_MACHINE, current="Stable"))
 # ## The run
 #
 # `foo` has 6 partitions; A, B and C are classic eager consumers (`[range]`). Each is closed and
-# restarted as a new consumer (`group.protocol=consumer`), 20 s apart. After each step we look at
+# restarted as a new consumer (`group.protocol=consumer`), one after the other, each as soon as the
+# group is stable again (3-4 s apart: see the time column). After each step we look at
 # the coordinator: which kind of group it holds, its epoch, and each member.
 
 # %%

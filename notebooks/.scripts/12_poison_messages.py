@@ -36,7 +36,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 import pandas as pd
 
@@ -101,16 +103,12 @@ for step in history(released, 9):
 
 # %% [markdown]
 # Five acquisitions with counts 1..5, four *release → Available*, then *release at limit →
-# Archived*: exactly what the scenario `share_poison_messages` expects. Meanwhile the healthy records were each delivered once. The strip shows
-# it — the poison rows change colour five times, the SPSO (solid line) waits at each poison record
+# Archived*: exactly what the scenario `share_poison_messages` expects. Meanwhile the healthy
+# records were each delivered once. The strip shows it — the poison rows change colour five times, the SPSO (solid line) waits at each poison record
 # until it is archived, then jumps past the acknowledged records behind it:
 
 # %%
-strip = record_state_strip(released, title="release: orders-0 in share group queue")
-strip
-
-# %%
-picture(strip)
+picture(record_state_strip(released, title="release: orders-0 in share group queue"))
 
 # %% [markdown]
 # ## 2 · A consumer that hangs: the acquisition lock runs out

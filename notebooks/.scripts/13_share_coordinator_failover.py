@@ -31,7 +31,9 @@
 # %%
 import altair as alt
 
-alt.renderers.enable("mimetype")  # JupyterLab renders Vega-Lite v5 by itself: no CDN, works offline
+from kip_lab.viz import notebook_charts
+
+notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 
 from kip_lab.lab.lab import Lab, LabConfig
@@ -103,11 +105,7 @@ print("end: SPSO", sp.spso, "of", run.world.share.topic_log((run.topic_id("order
 print("every record settled:", at_least_once(run.world) == [], "| violations:", len(run.invariants.violations))
 
 # %%
-strip = record_state_strip(run, title="orders-0 across a share coordinator failover at 9 s", time_range=(5_000, 16_000))
-strip
-
-# %%
-picture(strip)
+picture(record_state_strip(run, title="orders-0 across a share coordinator failover at 9 s", time_range=(5_000, 16_000)))
 
 # %% [markdown]
 # ## 2 · Loading: nothing is served until the replay is done
