@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import cache
+from functools import cache, partial
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +24,9 @@ class Message(BaseModel):
         _construction(cls)
 
     @classmethod
-    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
+    # pydantic's mypy plugin gives every model a model_construct typed by its fields (none on this
+    # base), which mypy then compares with BaseModel's: this definition is checked by its callers.
+    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:  # type: ignore[override]
         """pydantic's ``model_construct`` — a model from values its caller vouches for, not
         validated — without pydantic's loop over every field in Python: a stable group's clients
         build a request this way at every commit. A Message has no aliases, private attributes
@@ -68,7 +70,12 @@ def _construction(
         for name, f in fields.items()
     }
     required = frozenset(name for name, f in fields.items() if f.is_required())
-    factories = tuple((name, f.default_factory) for name, f in fields.items() if f.default_factory is not None)
+    # pydantic's own call of a default factory (one that takes the validated data is told it gets none)
+    factories = tuple(
+        (name, partial(f.get_default, call_default_factory=True))
+        for name, f in fields.items()
+        if f.default_factory is not None
+    )
     return template, required, factories
 
 
