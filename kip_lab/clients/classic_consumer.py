@@ -532,7 +532,7 @@ class ClassicConsumer(ApplicationLoop):
         """Decode every subscription and run the group's assignor (Kafka ``ConsumerCoordinator.onLeaderElected``);
         under the Lab's ``kip`` profile, then KIP-429's leader rule (docs/decisions.md K3)."""
         name = response.protocol_name
-        if name is None or name not in self._assignors:  # as Kafka's onLeaderElected, which throws too
+        if name is None or name not in self._assignors:  # Kafka's onLeaderElected refuses it too
             raise RuntimeError(f"the coordinator chose assignment protocol {name!r}, which this member did not offer")
         assignor = self._assignors[name]
         subscriptions = {

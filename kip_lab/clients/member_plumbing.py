@@ -2,8 +2,8 @@
 moving its member state machine with a trace event, and matching a response or a timeout to the
 request it answers.
 
-A mixin rather than a base class with fields: each client is a dataclass with its own fields,
-and all this needs is the attributes declared (not defined) at the top of ``MemberPlumbing``.
+A base without fields: each client is a dataclass with its own fields, and all this needs is
+the attributes declared (not defined) at the top of ``MemberPlumbing``.
 """
 
 from __future__ import annotations

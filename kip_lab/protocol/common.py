@@ -23,9 +23,9 @@ class Message(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         _construction(cls)
 
-    @classmethod
     # pydantic's mypy plugin gives every model a model_construct typed by its fields (none on this
     # base), which mypy then compares with BaseModel's: this definition is checked by its callers.
+    @classmethod
     def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:  # type: ignore[override]
         """pydantic's ``model_construct`` — a model from values its caller vouches for, not
         validated — without pydantic's loop over every field in Python: a stable group's clients
