@@ -14,7 +14,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: lab test bench lint clean
+.PHONY: lab test bench lint typecheck clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,8 +36,12 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(BIN)/python -m benchmarks
 
-lint: $(VENV)/.installed
+lint: typecheck
 	$(BIN)/ruff check .
+
+# mypy over the `files` of [tool.mypy] in pyproject.toml.
+typecheck: $(VENV)/.installed
+	$(BIN)/python -m mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache

@@ -387,6 +387,11 @@ def test_message_model_construct_is_pydantics_without_the_loop() -> None:
 
         class Aliased(Message):
             epoch: int = Field(alias="memberEpoch")
+    with pytest.raises(TypeError, match=r"default factories taking the other fields \(\['epochs'\]\)"):
+
+        class FactoryOfTheOthers(Message):
+            epoch: int = 0
+            epochs: list[int] = Field(default_factory=lambda data: [data["epoch"]])
 
 
 def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) -> None:

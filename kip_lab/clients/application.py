@@ -7,10 +7,10 @@ thread and take simulated time, ``poll`` keeps ``max.poll.interval.ms`` alive, f
 partitions advance at the consumer's rate, positions are committed (auto-commit and before a
 revocation) and fetched when a partition is assigned. ``ApplicationLoop`` holds that once.
 
-A subclass is a dataclass with the fields used here (``name``, ``config``, ``world``,
-``listener``, ``member_id``, ``owned``, ``fetching``, ``committed``, the callback queue...) and
-provides ``_poll`` (a call to poll), ``_may_auto_commit`` (is it in the group) and
-``member_epoch`` (what it commits with: the member epoch, or the classic generation).
+It stands on ``member_plumbing.MemberPlumbing`` (clock, timers, sending). A subclass is a
+dataclass that adds its protocol's fields (``state``, ``member_id``...) and provides ``_poll``
+(a call to poll), ``_may_auto_commit`` (is it in the group) and ``member_epoch`` (what it
+commits with: the member epoch, or the classic generation).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.protocol import Errors
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -51,7 +52,7 @@ class Fetch:
 
 
 @dataclass
-class ApplicationLoop:
+class ApplicationLoop(MemberPlumbing):
     """Callbacks, consumption and offsets, shared by the new and the classic consumer.
 
     The fields this loop keeps are declared here once; each consumer's dataclass adds its

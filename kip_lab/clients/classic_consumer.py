@@ -52,7 +52,6 @@ from kip_lab.assignors.client import (
 from kip_lab.clients.application import TP, ApplicationLoop
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE, ClassicMemberState
 from kip_lab.clients.consumer import RETRIABLE, ConsumerConfig, TimedListener
-from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import (
     NO_GENERATION,
@@ -164,7 +163,7 @@ def _avg(samples: list[int]) -> float | None:
 
 
 @dataclass
-class ClassicConsumer(MemberPlumbing, ApplicationLoop):
+class ClassicConsumer(ApplicationLoop):
     """One classic consumer process. ``world`` is the Lab's world (clock, network, trace)."""
 
     MEMBER_MACHINE = CLASSIC_MEMBER_MACHINE
@@ -533,7 +532,10 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
     def _assign_as_leader(self, response: JoinGroupResponse) -> list[SyncGroupRequestAssignment]:
         """Decode every subscription and run the group's assignor (Kafka ``ConsumerCoordinator.onLeaderElected``);
         under the Lab's ``kip`` profile, then KIP-429's leader rule (docs/decisions.md K3)."""
-        assignor = self._assignors[response.protocol_name]
+        name = response.protocol_name
+        if name is None or name not in self._assignors:  # Kafka's onLeaderElected refuses it too
+            raise RuntimeError(f"the coordinator chose assignment protocol {name!r}, which this member did not offer")
+        assignor = self._assignors[name]
         subscriptions = {
             m.member_id: ConsumerProtocolSubscription.decode(m.metadata)
             for m in sorted(response.members, key=lambda m: m.member_id)

@@ -30,7 +30,6 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from kip_lab.clients.application import TP, ApplicationLoop, by_topic
-from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.protocol import Errors
 from kip_lab.protocol.common import TopicPartitions
@@ -128,7 +127,7 @@ class TimedListener:
 
 
 @dataclass
-class Consumer(MemberPlumbing, ApplicationLoop):
+class Consumer(ApplicationLoop):
     """One consumer process. ``world`` is the Lab's world (clock, RNG, network, trace)."""
 
     MEMBER_MACHINE = CONSUMER_MEMBER_MACHINE

@@ -2,21 +2,35 @@
 moving its member state machine with a trace event, and matching a response or a timeout to the
 request it answers.
 
-A mixin rather than a base class with fields: each client is a dataclass with its own fields,
-and all this needs is ``name``, ``world``, ``state``, ``member_id``, ``member_epoch``, ``alive``,
-``_correlation`` and ``_pending``.
+A base without fields: each client is a dataclass with its own fields, and all this needs is
+the attributes declared (not defined) at the top of ``MemberPlumbing``.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kip_lab.machines import StateMachine
 
 
 class MemberPlumbing:
     MEMBER_MACHINE: ClassVar[StateMachine]  # the table the client's ``state`` moves in
+
+    # What each client's dataclass provides: declared here for the type checker, defined there.
+    name: str
+    world: Any  # the Lab's world: clock (``scheduler``), ``network`` and trace (``emit``)
+    state: Enum  # a member of the client's own state enum, moved in ``MEMBER_MACHINE``
+    member_id: str
+    alive: bool
+    _correlation: int  # the latest correlation id sent
+    _pending: dict[int, tuple[str, Any]]  # correlation id -> (api, context) of each request out
+    if TYPE_CHECKING:
+
+        @property
+        def member_epoch(self) -> int:
+            """A field of most clients; the classic consumer derives it from its generation."""
+            ...
 
     @property
     def now(self) -> int:

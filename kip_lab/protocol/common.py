@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import core_schema
@@ -23,8 +23,10 @@ class Message(BaseModel):
         super().__pydantic_init_subclass__(**kwargs)
         _construction(cls)
 
+    # pydantic's mypy plugin gives every model a model_construct typed by its fields (none on this
+    # base), which mypy then compares with BaseModel's: this definition is checked by its callers.
     @classmethod
-    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
+    def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:  # type: ignore[override]
         """pydantic's ``model_construct`` — a model from values its caller vouches for, not
         validated — without pydantic's loop over every field in Python: a stable group's clients
         build a request this way at every commit. A Message has no aliases, private attributes
@@ -54,21 +56,29 @@ def _construction(
 ) -> tuple[dict[str, Any], frozenset[str], tuple[tuple[str, Callable[[], Any]], ...]]:
     """What ``Message.model_construct`` needs of ``cls``: each field at its default (None while
     required or made by a factory), the required fields, the factories (called per model, as
-    pydantic does). A TypeError for a class with a field alias, private attributes or a
-    post-init, which a model built from field names alone would get wrong."""
+    pydantic does). A TypeError for a class with a field alias, private attributes, a default
+    factory of the other fields or a post-init, which a model built from field names alone would
+    get wrong."""
     fields = cls.model_fields
     aliased = sorted(name for name, f in fields.items() if f.alias is not None or f.validation_alias is not None)
-    if aliased or cls.__private_attributes__ or cls.__pydantic_post_init__:
+    data_factories = sorted(name for name, f in fields.items() if f.default_factory_takes_validated_data)
+    if aliased or data_factories or cls.__private_attributes__ or cls.__pydantic_post_init__:
         raise TypeError(
-            f"{cls.__name__}: a Message has no field aliases ({aliased}), private attributes "
-            f"({sorted(cls.__private_attributes__)}) or post-init: model_construct builds it from field names"
+            f"{cls.__name__}: a Message has no field aliases ({aliased}), default factories taking the "
+            f"other fields ({data_factories}), private attributes ({sorted(cls.__private_attributes__)}) "
+            "or post-init: model_construct builds it from field names"
         )
     template = {
         name: None if f.is_required() or f.default_factory is not None else f.get_default()
         for name, f in fields.items()
     }
     required = frozenset(name for name, f in fields.items() if f.is_required())
-    factories = tuple((name, f.default_factory) for name, f in fields.items() if f.default_factory is not None)
+    # Each factory takes no argument (one taking the other fields is refused above).
+    factories = tuple(
+        (name, cast(Callable[[], Any], f.default_factory))
+        for name, f in fields.items()
+        if f.default_factory is not None
+    )
     return template, required, factories
 
 

@@ -10,9 +10,10 @@ an error code as Kafka does.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from kip_lab.protocol.common import Message, TopicPartitions, dumped_as_fields
 from kip_lab.protocol.errors import Errors
@@ -200,7 +201,9 @@ class OffsetCommitRequestPartition(NamedTuple):
     committed_leader_epoch: int = -1
     committed_metadata: str | None = None
 
-    __get_pydantic_core_schema__ = classmethod(dumped_as_fields)
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return dumped_as_fields(cls, source, handler)
 
 
 class OffsetCommitRequestTopic(Message):

@@ -50,7 +50,8 @@ class PartitionLog:
         if not records:
             raise ValueError("a batch must hold at least one record")
         if not all(map(isinstance, records, repeat(Record))):
-            wrong = next(r for r in records if not isinstance(r, Record))
+            untyped: Sequence[object] = records  # a caller without types (a notebook) may pass anything
+            wrong = next(r for r in untyped if not isinstance(r, Record))
             raise TypeError(f"expected Record, got {type(wrong).__name__}")
         base = len(self._records)
         self._records.extend(records)

@@ -213,7 +213,8 @@ def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | No
     if total == 0:
         return []
     joining = sorted((c for c in candidates if caps is None or loads[c] < caps[c]), key=loads.__getitem__)
-    leaving = [] if caps is None else sorted(joining, key=caps.__getitem__)
+    # (cap, candidate), lowest cap first: a candidate stops taking turns when the level reaches its cap
+    leaving = [] if caps is None else sorted((caps[c], c) for c in joining)
     steps: list[_FillStep] = []
     turns: list[int] = []
     next_join = next_leave = 0
@@ -225,8 +226,8 @@ def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | No
             arrivals.append(joining[next_join])
             next_join += 1
         departures = set()
-        while next_leave < len(leaving) and caps[leaving[next_leave]] == level:
-            departures.add(leaving[next_leave])
+        while next_leave < len(leaving) and leaving[next_leave][0] == level:
+            departures.add(leaving[next_leave][1])
             next_leave += 1
         if departures:
             turns = [c for c in turns if c not in departures]
@@ -236,14 +237,17 @@ def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | No
         if next_join < len(joining):
             next_levels.append(loads[joining[next_join]])
         if next_leave < len(leaving):
-            next_levels.append(caps[leaving[next_leave]])
-        next_level = min(next_levels) if next_levels else None
+            next_levels.append(leaving[next_leave][0])
+        if not next_levels:  # nobody joins or leaves any more: the turns take everything left
+            if not turns:
+                raise AssertionError("quotas leave partitions without a member")
+            steps.append((turns, remaining))
+            break
+        next_level = min(next_levels)
         if turns:
-            share = remaining if next_level is None else min(remaining, len(turns) * (next_level - level))
+            share = min(remaining, len(turns) * (next_level - level))
             steps.append((turns, share))
             remaining -= share
-        elif next_level is None:
-            raise AssertionError("quotas leave partitions without a member")
         level = next_level
     return steps
 
