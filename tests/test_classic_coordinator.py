@@ -8,14 +8,12 @@ import uuid
 
 import pytest
 
+from kip_lab.assignors.java_hash_order import string_key_order
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import (
     CLASSIC_GROUP_STATE_MACHINE,
     ClassicGroupState,
-    java_hash_map_capacity,
-    java_hash_map_order,
-    java_string_hash,
 )
 from kip_lab.coordinator.view import classic_group_row, describe_record
 from kip_lab.machines import IllegalTransition
@@ -177,7 +175,7 @@ def test_initial_rebalance_waits_for_the_delay_and_extends_it_while_members_arri
     assert leader == a  # the first member to join leads
     assert {r.generation_id for r in responses.values()} == {1}
     # The leader sees everyone, in Kafka's member-map order (ClassicGroup.currentClassicGroupMembers).
-    assert [m.member_id for m in responses["a"].members] == java_hash_map_order([a, b], 16)
+    assert [m.member_id for m in responses["a"].members] == string_key_order([a, b], 16)
     assert responses["b"].members == [] and responses["b"].leader == a
     assert b in c.group.members
 
@@ -385,16 +383,6 @@ def test_protocol_selection_takes_the_common_protocol_with_most_votes():
     assert c.group.protocol_name == "range"  # two votes to one; roundrobin is not common
 
 
-def test_java_string_hash_and_hash_map_order():
-    """Java ``String.hashCode`` and ``HashMap`` iteration (bucket, then insertion order within a bucket)."""
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("polygenelubricants") == 2**31  # Integer.MIN_VALUE, unsigned
-    assert java_hash_map_order(["range", "sticky"], 16) == ["sticky", "range"]  # buckets 8 and 9
-    assert java_hash_map_order(["BB", "Aa"], 16) == ["BB", "Aa"]  # one bucket: insertion order
-    assert java_hash_map_capacity(12) == 16 and java_hash_map_capacity(13) == 32
-
-
 def test_protocol_selection_tie_goes_to_kafkas_vote_map_order():
     """Kafka ``ClassicGroup.selectProtocol``: the first protocol with the most votes in its vote ``HashMap``
     ("sticky" sits in bucket 8, "range" in bucket 9), not the smallest name."""
@@ -414,7 +402,7 @@ def test_protocol_selection_tie_in_one_bucket_goes_to_the_first_vote():
     x = c.new_member_with(("Aa", "BB"))
     y = c.new_member_with(("BB", "Aa"))
     c.advance(0)
-    first = java_hash_map_order([x, y], 16)[0]
+    first = string_key_order([x, y], 16)[0]
     assert c.group.protocol_name == ("Aa" if first == x else "BB")
 
 
@@ -429,7 +417,7 @@ def test_leader_that_does_not_rejoin_is_replaced_in_kafkas_member_map_order():
         c.join(member_id, ref=member_id, names=("range", "roundrobin"))
     c.advance(REBALANCE)
     assert leader not in c.group.members and c.group.state is ClassicGroupState.COMPLETING_REBALANCE
-    assert c.group.leader_id == next(m for m in java_hash_map_order(ids, 16) if m in rejoined)
+    assert c.group.leader_id == next(m for m in string_key_order(ids, 16) if m in rejoined)
 
 
 # -- static membership (KIP-345) ----------------------------------------------------------

@@ -10,9 +10,9 @@ from kip_lab.assignors.java_hash_order import (
     bucket,
     capacity_after_puts,
     capacity_for_copy,
-    member_order,
     partition_order,
     string_hash,
+    string_key_order,
     table_size_for,
     topic_id_hash,
     topic_id_order,
@@ -69,7 +69,9 @@ def test_orders_walk_buckets_then_keep_insertion_order() -> None:
     assert partition_order([3, 17, 16, 0, 33], 64) == [0, 3, 16, 17, 33]
     assert bucket(0x10000, 16) == 1  # the high half is folded in: 0x10000 ^ 0x1
     members = ["b", "BB", "Aa", "a"]  # "Aa" and "BB" share the hash 2112 (bucket 0); "a" is 97, "b" 98
-    assert member_order(members, 16) == ["BB", "Aa", "a", "b"]
+    assert string_key_order(members, 16) == ["BB", "Aa", "a", "b"]
+    assert string_key_order(["Aa", "BB"], 16) == ["Aa", "BB"]  # one bucket: insertion order, not natural order
+    assert string_key_order(["range", "sticky"], 16) == ["sticky", "range"]  # buckets 9 and 8
 
 
 def test_topic_order_of_kafka_test_ids() -> None:

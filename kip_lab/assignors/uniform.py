@@ -38,16 +38,14 @@ new. Members come in iteration order; a member's kept topics first, then the top
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from itertools import chain
 
 from kip_lab.assignors.java_hash_order import (
     capacity_after_puts,
     capacity_for_copy,
-    member_order,
     partition_order,
+    string_key_order,
     topic_id_order,
     topic_order,
 )
@@ -62,6 +60,7 @@ from kip_lab.assignors.spec import (
     TopicMetadata,
     subscription_type,
 )
+from kip_lab.runtime.collector import collector_paused
 
 UNIFORM_ASSIGNOR_NAME = "uniform"
 
@@ -84,9 +83,9 @@ def uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
     """Compute the uniform target assignment, as Kafka's ``UniformAssignor.assign`` does."""
     if not spec.members:
         return {}
-    with _collector_paused():
+    with collector_paused():
         if spec.map_order is MapOrder.JAVA_HASH:
-            members_in_order = member_order(spec.members, capacity_after_puts(len(spec.members)))
+            members_in_order = string_key_order(spec.members, capacity_after_puts(len(spec.members)))
         else:
             members_in_order = list(spec.members)
         if subscription_type(spec) is SubscriptionType.HOMOGENEOUS:
@@ -96,23 +95,6 @@ def uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
         for subscribed in {member.subscribed_topic_ids for member in spec.members.values()}:
             _check_topics_exist(subscribed, spec.topics)
         return _HeterogeneousBuilder(spec, members_in_order).build()
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Hold off CPython's cyclic garbage collector for the duration.
-
-    A large assignment allocates one list per (member, topic), every one of which survives, so the
-    collector's passes during it find nothing and cost a third of the run time at 100,000
-    partitions. No cycles are created, so nothing is lost by waiting.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _check_topics_exist(subscribed: frozenset[TopicId], topics: Mapping[TopicId, TopicMetadata]) -> None:

@@ -448,6 +448,17 @@ class GroupCoordinator(
             Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
         ]
 
+    def _departure_tombstones(self, group_id: str, member_id: str) -> list[Record]:
+        """The tombstones a departing member (leave, fencing, timeout) writes.
+
+        ``kafka``: all three (Kafka ``GroupMetadataManager.removeMember``). ``kip``: without the target
+        entry, which KIP-848's "Member Failure" example keeps until the next target drops it.
+        """
+        records = self._member_tombstones(group_id, member_id)
+        if self.config.fidelity == "kip":
+            records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
+        return records
+
     @staticmethod
     def _unknown_member(member_id: str, group_id: str) -> ApiError:
         """UNKNOWN_MEMBER_ID in Kafka's words (``ConsumerGroup.getOrMaybeCreateMember``)."""
@@ -987,11 +998,7 @@ class GroupCoordinator(
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
-        records = self._member_tombstones(group_id, member.member_id)
-        if self.config.fidelity == "kip":
-            # KIP-848 "Member Failure" example: the target still lists the member until the next
-            # target is computed, which then drops it.
-            records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
+        records = self._departure_tombstones(group_id, member.member_id)
         epoch = group.group_epoch + 1
         metadata = self._subscription_metadata(remaining)
         if metadata != group.subscription_metadata:

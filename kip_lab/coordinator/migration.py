@@ -531,12 +531,7 @@ class OnlineMigration:
                     group, identity.member_id, identity.group_instance_id, by_instance_alone=True
                 )
                 member_id = member.member_id
-                records += [
-                    record
-                    for record in self._member_tombstones(gid, member_id)
-                    # KIP-848's case study keeps a leaving member's target entry until the next target.
-                    if self.config.fidelity == "kafka" or type(record.key) is not ConsumerGroupTargetAssignmentMemberKey
-                ]
+                records += self._departure_tombstones(gid, member_id)
                 self._cancel_member_timers(gid, member_id)
                 leaving[member_id] = member
             except ApiError as exc:

@@ -24,10 +24,8 @@ client-side assignors skip topics the metadata does not know).
 
 from __future__ import annotations
 
-import gc
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from heapq import heapify, heappop, heappush
 from itertools import chain
@@ -40,6 +38,7 @@ from kip_lab.assignors.spec import (
     TopicId,
     TopicMetadata,
 )
+from kip_lab.runtime.collector import collector_paused
 
 # Per member (by position in member-id order): topic id -> partitions, in output order.
 _Assignment = list[dict[TopicId, list[int]]]
@@ -50,25 +49,8 @@ _FillStep = tuple[list[int], int]
 
 def sticky_balance(spec: AssignmentSpec) -> GroupAssignment:
     """Balance the resolved ownership; pure and independent of dict order."""
-    with _collector_paused():
+    with collector_paused():
         return _balance_group(spec)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Hold off CPython's cyclic garbage collector for the duration.
-
-    A large assignment allocates one list per (member, topic), every one of which survives,
-    so the collector's passes during it find nothing and cost a third of the run time at
-    100,000 partitions. No cycles are created, so nothing is lost by waiting.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _balance_group(spec: AssignmentSpec) -> GroupAssignment:
