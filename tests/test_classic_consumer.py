@@ -118,8 +118,8 @@ def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab,
     [
         (["range"], RebalanceProtocol.EAGER),
         (["cooperative-sticky"], RebalanceProtocol.COOPERATIVE),
-        (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # P-5: the common protocol wins
-        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (001 L532)
+        (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # the protocol every assignor supports wins
+        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (KIP-429, "Compatibility and Upgrade Path")
     ],
 )
 def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):

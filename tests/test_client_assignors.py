@@ -29,7 +29,7 @@ from kip_lab.protocol.consumer_protocol import (
 
 
 def tp(name: str) -> tuple[str, int]:
-    """``"t0p1"`` -> ``("t0", 1)``; ``"t-5"`` -> ``("t", 5)`` (the digest's notation)."""
+    """``"t0p1"`` -> ``("t0", 1)``; ``"t-5"`` -> ``("t", 5)`` (the notation of KIP-429's examples)."""
     topic, _, partition = name.rpartition("p") if "-" not in name else name.rpartition("-")
     return topic, int(partition)
 
@@ -58,7 +58,7 @@ def assigned(result: dict[str, ConsumerProtocolAssignment]) -> dict[str, str]:
 
 
 def as_owned(result: dict[str, ConsumerProtocolAssignment]) -> dict[str, str]:
-    """The digest's ``t-N`` notation for a single-topic ``t``, to feed back as owned partitions."""
+    """The ``t-N`` notation for a single-topic ``t``, to feed back as owned partitions."""
     return {m: " ".join(f"{t}-{p}" for t, p in a.assigned_partitions) for m, a in result.items()}
 
 
@@ -242,9 +242,11 @@ def test_sticky_ignores_owned_partitions_and_unreadable_user_data() -> None:
     assert assigned(StickyAssignor().assign({"t": 4}, subscriptions)) == {"a": "tp2 tp3", "b": "tp0 tp1"}
 
 
-# -- cooperative-sticky: the digest's scenarios, round by round ------------------------------
-def test_sc02_a_member_joins_and_b0_is_withheld_for_one_round() -> None:
-    """Digest SC-02: C1 = {a-0, b-0}; C2 joins; cooperative-sticky, both topics one partition."""
+# -- cooperative-sticky: a partition changing owner takes two rounds -------------------------
+def test_cooperative_sticky_withholds_a_moving_partition_for_one_round() -> None:
+    """Kafka ``CooperativeStickyAssignor.adjustAssignment``: C1 = {a-0, b-0}; C2 joins; both topics have one
+    partition. b-0 is withheld from C2 until C1 has revoked it (KIP-429, "CooperativeStickyAssignor and
+    custom COOPERATIVE Assignors")."""
     topics = {"a": 1, "b": 1}
     round_1 = {"C1": sub(["a", "b"], owned="a-0 b-0", generation=1), "C2": sub(["a", "b"])}
     # Step 3: intent C1{a-0} C2{b-0}; b-0 changes owner, so it is withheld; final C1{a-0} C2{}.
@@ -256,8 +258,9 @@ def test_sc02_a_member_joins_and_b0_is_withheld_for_one_round() -> None:
     assert assigned(CooperativeStickyAssignor().assign(topics, round_2)) == {"C1": "ap0", "C2": "bp0"}
 
 
-def test_sc09_scale_out_to_three_members_cooperative_and_eager() -> None:
-    """Digest SC-09: t has 6 partitions, C1 = t-0..2, C2 = t-3..5, C3 joins."""
+def test_scale_out_to_three_members_cooperative_and_eager() -> None:
+    """Kafka ``CooperativeStickyAssignor`` and ``StickyAssignor``: t has 6 partitions, C1 = t-0..2,
+    C2 = t-3..5, C3 joins."""
     topics = {"t": 6}
     round_1 = {
         "C1": sub(["t"], owned="t-0 t-1 t-2", generation=1),

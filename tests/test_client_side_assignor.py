@@ -1,8 +1,9 @@
 """KIP-848 client-side assignor mode: ShouldComputeAssignment, PrepareAssignment, InstallAssignment.
 
-Rules: digest §2.3 C7-C9, §4.2, §4.3, §5.2 R4, §6.1, §6.5 V1-V4, §12 A5 and A36 (choice of
-the computing member: highest maximum version of the selected assignor, then lowest member
-id; a member that misses its deadline is skipped, not fenced).
+KIP-848, sections "Client Side Mode", "ConsumerGroupPrepareAssignment API" and
+"ConsumerGroupInstallAssignment API"; the choices the KIP leaves open are docs/decisions.md D19-D21
+(the computing member: highest maximum version of the selected assignor, then lowest member id;
+a member that misses its deadline is skipped, not fenced). Kafka never shipped this mode.
 """
 
 from __future__ import annotations

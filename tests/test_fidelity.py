@@ -104,5 +104,5 @@ def test_one_switch_sets_the_share_partition_leaders_profile_too():
 
     assert LabConfig(fidelity="kip").share.fidelity == "kip"
     assert LabConfig().share.fidelity == "kafka"
-    with pytest.raises(ValueError, match="share.fidelity='kafka' contradicts coordinator.fidelity='kip'"):
+    with pytest.raises(ValueError, match=r"share\.fidelity='kafka' contradicts coordinator\.fidelity='kip'"):
         LabConfig(fidelity="kip", share=SharePartitionConfig(fidelity="kafka"))

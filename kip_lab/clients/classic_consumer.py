@@ -26,9 +26,10 @@ It models Kafka's ``ConsumerCoordinator`` / ``AbstractCoordinator`` as KIP-429 d
   static) and loses its partitions when it polls again; ``close`` revokes, then leaves
   (a static member sends no LeaveGroup).
 
-Listener exceptions follow KIP-429 §4.4: the rebalance goes on, the other callbacks still run,
-and the first exception is what ``poll`` raises once the rebalance is complete (recorded in
-``poll_errors`` and traced). The KIP's rebalance metrics (§4.5) are kept in ``rebalance_metrics``.
+Listener exceptions follow KIP-429, "Rebalance Callback Error Handling": the rebalance goes on,
+the other callbacks still run, and the first exception is what ``poll`` raises once the rebalance
+is complete (recorded in ``poll_errors`` and traced). The KIP's rebalance metrics ("Consumer
+Metrics") are kept in ``rebalance_metrics``.
 
 The application side (callbacks on the application thread, consumption, offsets) is the one the
 new consumer runs: ``application.ApplicationLoop``.
@@ -78,7 +79,7 @@ JOIN_TIMEOUT_MARGIN_MS = 5_000  # Kafka waits rebalance.timeout.ms plus this for
 
 
 def rebalance_protocol_of(assignors: list[str]) -> RebalanceProtocol:
-    """KIP-429 §5.1: among the protocols every assignor supports, the most advanced one."""
+    """KIP-429, "Compatibility and Upgrade Path": among the protocols every assignor supports, the most advanced one."""
     common = [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
     for name in assignors:
         supported = client_assignor(name).supported_protocols()
@@ -124,7 +125,7 @@ class ClassicConsumerConfig(ConsumerConfig):
 
 @dataclass
 class RebalanceMetrics:
-    """KIP-429 §4.5, in simulated ms: counts, latencies (callbacks included) and callback latencies."""
+    """KIP-429, "Consumer Metrics", in simulated ms: counts, latencies (callbacks included) and callback latencies."""
 
     rebalance_total: int = 0
     failed_rebalance_total: int = 0
@@ -634,7 +635,7 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
                 "error": None,
             },
         )
-        # on_partitions_assigned runs even when nothing is added (KIP-429 §4.3).
+        # on_partitions_assigned runs even when nothing is added (Kafka ``ConsumerCoordinator.onJoinComplete``).
         self._call_back("on_partitions_assigned", added, partial(self._complete_after_assign, round_, revoked, added))
 
     def _complete_after_assign(self, round_: int, revoked: list[TP], added: list[TP], _ok: bool) -> None:
