@@ -1,7 +1,7 @@
-"""The scripted variant: the seed's Basic case sent as exact requests through the Lab's network.
+"""The scripted variant: KIP-848's Basic case study sent as exact requests through the Lab's network.
 
 Every request crosses the simulated network to the coordinator's broker; after each one is
-answered, the coordinator's state must equal the seed's table at that step (the same rows
+answered, the coordinator's state must equal the KIP's table at that step (the same rows
 ``test_golden_kip848`` checks on the coordinator alone).
 """
 

@@ -30,7 +30,7 @@ class CoordinatorResult(Generic[R]):
 
     Records come in atomic batches, in the order the coordinator writes them (membership
     and group epoch, then a target assignment, then the member's current assignment). The
-    batches are what a reader replays one at a time to see the seed's intermediate
+    batches are what a reader replays one at a time to see the KIP's intermediate
     snapshots. ``origin`` says what produced the result (an RPC name or a timer).
 
     Classic groups add two things, as Kafka's classic coordinator does: ``response`` is

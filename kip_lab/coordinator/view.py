@@ -1,11 +1,11 @@
-"""The coordinator's state in the seed's own notation, for tests, notebooks and reviews.
+"""The coordinator's state in the notation of KIP-848's case studies, for tests, notebooks and reviews.
 
 The KIP's case studies draw a group as a table: group epoch, target, and a cell per member
 such as ``e2 [0,1] p[2]`` (epoch 2, may use foo-0 and foo-1, foo-2 pending — in its target
 but not yet released by its previous owner). ``r[2]`` marks a partition the member was told to
-revoke and still holds (the seed writes ``e1 [0,1,2] (revoking 2)``). One heartbeat may write
+revoke and still holds (the KIP writes ``e1 [0,1,2] (revoking 2)``). One heartbeat may write
 several batches; ``states_after_batches`` replays the log one batch at a time to show the
-seed's separate snapshots.
+KIP's separate snapshots.
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ class ConsumerGroupCurrentMemberAssignmentKey(RecordKey):
 
 
 class ConsumerGroupCurrentMemberAssignmentValue(Message):
-    """``topic_partitions`` holds the partitions the member may use (the seed's ``partitions``)."""
+    """``topic_partitions`` holds the partitions the member may use (the KIP's ``partitions``)."""
 
     member_epoch: int
     previous_member_epoch: int = -1  # [Kafka]
