@@ -17,8 +17,8 @@ its owner (Kafka's ``AbstractStickyAssignor``).
 
 With equal subscriptions the balancing is Kafka's "constrained" algorithm
 (``constrained_assign``), which also keeps each topic balanced as members come and go.
-Otherwise it is ``kip_lab.assignors.client.sticky_balance``'s general path, with the same
-guarantees as Kafka's general path; it is fed the resolved ownership as each member's previous
+Otherwise it is ``kip_lab.assignors.client.sticky_balance``, Kafka's general path with the same
+guarantees; it is fed the resolved ownership as each member's previous
 target, with topic names standing in for topic ids. Ties are broken by member id rather than
 Java hash order. Rack awareness is omitted.
 
