@@ -459,6 +459,18 @@ class GroupCoordinator(
             records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
         return records
 
+    def _departure_epoch_bump(self, group: ConsumerGroup, remaining: dict[str, ConsumerGroupMember]) -> list[Record]:
+        """After departures' tombstones: the partition metadata if the members left subscribe to other
+        topics, then the group epoch bumped once (Kafka ``GroupMetadataManager.consumerGroupFenceMember``,
+        ``classicGroupLeaveToConsumerGroup``)."""
+        epoch = group.group_epoch + 1
+        records = []
+        metadata = self._subscription_metadata(remaining)
+        if metadata != group.subscription_metadata:
+            records.append(self._partition_metadata_record(group.group_id, metadata, epoch))
+        records.append(self._group_epoch_record(group.group_id, epoch))
+        return records
+
     @staticmethod
     def _unknown_member(member_id: str, group_id: str) -> ApiError:
         """UNKNOWN_MEMBER_ID in Kafka's words (``ConsumerGroup.getOrMaybeCreateMember``)."""
@@ -998,12 +1010,7 @@ class GroupCoordinator(
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
-        records = self._departure_tombstones(group_id, member.member_id)
-        epoch = group.group_epoch + 1
-        metadata = self._subscription_metadata(remaining)
-        if metadata != group.subscription_metadata:
-            records.append(self._partition_metadata_record(group_id, metadata, epoch))
-        records.append(self._group_epoch_record(group_id, epoch))
+        records = self._departure_tombstones(group_id, member.member_id) + self._departure_epoch_bump(group, remaining)
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
             self.scheduler.cancel(self, ("assignment", group_id, member.member_id))

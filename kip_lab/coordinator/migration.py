@@ -542,12 +542,8 @@ class OnlineMigration:
                 )
             )
         if records:
-            epoch = group.group_epoch + 1
             remaining = {m: v for m, v in group.members.items() if m not in leaving}
-            metadata = self._subscription_metadata(remaining)
-            if metadata != group.subscription_metadata:
-                records.append(self._partition_metadata_record(gid, metadata, epoch))
-            records.append(self._group_epoch_record(gid, epoch))
+            records += self._departure_epoch_bump(group, remaining)
             if gid not in self._rounds and remaining and self._client_side_assignor(remaining) is not None:
                 self._start_round(gid, remaining)
         result = CoordinatorResult(LeaveGroupResponse(members=answers), (tuple(records),), origin="LeaveGroup")
