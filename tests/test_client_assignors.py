@@ -21,6 +21,7 @@ from kip_lab.assignors.client import (
     client_assignor,
     partitions_transferring_ownership,
 )
+from kip_lab.assignors.java_hash_order import bucket, string_hash
 from kip_lab.protocol.consumer_protocol import (
     HIGHEST_CONSUMER_PROTOCOL_VERSION,
     ConsumerProtocolAssignment,
@@ -351,6 +352,26 @@ def test_claims_on_deleted_partitions_and_unsubscribed_topics_do_not_count() -> 
     result = CooperativeStickyAssignor().assign({"t": 2, "u": 1}, subscriptions)
     # a owns nothing valid: intent a{t-0, t-1} b{u-0}; a still lists u-0, so b waits for it.
     assert assigned(result) == {"a": "tp0 tp1", "b": ""}
+
+
+def test_sticky_keeps_the_extra_partition_for_the_member_kafkas_hash_map_iterates_first() -> None:
+    """Kafka ``AbstractStickyAssignor.ConstrainedAssignmentBuilder.assignOwnedPartitions``: members keep what
+    they own in the order of the leader's ``HashMap`` of subscriptions, so when two members own the higher
+    quota and only one may keep it, the one in the lower ``String.hashCode`` bucket keeps it, whatever the
+    member ids' alphabetical order."""
+    assert bucket(string_hash("consumer-b"), 16) < bucket(string_hash("consumer-a"), 16)
+    owning = {
+        "consumer-a": b'{"previous_assignment": {"t": [0, 1]}, "generation": 1}',
+        "consumer-b": b'{"previous_assignment": {"t": [2, 3]}, "generation": 1}',
+    }
+    subscriptions = {member: sub(["t"], user_data=data) for member, data in owning.items()}
+    subscriptions["consumer-c"] = sub(["t"])
+    # 4 partitions over 3 members: one member keeps 2. consumer-a keeps its lowest partition, t-0.
+    assert assigned(StickyAssignor().assign({"t": 4}, subscriptions)) == {
+        "consumer-a": "tp0",
+        "consumer-b": "tp2 tp3",
+        "consumer-c": "tp1",
+    }
 
 
 def test_the_result_does_not_depend_on_member_order() -> None:

@@ -534,10 +534,8 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
         """Decode every subscription and run the group's assignor (Kafka ``ConsumerCoordinator.onLeaderElected``);
         under the Lab's ``kip`` profile, then KIP-429's leader rule (docs/decisions.md K3)."""
         assignor = self._assignors[response.protocol_name]
-        subscriptions = {
-            m.member_id: ConsumerProtocolSubscription.decode(m.metadata)
-            for m in sorted(response.members, key=lambda m: m.member_id)
-        }
+        # In the response's member order, which Kafka's leader puts into its subscriptions ``HashMap``.
+        subscriptions = {m.member_id: ConsumerProtocolSubscription.decode(m.metadata) for m in response.members}
         topics = sorted(set().union(*(s.topics for s in subscriptions.values())))
         cluster = self.world.cluster
         partitions_per_topic = {t: cluster.topic(t).num_partitions for t in topics if t in cluster}
@@ -555,7 +553,7 @@ class ClassicConsumer(MemberPlumbing, ApplicationLoop):
             leader={
                 "generation_id": response.generation_id,
                 "assignor": response.protocol_name,
-                "owned": {m: _names(s.owned_partitions) for m, s in subscriptions.items()},
+                "owned": {m: _names(s.owned_partitions) for m, s in sorted(subscriptions.items())},
                 "intended": {m: _names(p) for m, p in intended.items()},
                 "withheld": _names(withheld),
                 "returned_to_claimer": _names(returned),
