@@ -40,6 +40,9 @@ B_TARGET_TOMBSTONE = "~TargetAssignmentMember(b)"
 
 @pytest.mark.parametrize("fidelity", ["kip", "kafka"])
 def test_online_migration_case_study(fidelity):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``, ``classicGroupJoinToConsumerGroup``,
+    ``classicGroupSyncToConsumerGroup`` and ``ConsumerGroup.fromClassicGroup``, step by step against KIP-848's
+    table (section "Online Migration" in "Case Studies")."""
     case = MigrationCase(fidelity=fidelity)
     kafka = fidelity == "kafka"
     e = 1 if kafka else 0  # Kafka's step 1 bumps the epoch: every later epoch is one higher
