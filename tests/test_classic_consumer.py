@@ -123,6 +123,7 @@ def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab,
     ],
 )
 def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):
+    """Kafka ``ConsumerCoordinator`` (constructor): the most advanced protocol every configured assignor supports."""
     config = ClassicConsumerConfig(
         group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=strategy
     )
@@ -130,6 +131,8 @@ def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy,
 
 
 def test_bad_assignor_configurations_are_refused_before_any_join():
+    """Kafka ``ConsumerCoordinator`` (constructor) refuses assignors without a common protocol; the Lab's config also
+    refuses unknown and repeated names, naming them."""
     with pytest.raises(ValueError, match="unknown client-side assignor 'fancy'"):
         ClassicConsumerConfig(
             group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["fancy"]
@@ -144,6 +147,8 @@ def test_bad_assignor_configurations_are_refused_before_any_join():
 
 # ---------------------------------------------------------------------------- a member joins
 def test_a_new_member_joins_eager():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``, ``onJoinComplete``: under EAGER everyone revokes everything, then
+    gets its new assignment."""
     lab, mark = two_member_group(EAGER)
     # Step 1: C2 is new (no generation): nothing to revoke or lose, no callback before its join;
     # its JoinGroup claims nothing, first without a member id (MEMBER_ID_REQUIRED), then with it.
@@ -189,6 +194,8 @@ def test_a_new_member_joins_eager():
 
 
 def test_the_same_join_cooperative_takes_two_rebalances():
+    """Kafka ``ConsumerCoordinator.onJoinComplete``, ``CooperativeStickyAssignor.adjustAssignment``: a moving partition
+    is revoked in one rebalance and assigned in a second."""
     lab, mark = two_member_group(COOPERATIVE)
     first, second = leader_views(lab, mark)
     # Step 3: C1 claims both; the intent moves b-0 to C2, so b-0 is withheld this round.
@@ -271,6 +278,8 @@ def _listener_exception_run(fail: dict[str, set[int]]) -> tuple[Lab, int]:
 
 
 def test_a_listener_exception_is_raised_by_poll_after_the_rebalance():
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` (``firstException``): the rebalance goes on and ``poll`` raises the
+    exception afterwards."""
     lab, mark = _listener_exception_run({"on_partitions_revoked": {1}})
     c1 = lab.clients["C1"]
     invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
@@ -293,12 +302,16 @@ def test_a_listener_exception_is_raised_by_poll_after_the_rebalance():
 
 
 def test_when_two_callbacks_raise_poll_raises_the_first():
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` (``firstException``): of two exceptions, ``poll`` raises
+    the first."""
     lab, _ = _listener_exception_run({"on_partitions_revoked": {1}, "on_partitions_assigned": {2}})
     assert lab.clients["C1"].poll_errors == ["on_partitions_revoked raised"]
 
 
 # -- falling out and coming back ---------------------------------------------------------------------
 def test_a_member_falls_out_and_comes_back_cooperative():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``: a member that lost its membership calls ``onPartitionsLost``, then
+    rejoins."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     lab.create_topic("b", 1)
@@ -331,6 +344,8 @@ def test_a_member_falls_out_and_comes_back_cooperative():
 
 # -- subscription, partitions and topics change; a member leaves -------------------------------------
 def test_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``: COOPERATIVE revokes the partitions of topics no longer subscribed
+    before JoinGroup."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     lab.create_topic("b", 2)
@@ -355,6 +370,8 @@ def test_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
 
 
 def test_added_partitions_are_assigned_in_one_rebalance_without_revocation():
+    """Kafka ``ConsumerCoordinator.rejoinNeededOrPending``: the leader notices added partitions and rejoins; nothing is
+    revoked."""
     lab = strict_lab()
     lab.create_topic("a", 2)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -408,6 +425,8 @@ def test_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked(
 
 
 def test_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
+    """Kafka ``ConsumerCoordinator.onLeavePrepare``, ``AbstractCoordinator.maybeLeaveGroup``: a leaving member revokes,
+    sends LeaveGroup, and its partitions move in one rebalance."""
     lab, _ = two_member_group(COOPERATIVE)
     mark = lab.step_count
     lab.close("C2")
@@ -421,6 +440,7 @@ def test_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
 
 
 def test_a_static_member_sends_no_leave_group():
+    """Kafka ``AbstractCoordinator.maybeLeaveGroup``: a static member sends no LeaveGroup on close."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "S", COOPERATIVE, ["a"], instance_id="s-1")
@@ -437,6 +457,8 @@ def test_a_static_member_sends_no_leave_group():
 # ---------------------------------------------------------------------------- scaling out
 @pytest.mark.parametrize(("strategy", "revoked", "rebalances"), [(COOPERATIVE, 2, 2), (["sticky"], 6, 1)])
 def test_scale_out_to_three_members(strategy, revoked, rebalances):
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` with the sticky assignors: a third member joins; what is revoked
+    and how many rebalances it takes."""
     lab = strict_lab()
     lab.create_topic("t", 6)
     add(lab, "C1", strategy, ["t"])
@@ -479,6 +501,8 @@ def _bounce(lab: Lab, name: str, strategy: list[str]) -> None:
 
 
 def test_the_two_bounce_upgrade_never_double_assigns():
+    """KIP-429, section "Compatibility and Upgrade Path": the two rolling bounces to cooperative-sticky; Kafka
+    ``ConsumerCoordinator`` picks each member's protocol."""
     lab = _upgrade_lab()
     assert {c.rebalance_protocol for c in lab.clients.values()} == {RebalanceProtocol.EAGER}
     for name in ("C1", "C2", "C3"):  # bounce 1: [cooperative-sticky, range] runs EAGER (range supports no other)
@@ -579,6 +603,8 @@ def test_classic_client_transitions_are_the_tables():
 
 
 def test_a_transition_outside_the_table_is_refused():
+    """Kafka ``AbstractCoordinator.MemberState`` (the classic client's states): a transition outside the table is
+    refused."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -587,6 +613,7 @@ def test_a_transition_outside_the_table_is_refused():
 
 
 def test_the_same_seed_gives_the_same_trace():
+    """Determinism (the Lab): the same seed gives the same trace, byte for byte."""
     runs = []
     for _ in range(2):
         lab, _ = two_member_group(COOPERATIVE)
@@ -673,6 +700,8 @@ def _leader_slow_and_c2_paused(lab: Lab) -> None:
     ],
 )
 def test_rarer_classic_transitions(row, max_poll_interval_ms, steps, fault):
+    """Kafka ``AbstractCoordinator`` (``joinGroupIfNeeded``, ``maybeLeaveGroup``, the heartbeat thread): the rarer
+    transitions are table rows."""
     lab = _joining_member(max_poll_interval_ms)
     lab.run(steps=steps)
     fault(lab)
@@ -682,6 +711,7 @@ def test_rarer_classic_transitions(row, max_poll_interval_ms, steps, fault):
 
 @pytest.mark.parametrize("steps", range(0, 8))
 def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
+    """Kafka ``ConsumerCoordinator.onLeavePrepare``: closing at any point of the join follows a table row."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -695,6 +725,8 @@ def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
 
 
 def test_a_replaced_static_member_fails_with_fenced_instance_id():
+    """Kafka ``AbstractCoordinator.JoinGroupResponseHandler``: FENCED_INSTANCE_ID is fatal for the replaced static
+    member."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "S1", COOPERATIVE, ["a"], instance_id="s")
@@ -707,6 +739,8 @@ def test_a_replaced_static_member_fails_with_fenced_instance_id():
 
 
 def test_an_old_member_joining_a_cooperative_group_is_refused():
+    """Kafka ``ClassicGroup.supportsProtocols`` (via ``GroupMetadataManager.classicGroupJoin``): a member with no
+    protocol in common is INCONSISTENT_GROUP_PROTOCOL."""
     lab = strict_lab()
     lab.create_topic("t", 4)
     for name in ("C1", "C2"):
@@ -825,6 +859,7 @@ def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest
 
 
 def test_time_travel_replays_a_classic_run_exactly():
+    """The Lab's time travel: seeking back and stepping again gives the same classic run."""
     lab, _ = two_member_group(COOPERATIVE)
     lab.run(until=lab.now + 20_000)
     full = [e.to_json() for e in lab.trace]
@@ -875,6 +910,8 @@ def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks)
 
 
 def test_a_bad_subscription_change_is_refused_and_changes_nothing():
+    """The Lab's input checks (Kafka ``KafkaConsumer.subscribe`` takes names or a pattern): a classic member subscribed
+    by names refuses a regex, and nothing changes."""
     lab, _ = two_member_group(COOPERATIVE)
     steps = lab.step_count
     with pytest.raises(ValueError, match="subscribes by topic names"):
