@@ -8,6 +8,7 @@ import pytest
 from golden_support import GROUP, record_names
 from migration_support import MigrationCase
 
+from kip_lab.assignors.java_hash_order import timeline_hash_map_order
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import ClassicGroupState
@@ -425,22 +426,24 @@ def batch_names(batch) -> list[str]:
 
 def test_kafka_conversion_batch_then_the_join_bumps_the_epoch():
     """Kafka ``GroupMetadataManager.convertToConsumerGroup`` / ``ConsumerGroup.createConsumerGroupRecords``:
-    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch."""
+    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch. Within
+    each kind the members come as the new group's ``TimelineHashMap`` iterates a, b and c: c, b, a."""
     case = MigrationCase()
     result = case.consumer_join("A")
+    assert timeline_hash_map_order(["a", "b", "c"]) == ["c", "b", "a"]
     assert batch_names(result.batches[0]) == [
         "~GroupMetadata",
-        "MemberMetadata(a)",
-        "MemberMetadata(b)",
         "MemberMetadata(c)",
+        "MemberMetadata(b)",
+        "MemberMetadata(a)",
         "Metadata",
-        "TargetAssignmentMember(a)",
-        "TargetAssignmentMember(b)",
         "TargetAssignmentMember(c)",
+        "TargetAssignmentMember(b)",
+        "TargetAssignmentMember(a)",
         "TargetAssignmentMetadata",
-        "CurrentMemberAssignment(a)",
-        "CurrentMemberAssignment(b)",
         "CurrentMemberAssignment(c)",
+        "CurrentMemberAssignment(b)",
+        "CurrentMemberAssignment(a)",
     ]
     later = [name for batch in result.batches[1:] for name in batch_names(batch)]
     assert later.count("PartitionMetadata") == 1 and later.count("Metadata") == 1

@@ -61,11 +61,12 @@ def test_online_migration_case_study(fidelity):
     # Step 1: A restarts with the new protocol. One batch holds the classic tombstone and the
     # consumer group built from generation 22; A's own records follow.
     result = case.consumer_join("A")
-    conversion = ["~GroupMetadata", "MemberMetadata(a)", "MemberMetadata(b)", "MemberMetadata(c)"]
+    # Within each kind, members as Kafka's new ``TimelineHashMap`` iterates a, b, c: c, b, a.
+    conversion = ["~GroupMetadata", "MemberMetadata(c)", "MemberMetadata(b)", "MemberMetadata(a)"]
     conversion += [] if kafka else ["PartitionMetadata"]
-    conversion += ["Metadata", "TargetAssignmentMember(a)", "TargetAssignmentMember(b)", "TargetAssignmentMember(c)"]
+    conversion += ["Metadata", "TargetAssignmentMember(c)", "TargetAssignmentMember(b)", "TargetAssignmentMember(a)"]
     conversion += ["TargetAssignmentMetadata"]
-    conversion += ["CurrentMemberAssignment(a)", "CurrentMemberAssignment(b)", "CurrentMemberAssignment(c)"]
+    conversion += ["CurrentMemberAssignment(c)", "CurrentMemberAssignment(b)", "CurrentMemberAssignment(a)"]
     names = record_names(result)
     assert names[: len(conversion)] == conversion
     takeover = names[len(conversion) :]

@@ -41,6 +41,7 @@ _INT_MASK = 0xFFFFFFFF
 _DEFAULT_CAPACITY = 16
 _LOAD_FACTOR = 0.75
 _MAXIMUM_CAPACITY = 1 << 30
+_FIBONACCI = -7046029254386353131  # Kafka ``BaseHashTable.findSlot``'s multiplier
 
 
 # ---------------------------------------------------------------------------------------- hash codes
@@ -147,6 +148,29 @@ def string_key_order(keys: Iterable[str], capacity: int) -> list[str]:
 def _spread_string_hash(text: str) -> int:
     hash_code = string_hash(text)
     return hash_code ^ (hash_code >> 16)
+
+
+def timeline_hash_map_order(keys: Iterable[str]) -> list[str]:
+    """``String`` keys put, in this order, into a new Kafka ``TimelineHashMap``, as it iterates them.
+
+    Kafka's coordinator keeps a group's members in a ``TimelineHashMap`` (``BaseHashTable``): a key's slot
+    is the top bits of ``hashCode * -7046029254386353131`` (Fibonacci hashing, in 64-bit arithmetic), the
+    table starts at 2 slots and doubles before a put would take it above 0.75 full; iteration walks the
+    slots in order and each slot's keys from the last put to the first. Only puts are modelled: the keys
+    given are all the map ever held.
+    """
+    ordered = list(keys)
+    capacity = 2
+    for size in range(len(ordered)):
+        if (size + 1) * _LOAD_FACTOR > capacity:
+            capacity *= 2
+    shift = 64 - (capacity.bit_length() - 1)
+
+    def slot(key: str) -> int:
+        signed = string_hash(key) - (1 << 32) if string_hash(key) >= 1 << 31 else string_hash(key)
+        return ((signed * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
+
+    return [key for _, key in sorted(enumerate(ordered), key=lambda item: (slot(item[1]), -item[0]))]
 
 
 def topic_order(topic_ids: Iterable[str], capacity: int) -> list[str]:

@@ -598,11 +598,15 @@ class GroupCoordinator(
     def _target_batch(
         self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
     ) -> tuple[Record, ...]:
-        metadata = Record(
+        metadata = self._target_epoch_record(group_id, epoch)
+        return target_assignment_batch(old, new, partial(self._target_member_record, group_id), metadata)
+
+    @staticmethod
+    def _target_epoch_record(group_id: str, epoch: int) -> Record:
+        return Record(
             ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
             ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
         )
-        return target_assignment_batch(old, new, partial(self._target_member_record, group_id), metadata)
 
     # ------------------------------------------------------------------ heartbeat
     def consumer_group_heartbeat(
