@@ -8,7 +8,7 @@ A ``SimClient`` is a tiny model of the real consumer's membership manager:
   leaves them out), and reports that set in ``topic_partitions`` of its next heartbeat;
 * on FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID it drops everything and its next heartbeat is a
   full join with epoch 0 and the same member id;
-* on UNRELEASED_INSTANCE_ID or FENCED_INSTANCE_ID it fails (rule SM5 in docs/rules.md);
+* on UNRELEASED_INSTANCE_ID or FENCED_INSTANCE_ID it fails (docs/rules.md SM5);
 * a leave (-1) or static leave (-2) ends the process's membership; it owns nothing after.
 
 ``Harness`` holds the cluster, the coordinator and the clients, offers one method per action

@@ -291,6 +291,7 @@ class TestRange:
 
 @pytest.mark.parametrize(("assignor", "name"), [(UniformAssignor(), "uniform"), (RangeAssignor(), "range")])
 def test_assignor_objects_follow_the_protocol(assignor: PartitionAssignor, name: str) -> None:
+    """Kafka ``ConsumerGroupPartitionAssignor``: each server assignor has its name and assigns a spec."""
     assert isinstance(assignor, PartitionAssignor)
     assert assignor.name == name
     spec = foo_spec(3, {"a": [], "b": []})

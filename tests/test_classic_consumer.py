@@ -1,4 +1,4 @@
-"""The classic consumer in the Lab: KIP-429's rebalance scenarios (numbered SC-01..SC-12 here), step by step.
+"""The classic consumer in the Lab: KIP-429's rebalance scenarios, step by step.
 
 Each scenario runs classic consumers against the Lab's classic group coordinator and checks
 each member's sub-trace: the callbacks in order with their partitions, what each JoinGroup
@@ -112,17 +112,18 @@ def two_member_group(strategy: list[str], fidelity: str = "kafka") -> tuple[Lab,
     return lab, mark
 
 
-# ---------------------------------------------------------------------------- configuration (KIP-429 5.1)
+# -- configuration (KIP-429, "Compatibility and Upgrade Path") ---------------------------------------
 @pytest.mark.parametrize(
     ("strategy", "protocol"),
     [
         (["range"], RebalanceProtocol.EAGER),
         (["cooperative-sticky"], RebalanceProtocol.COOPERATIVE),
-        (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # P-5: the common protocol wins
-        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose
+        (["cooperative-sticky", "range"], RebalanceProtocol.EAGER),  # the protocol every assignor supports wins
+        (["sticky"], RebalanceProtocol.EAGER),  # kept eager on purpose (KIP-429, "Compatibility and Upgrade Path")
     ],
 )
 def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy, protocol):
+    """Kafka ``ConsumerCoordinator`` (constructor): the most advanced protocol every configured assignor supports."""
     config = ClassicConsumerConfig(
         group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=strategy
     )
@@ -130,6 +131,8 @@ def test_the_rebalance_protocol_is_the_highest_every_assignor_supports(strategy,
 
 
 def test_bad_assignor_configurations_are_refused_before_any_join():
+    """Kafka ``ConsumerCoordinator`` (constructor) refuses assignors without a common protocol; the Lab's config also
+    refuses unknown and repeated names, naming them."""
     with pytest.raises(ValueError, match="unknown client-side assignor 'fancy'"):
         ClassicConsumerConfig(
             group_protocol="classic", subscribed_topic_names=["t"], partition_assignment_strategy=["fancy"]
@@ -142,8 +145,10 @@ def test_bad_assignor_configurations_are_refused_before_any_join():
         ClassicConsumerConfig(group_protocol="classic", subscribed_topic_regex="t.*")
 
 
-# ----------------------------------------------------------------------------
-def test_sc01_a_new_member_joins_eager():
+# ---------------------------------------------------------------------------- a member joins
+def test_a_new_member_joins_eager():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``, ``onJoinComplete``: under EAGER everyone revokes everything, then
+    gets its new assignment."""
     lab, mark = two_member_group(EAGER)
     # Step 1: C2 is new (no generation): nothing to revoke or lose, no callback before its join;
     # its JoinGroup claims nothing, first without a member id (MEMBER_ID_REQUIRED), then with it.
@@ -188,7 +193,9 @@ def test_sc01_a_new_member_joins_eager():
     assert fetching and all(f == [] for f in fetching)
 
 
-def test_sc02_the_same_join_cooperative_takes_two_rebalances():
+def test_the_same_join_cooperative_takes_two_rebalances():
+    """Kafka ``ConsumerCoordinator.onJoinComplete``, ``CooperativeStickyAssignor.adjustAssignment``: a moving partition
+    is revoked in one rebalance and assigned in a second."""
     lab, mark = two_member_group(COOPERATIVE)
     first, second = leader_views(lab, mark)
     # Step 3: C1 claims both; the intent moves b-0 to C2, so b-0 is withheld this round.
@@ -229,7 +236,7 @@ def test_sc02_the_same_join_cooperative_takes_two_rebalances():
     assert owned(lab, "C1") == ["a-0"] and owned(lab, "C2") == ["b-0"]
 
 
-# ----------------------------------------------------------------------------
+# ---------------------------------------------------------------------------- listener exceptions
 @dataclass
 class FailingListener:
     """Raises on the listed calls (1-based, per callback); takes no simulated time."""
@@ -270,7 +277,9 @@ def _listener_exception_run(fail: dict[str, set[int]]) -> tuple[Lab, int]:
     return lab, mark
 
 
-def test_sc03_a_listener_exception_is_raised_by_poll_after_the_rebalance():
+def test_a_listener_exception_is_raised_by_poll_after_the_rebalance():
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` (``firstException``): the rebalance goes on and ``poll`` raises the
+    exception afterwards."""
     lab, mark = _listener_exception_run({"on_partitions_revoked": {1}})
     c1 = lab.clients["C1"]
     invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
@@ -292,13 +301,17 @@ def test_sc03_a_listener_exception_is_raised_by_poll_after_the_rebalance():
     )  # M-3: no sample when it raised
 
 
-def test_sc03_when_two_callbacks_raise_poll_raises_the_first():
+def test_when_two_callbacks_raise_poll_raises_the_first():
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` (``firstException``): of two exceptions, ``poll`` raises
+    the first."""
     lab, _ = _listener_exception_run({"on_partitions_revoked": {1}, "on_partitions_assigned": {2}})
     assert lab.clients["C1"].poll_errors == ["on_partitions_revoked raised"]
 
 
-# ----------------------------------------------------------------------------
-def test_sc04_a_member_falls_out_and_comes_back_cooperative():
+# -- falling out and coming back ---------------------------------------------------------------------
+def test_a_member_falls_out_and_comes_back_cooperative():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``: a member that lost its membership calls ``onPartitionsLost``, then
+    rejoins."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     lab.create_topic("b", 1)
@@ -329,8 +342,10 @@ def test_sc04_a_member_falls_out_and_comes_back_cooperative():
     assert lab.clients["C2"].rebalance_metrics.failed_rebalance_total == 1
 
 
-# ----------------------------------------------------------------------------
-def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
+# -- subscription, partitions and topics change; a member leaves -------------------------------------
+def test_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare``: COOPERATIVE revokes the partitions of topics no longer subscribed
+    before JoinGroup."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     lab.create_topic("b", 2)
@@ -354,7 +369,9 @@ def test_sc05_a_subscription_change_revokes_before_joining_and_needs_one_rebalan
     assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0", "b-1"]), ("on_partitions_assigned", ["b-0"])]
 
 
-def test_sc06_added_partitions_are_assigned_in_one_rebalance_without_revocation():
+def test_added_partitions_are_assigned_in_one_rebalance_without_revocation():
+    """Kafka ``ConsumerCoordinator.rejoinNeededOrPending``: the leader notices added partitions and rejoins; nothing is
+    revoked."""
     lab = strict_lab()
     lab.create_topic("a", 2)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -390,14 +407,14 @@ def deleted_topic_group(fidelity: str):
     return lab, mark
 
 
-def test_sc07_kip_a_deleted_topics_partitions_are_lost_not_revoked():
+def test_kip_a_deleted_topics_partitions_are_lost_not_revoked():
     """KIP-429, 'Consumer Coordinator Algorithm' step 1b: the owner calls onPartitionsLost, then rejoins."""
     lab, mark = deleted_topic_group("kip")
     assert callbacks(lab, "C1", mark)[0] == ("on_partitions_lost", ["x-0"])
     assert all(kind != "on_partitions_revoked" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
 
 
-def test_sc07_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked():
+def test_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked():
     """Kafka ``ConsumerCoordinator.rejoinNeededOrPending`` (the leader's assignment snapshot no longer
     matches the metadata) and ``onJoinComplete`` (owned minus assigned is revoked): no onPartitionsLost."""
     lab, mark = deleted_topic_group("kafka")
@@ -407,7 +424,9 @@ def test_sc07_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_rev
     assert rejoins[0] == "the leader's metadata changed"
 
 
-def test_sc08_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
+def test_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
+    """Kafka ``ConsumerCoordinator.onLeavePrepare``, ``AbstractCoordinator.maybeLeaveGroup``: a leaving member revokes,
+    sends LeaveGroup, and its partitions move in one rebalance."""
     lab, _ = two_member_group(COOPERATIVE)
     mark = lab.step_count
     lab.close("C2")
@@ -421,6 +440,7 @@ def test_sc08_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
 
 
 def test_a_static_member_sends_no_leave_group():
+    """Kafka ``AbstractCoordinator.maybeLeaveGroup``: a static member sends no LeaveGroup on close."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "S", COOPERATIVE, ["a"], instance_id="s-1")
@@ -434,9 +454,11 @@ def test_a_static_member_sends_no_leave_group():
     assert callbacks(lab, "S", mark) == [("on_partitions_revoked", ["a-0"])]
 
 
-# ----------------------------------------------------------------------------
+# ---------------------------------------------------------------------------- scaling out
 @pytest.mark.parametrize(("strategy", "revoked", "rebalances"), [(COOPERATIVE, 2, 2), (["sticky"], 6, 1)])
-def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
+def test_scale_out_to_three_members(strategy, revoked, rebalances):
+    """Kafka ``ConsumerCoordinator.onJoinComplete`` with the sticky assignors: a third member joins; what is revoked
+    and how many rebalances it takes."""
     lab = strict_lab()
     lab.create_topic("t", 6)
     add(lab, "C1", strategy, ["t"])
@@ -456,7 +478,7 @@ def test_sc09_scale_out_to_three_members(strategy, revoked, rebalances):
         assert callbacks(lab, "C3", mark)[-1] == ("on_partitions_assigned", owned(lab, "C3"))
 
 
-# ----------------------------------------------------------------------------
+# -- the two-bounce upgrade to cooperative -----------------------------------------------------------
 def _upgrade_lab() -> Lab:
     lab = strict_lab()
     lab.create_topic("t", 6)
@@ -478,14 +500,16 @@ def _bounce(lab: Lab, name: str, strategy: list[str]) -> None:
     stable(lab)
 
 
-def test_sc10_sc11_the_two_bounce_upgrade_never_double_assigns():
+def test_the_two_bounce_upgrade_never_double_assigns():
+    """KIP-429, section "Compatibility and Upgrade Path": the two rolling bounces to cooperative-sticky; Kafka
+    ``ConsumerCoordinator`` picks each member's protocol."""
     lab = _upgrade_lab()
     assert {c.rebalance_protocol for c in lab.clients.values()} == {RebalanceProtocol.EAGER}
-    for name in ("C1", "C2", "C3"):  # bounce 1: [cooperative-sticky, range] runs EAGER (P-5)
+    for name in ("C1", "C2", "C3"):  # bounce 1: [cooperative-sticky, range] runs EAGER (range supports no other)
         _bounce(lab, name, ["cooperative-sticky", "range"])
         assert lab.clients[name].rebalance_protocol is RebalanceProtocol.EAGER
     bounce2 = lab.step_count
-    _bounce(lab, "C1", ["cooperative-sticky"])  # bounce 2, first member: COOPERATIVE (P-6)
+    _bounce(lab, "C1", ["cooperative-sticky"])  # bounce 2, first member: COOPERATIVE (its one assignor supports it)
     assert lab.clients["C1"].rebalance_protocol is RebalanceProtocol.COOPERATIVE
     assert lab.clients["C1"].protocol_name == "cooperative-sticky"  # C1 no longer lists range
     mixed = lab.step_count
@@ -507,7 +531,7 @@ def test_sc10_sc11_the_two_bounce_upgrade_never_double_assigns():
     assert compute_metrics(lab.trace)["invariant_violations"] == 0 and bounce2 < mixed
 
 
-def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
+def test_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
     lab = _upgrade_lab()
     lab.close("C1")
     stable(lab)
@@ -515,7 +539,7 @@ def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
     _restart_with(lab, "C1", COOPERATIVE)
     lab.run(until=lab.now + 30_000)
     c1 = lab.clients["C1"]
-    assert c1.state.value == "FATAL"  # no common assignor: INCONSISTENT_GROUP_PROTOCOL (P-8)
+    assert c1.state.value == "FATAL"  # no common assignor: INCONSISTENT_GROUP_PROTOCOL
     fatal = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "fatal" in e.payload)
     assert fatal.payload["fatal"] == "INCONSISTENT_GROUP_PROTOCOL" and not c1.owned
     assert lab.invariants.violations == []
@@ -523,7 +547,7 @@ def test_sc12a_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
     assert {m: owned(lab, m) for m in before} == before  # nothing moved
 
 
-def test_sc12b_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner(monkeypatch):
+def test_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner(monkeypatch):
     """The hazard the two bounces prevent: a leader moving partitions their owners never revoked.
 
     Kafka ``ConsumerCoordinator.onLeaderElected`` trusts cooperative-sticky to withhold (it skips
@@ -579,6 +603,8 @@ def test_classic_client_transitions_are_the_tables():
 
 
 def test_a_transition_outside_the_table_is_refused():
+    """Kafka ``AbstractCoordinator.MemberState`` (the classic client's states): a transition outside the table is
+    refused."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -587,6 +613,7 @@ def test_a_transition_outside_the_table_is_refused():
 
 
 def test_the_same_seed_gives_the_same_trace():
+    """Determinism (the Lab): the same seed gives the same trace, byte for byte."""
     runs = []
     for _ in range(2):
         lab, _ = two_member_group(COOPERATIVE)
@@ -673,6 +700,8 @@ def _leader_slow_and_c2_paused(lab: Lab) -> None:
     ],
 )
 def test_rarer_classic_transitions(row, max_poll_interval_ms, steps, fault):
+    """Kafka ``AbstractCoordinator`` (``joinGroupIfNeeded``, ``maybeLeaveGroup``, the heartbeat thread): the rarer
+    transitions are table rows."""
     lab = _joining_member(max_poll_interval_ms)
     lab.run(steps=steps)
     fault(lab)
@@ -682,6 +711,7 @@ def test_rarer_classic_transitions(row, max_poll_interval_ms, steps, fault):
 
 @pytest.mark.parametrize("steps", range(0, 8))
 def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
+    """Kafka ``ConsumerCoordinator.onLeavePrepare``: closing at any point of the join follows a table row."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "C1", COOPERATIVE, ["a"])
@@ -695,6 +725,8 @@ def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
 
 
 def test_a_replaced_static_member_fails_with_fenced_instance_id():
+    """Kafka ``AbstractCoordinator.JoinGroupResponseHandler``: FENCED_INSTANCE_ID is fatal for the replaced static
+    member."""
     lab = strict_lab()
     lab.create_topic("a", 1)
     add(lab, "S1", COOPERATIVE, ["a"], instance_id="s")
@@ -706,7 +738,9 @@ def test_a_replaced_static_member_fails_with_fenced_instance_id():
     assert owned(lab, "S2") == ["a-0"]
 
 
-def test_sc13_an_old_member_joining_a_cooperative_group_is_refused():
+def test_an_old_member_joining_a_cooperative_group_is_refused():
+    """Kafka ``ClassicGroup.supportsProtocols`` (via ``GroupMetadataManager.classicGroupJoin``): a member with no
+    protocol in common is INCONSISTENT_GROUP_PROTOCOL."""
     lab = strict_lab()
     lab.create_topic("t", 4)
     for name in ("C1", "C2"):
@@ -784,7 +818,7 @@ def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
     assert not lab.is_stable()
 
 
-# ---------------------------------------------------------------------------- the leader's rule as a function
+# -- the leader's rule as a function -----------------------------------------------------------------
 def _subscription(topics, owned=(), generation=1):
     return cc.ConsumerProtocolSubscription(
         version=3, topics=list(topics), owned_partitions=list(owned), generation_id=generation
@@ -801,7 +835,7 @@ def test_leader_rule_withholds_a_partition_still_claimed_by_another_member():
     assert final == {"C1": [("a", 0)], "C2": []} and withheld == [("b", 0)] and returned == []
 
 
-def test_leader_rule_sc07b_returns_an_unknown_but_owned_partition_to_its_claimer():
+def test_leader_rule_returns_an_unknown_but_owned_partition_to_its_claimer():
     """KIP-429, 'Consumer Coordinator Algorithm' step 2f (the ``kip`` leader rule): the leader's metadata
     does not know topic x (stale); C2 keeps x-0."""
     subscriptions = {"C1": _subscription(["a"], [("a", 0)]), "C2": _subscription(["a", "x"], [("a", 1), ("x", 0)])}
@@ -825,6 +859,7 @@ def test_leader_rule_passes_ready_to_migrate_partitions_and_prefers_the_freshest
 
 
 def test_time_travel_replays_a_classic_run_exactly():
+    """The Lab's time travel: seeking back and stepping again gives the same classic run."""
     lab, _ = two_member_group(COOPERATIVE)
     lab.run(until=lab.now + 20_000)
     full = [e.to_json() for e in lab.trace]
@@ -875,6 +910,8 @@ def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks)
 
 
 def test_a_bad_subscription_change_is_refused_and_changes_nothing():
+    """The Lab's input checks (Kafka ``KafkaConsumer.subscribe`` takes names or a pattern): a classic member subscribed
+    by names refuses a regex, and nothing changes."""
     lab, _ = two_member_group(COOPERATIVE)
     steps = lab.step_count
     with pytest.raises(ValueError, match="subscribes by topic names"):

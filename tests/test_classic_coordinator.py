@@ -8,14 +8,12 @@ import uuid
 
 import pytest
 
+from kip_lab.assignors.java_hash_order import string_key_order
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import (
     CLASSIC_GROUP_STATE_MACHINE,
     ClassicGroupState,
-    java_hash_map_capacity,
-    java_hash_map_order,
-    java_string_hash,
 )
 from kip_lab.coordinator.view import classic_group_row, describe_record
 from kip_lab.machines import IllegalTransition
@@ -161,6 +159,8 @@ def test_first_join_requires_a_member_id_and_writes_the_empty_group():
 
 
 def test_initial_rebalance_waits_for_the_delay_and_extends_it_while_members_arrive():
+    """Kafka ``GroupMetadataManager.tryCompleteInitialRebalanceElseSchedule``: a new group's first join phase waits for
+    the delay, extended while members keep arriving."""
     c = Classic(initial_rebalance_delay_ms=3_000)
     a = c.new_member("a")
     assert c.group.state is ClassicGroupState.PREPARING_REBALANCE
@@ -177,12 +177,14 @@ def test_initial_rebalance_waits_for_the_delay_and_extends_it_while_members_arri
     assert leader == a  # the first member to join leads
     assert {r.generation_id for r in responses.values()} == {1}
     # The leader sees everyone, in Kafka's member-map order (ClassicGroup.currentClassicGroupMembers).
-    assert [m.member_id for m in responses["a"].members] == java_hash_map_order([a, b], 16)
+    assert [m.member_id for m in responses["a"].members] == string_key_order([a, b], 16)
     assert responses["b"].members == [] and responses["b"].leader == a
     assert b in c.group.members
 
 
 def test_leader_sync_completes_the_rebalance_and_writes_the_group():
+    """Kafka ``GroupMetadataManager.classicGroupSyncToClassicGroup``, ``setAndPropagateAssignment``: the leader's
+    SyncGroup stores the group and answers every member."""
     c = Classic()
     a, b = c.new_member("a"), c.new_member("b")
     c.advance(0)
@@ -204,6 +206,8 @@ def test_leader_sync_completes_the_rebalance_and_writes_the_group():
 
 
 def test_missing_assignments_are_empty():
+    """Kafka ``GroupMetadataManager.setAndPropagateAssignment``: a member the leader gave nothing gets an empty
+    assignment."""
     c = Classic()
     leader, follower = c.joined_pair()
     c.sync(follower, 1)
@@ -216,6 +220,8 @@ def test_missing_assignments_are_empty():
 
 
 def test_stable_group_follower_rejoining_unchanged_gets_current_generation_and_leader_forces_rebalance():
+    """Kafka ``GroupMetadataManager.classicGroupJoinExistingMember``: in a Stable group a follower rejoining unchanged
+    gets the current generation; the leader's rejoin starts a rebalance."""
     c = Classic()
     a, b = c.stable_group(2)
     leader = c.group.leader_id
@@ -229,6 +235,8 @@ def test_stable_group_follower_rejoining_unchanged_gets_current_generation_and_l
 
 
 def test_changed_protocols_trigger_a_rebalance_and_heartbeats_answer_rebalance_in_progress():
+    """Kafka ``GroupMetadataManager.updateMemberThenRebalanceOrCompleteJoin``, ``validateClassicGroupHeartbeat``:
+    changed protocols rebalance; heartbeats answer REBALANCE_IN_PROGRESS."""
     c = Classic()
     a, b = c.stable_group(2)
     result = c.join(b, ref="b2", protocols=protocols("range", metadata=b"new subscription"))
@@ -243,6 +251,8 @@ def test_changed_protocols_trigger_a_rebalance_and_heartbeats_answer_rebalance_i
 
 
 def test_rebalance_during_completing_rebalance_answers_parked_syncs_with_rebalance_in_progress():
+    """Kafka ``GroupMetadataManager.prepareRebalance`` (``resetAndPropagateAssignmentWithError``): parked SyncGroups
+    are answered REBALANCE_IN_PROGRESS."""
     c = Classic()
     _leader, follower = c.joined_pair()
     assert c.sync(follower, 1).response is None
@@ -253,6 +263,8 @@ def test_rebalance_during_completing_rebalance_answers_parked_syncs_with_rebalan
 
 
 def test_rebalance_timeout_removes_members_that_did_not_rejoin():
+    """Kafka ``GroupMetadataManager.completeClassicGroupJoin``: at the rebalance timeout, members that did not rejoin
+    are removed."""
     c = Classic()
     a, _b = c.stable_group(2)
     c.join(a, ref="a2", protocols=protocols("range", metadata=b"changed"))
@@ -263,6 +275,8 @@ def test_rebalance_timeout_removes_members_that_did_not_rejoin():
 
 
 def test_pending_sync_expiry_removes_members_that_never_synced():
+    """Kafka ``GroupMetadataManager.schedulePendingSync``, ``expirePendingSync``: members that never synced are removed
+    at the deadline."""
     # The leader synced (Stable) but the follower never did: it is removed at the deadline.
     c = Classic()
     leader, follower = c.joined_pair()
@@ -283,6 +297,8 @@ def test_pending_sync_expiry_removes_members_that_never_synced():
 
 
 def test_session_timeout_removes_a_silent_member_and_the_last_one_empties_the_group():
+    """Kafka ``GroupMetadataManager.expireClassicGroupMemberHeartbeat``, ``removeMemberAndUpdateClassicGroup``: a
+    silent member is removed; the last one leaves the group Empty."""
     c = Classic()
     a, b = c.stable_group(2)
     c.advance(SESSION - 1)
@@ -299,6 +315,8 @@ def test_session_timeout_removes_a_silent_member_and_the_last_one_empties_the_gr
 
 
 def test_pending_member_that_never_rejoins_expires():
+    """Kafka ``GroupMetadataManager.classicGroupJoinNewDynamicMember``, ``removePendingMemberAndUpdateClassicGroup``: a
+    pending member id expires after the session timeout."""
     c = Classic()
     first = c.join(ref="a")
     pending = first.response.member_id
@@ -308,6 +326,8 @@ def test_pending_member_that_never_rejoins_expires():
 
 # -- errors -----------------------------------------------------------------------------
 def test_join_errors():
+    """Kafka ``GroupMetadataManager.classicGroupJoin``, ``classicGroupJoinToClassicGroup``: JoinGroup's errors, as
+    Kafka answers them."""
     c = Classic()
     assert c.join("someone", ref="x").response.error_code.name == "UNKNOWN_MEMBER_ID"  # no group yet
     assert c.join(ref="x", session_timeout_ms=1).response.error_code.name == "INVALID_SESSION_TIMEOUT"
@@ -319,6 +339,8 @@ def test_join_errors():
 
 
 def test_group_max_size():
+    """Kafka ``GroupMetadataManager.classicGroupJoinToClassicGroup`` (``group.classic.max.size``): a new member of a
+    full group is GROUP_MAX_SIZE_REACHED."""
     c = Classic(classic_max_size=1)
     c.stable_group(1)
     newcomer = c.join(ref="z")
@@ -326,6 +348,8 @@ def test_group_max_size():
 
 
 def test_sync_and_heartbeat_errors():
+    """Kafka ``GroupMetadataManager.validateSyncGroup``, ``validateClassicGroupHeartbeat``: SyncGroup and Heartbeat
+    errors."""
     c = Classic()
     a, _b = c.stable_group(2)
     assert c.sync(a, 7).response.error_code.name == "ILLEGAL_GENERATION"
@@ -343,6 +367,8 @@ def test_sync_and_heartbeat_errors():
 
 
 def test_leave_group_per_member_errors_and_rebalance():
+    """Kafka ``GroupMetadataManager.classicGroupLeaveToClassicGroup``: an answer per member, and a rebalance when a
+    known member left."""
     c = Classic()
     a, _b = c.stable_group(2)
     result = c.leave(
@@ -357,6 +383,8 @@ def test_leave_group_per_member_errors_and_rebalance():
 
 
 def test_consumer_group_ids_are_not_classic_and_vice_versa():
+    """Kafka ``GroupMetadataManager.getOrMaybeCreateConsumerGroup``: with migration disabled, a Stable classic
+    group's id answers a consumer heartbeat GROUP_ID_NOT_FOUND, at any epoch (docs/decisions.md C2)."""
     c = Classic(migration_policy="disabled")
     _a, _ = c.stable_group(2)
     hb = ConsumerGroupHeartbeatRequest(
@@ -374,6 +402,7 @@ def test_consumer_group_ids_are_not_classic_and_vice_versa():
 
 # -- protocol selection -----------------------------------------------------------------
 def test_protocol_selection_takes_the_common_protocol_with_most_votes():
+    """Kafka ``ClassicGroup.selectProtocol``: the protocol with most votes among those every member supports."""
     c = Classic()
     x = c.join(ref="x", names=("sticky", "range"))
     c.join(x.response.member_id, ref="x", names=("sticky", "range"))
@@ -383,16 +412,6 @@ def test_protocol_selection_takes_the_common_protocol_with_most_votes():
     c.join(z.response.member_id, ref="z", names=("range", "sticky"))
     c.advance(0)
     assert c.group.protocol_name == "range"  # two votes to one; roundrobin is not common
-
-
-def test_java_string_hash_and_hash_map_order():
-    """Java ``String.hashCode`` and ``HashMap`` iteration (bucket, then insertion order within a bucket)."""
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
-    assert java_string_hash("polygenelubricants") == 2**31  # Integer.MIN_VALUE, unsigned
-    assert java_hash_map_order(["range", "sticky"], 16) == ["sticky", "range"]  # buckets 8 and 9
-    assert java_hash_map_order(["BB", "Aa"], 16) == ["BB", "Aa"]  # one bucket: insertion order
-    assert java_hash_map_capacity(12) == 16 and java_hash_map_capacity(13) == 32
 
 
 def test_protocol_selection_tie_goes_to_kafkas_vote_map_order():
@@ -414,7 +433,7 @@ def test_protocol_selection_tie_in_one_bucket_goes_to_the_first_vote():
     x = c.new_member_with(("Aa", "BB"))
     y = c.new_member_with(("BB", "Aa"))
     c.advance(0)
-    first = java_hash_map_order([x, y], 16)[0]
+    first = string_key_order([x, y], 16)[0]
     assert c.group.protocol_name == ("Aa" if first == x else "BB")
 
 
@@ -429,11 +448,14 @@ def test_leader_that_does_not_rejoin_is_replaced_in_kafkas_member_map_order():
         c.join(member_id, ref=member_id, names=("range", "roundrobin"))
     c.advance(REBALANCE)
     assert leader not in c.group.members and c.group.state is ClassicGroupState.COMPLETING_REBALANCE
-    assert c.group.leader_id == next(m for m in java_hash_map_order(ids, 16) if m in rejoined)
+    assert c.group.leader_id == next(m for m in string_key_order(ids, 16) if m in rejoined)
 
 
 # -- static membership (KIP-345) ----------------------------------------------------------
 def test_static_member_rejoining_unchanged_replaces_its_member_id_without_a_rebalance():
+    """Kafka ``GroupMetadataManager.classicGroupJoinNewStaticMember``,
+    ``updateStaticMemberThenRebalanceOrCompleteJoin``: a static member's new id replaces the old without a
+    rebalance."""
     c = Classic()
     first = c.join(ref="s", instance="i-1")
     assert first.response is None  # static members skip MEMBER_ID_REQUIRED
@@ -454,6 +476,8 @@ def test_static_member_rejoining_unchanged_replaces_its_member_id_without_a_reba
 
 
 def test_static_member_rejoining_with_other_protocols_triggers_a_rebalance():
+    """Kafka ``GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin``: a static member rejoining with
+    other protocols starts a rebalance."""
     c = Classic()
     c.join(ref="s", instance="i-1")
     c.advance(0)
@@ -467,6 +491,7 @@ def test_static_member_rejoining_with_other_protocols_triggers_a_rebalance():
 
 
 def test_static_members_are_not_removed_when_they_do_not_rejoin():
+    """Kafka ``GroupMetadataManager.completeClassicGroupJoin``: static members that did not rejoin stay in the group."""
     c = Classic()
     c.join(ref="s", instance="i-1")
     d = c.join(ref="d")
@@ -484,6 +509,8 @@ def test_static_members_are_not_removed_when_they_do_not_rejoin():
 
 # -- failover ---------------------------------------------------------------------------
 def test_failover_rebuilds_a_stable_group_and_re_arms_sessions():
+    """Kafka ``GroupMetadataManager.replay`` (``GroupMetadataKey``), ``onLoaded``: a Stable group is rebuilt from its
+    record and its sessions re-armed."""
     c = Classic()
     a, b = c.stable_group(2)
     live = c.gc.state_snapshot()["classic_groups"]
@@ -500,6 +527,8 @@ def test_failover_rebuilds_a_stable_group_and_re_arms_sessions():
 
 
 def test_a_rebalance_in_progress_is_soft_state_lost_on_failover():
+    """Kafka ``GroupMetadataManager.replay``: only completed generations are written, so a rebalance in progress is
+    lost on failover."""
     c = Classic()
     a, _b = c.stable_group(2)
     c.join(a, ref="a2", protocols=protocols("range", metadata=b"changed"))
@@ -510,6 +539,7 @@ def test_a_rebalance_in_progress_is_soft_state_lost_on_failover():
 
 
 def test_unload_marks_classic_groups_dead():
+    """Kafka ``GroupMetadataManager.onUnloaded``: a classic group turns Dead when its partition is unloaded."""
     c = Classic()
     c.stable_group(1)
     group = c.group
@@ -520,6 +550,7 @@ def test_unload_marks_classic_groups_dead():
 
 # -- admin view -------------------------------------------------------------------------
 def test_list_and_describe_groups_cover_classic_and_consumer_groups():
+    """Kafka ``GroupMetadataManager.listGroups``, ``describeGroups``: classic and consumer groups in one admin view."""
     c = Classic()
     a, b = c.stable_group(2)
     hb = ConsumerGroupHeartbeatRequest(
@@ -563,6 +594,7 @@ def test_list_and_describe_groups_cover_classic_and_consumer_groups():
 
 
 def test_a_share_group_id_is_not_a_classic_group():
+    """Kafka ``GroupMetadataManager.classicGroupJoin``, ``shareGroup``: a share group's id refuses classic requests."""
     c = Classic()
     share = c.gc.share_group_heartbeat(
         ShareGroupHeartbeatRequest(group_id=GROUP, member_id="s", member_epoch=0, subscribed_topic_names=["foo"])
@@ -575,6 +607,8 @@ def test_a_share_group_id_is_not_a_classic_group():
 
 
 def test_static_member_errors():
+    """Kafka ``GroupMetadataManager.classicGroupJoinExistingMember``: an instance id held by another member id is
+    FENCED_INSTANCE_ID; a known member id under an unknown instance id is UNKNOWN_MEMBER_ID."""
     c = Classic()
     c.join(ref="s", instance="i-1")
     c.advance(0)
@@ -587,6 +621,8 @@ def test_static_member_errors():
 
 
 def test_static_replacement_during_a_rebalance_fences_the_old_requests_and_rebalances():
+    """Kafka ``GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin``: replacing a static member
+    mid-rebalance fences the old member's parked SyncGroup and starts a new rebalance."""
     c = Classic()
     d = c.new_member("d")  # joins first: the leader
     c.join(ref="s", instance="i-1")

@@ -21,6 +21,7 @@ from kip_lab.assignors.client import (
     client_assignor,
     partitions_transferring_ownership,
 )
+from kip_lab.assignors.java_hash_order import bucket, string_hash
 from kip_lab.protocol.consumer_protocol import (
     HIGHEST_CONSUMER_PROTOCOL_VERSION,
     ConsumerProtocolAssignment,
@@ -29,7 +30,7 @@ from kip_lab.protocol.consumer_protocol import (
 
 
 def tp(name: str) -> tuple[str, int]:
-    """``"t0p1"`` -> ``("t0", 1)``; ``"t-5"`` -> ``("t", 5)`` (a compact notation)."""
+    """``"t0p1"`` -> ``("t0", 1)``; ``"t-5"`` -> ``("t", 5)`` (the notation of KIP-429's examples)."""
     topic, _, partition = name.rpartition("p") if "-" not in name else name.rpartition("-")
     return topic, int(partition)
 
@@ -83,17 +84,22 @@ def test_the_factory_builds_each_kafka_assignor(
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:
+    """The Lab's assignor factory (Kafka resolves ``partition.assignment.strategy`` in ``ConsumerConfig``): an unknown
+    name lists the known ones."""
     with pytest.raises(ClientAssignorError, match=r"'uniform'; known: cooperative-sticky, range, roundrobin, sticky"):
         client_assignor("uniform")
 
 
 # -- range and roundrobin: the javadoc examples --------------------------------------------
 def test_range_gives_each_topic_in_consecutive_ranges() -> None:
+    """Kafka ``RangeAssignor.assign``: each topic in consecutive ranges, the first members one more."""
     result = RangeAssignor().assign({"t0": 3, "t1": 3}, {"C0": sub(["t0", "t1"]), "C1": sub(["t0", "t1"])})
     assert assigned(result) == {"C0": "t0p0 t0p1 t1p0 t1p1", "C1": "t0p2 t1p2"}
 
 
 def test_range_splits_each_topic_among_its_own_subscribers_by_member_id() -> None:
+    """Kafka ``RangeAssignor.assignPartitions``: each topic among its own subscribers, in member-id order; missing
+    topics are skipped."""
     result = RangeAssignor().assign(
         {"t": 7, "u": 2, "unsubscribed": 4},
         {"m2": sub(["t"]), "m1": sub(["t", "u"]), "m3": sub(["t", "missing"])},
@@ -102,6 +108,7 @@ def test_range_splits_each_topic_among_its_own_subscribers_by_member_id() -> Non
 
 
 def test_roundrobin_deals_sorted_partitions_over_sorted_members() -> None:
+    """Kafka ``RoundRobinAssignor.assign``: sorted partitions dealt over sorted members, skipping non-subscribers."""
     result = RoundRobinAssignor().assign({"t1": 3, "t0": 3}, {"C1": sub(["t0", "t1"]), "C0": sub(["t0", "t1"])})
     assert assigned(result) == {"C0": "t0p0 t0p2 t1p1", "C1": "t0p1 t1p0 t1p2"}
 
@@ -122,6 +129,7 @@ def test_roundrobin_skips_members_not_subscribed_to_the_topic() -> None:
 
 
 def test_every_member_gets_an_entry_even_with_nothing_to_take() -> None:
+    """Kafka ``AbstractPartitionAssignor.assign``: every member has an assignment, empty when it has nothing to take."""
     subscriptions = {"a": sub(["t"]), "b": sub(["t"]), "c": sub(["missing"])}
     for name in ("range", "roundrobin", "sticky", "cooperative-sticky"):
         result = client_assignor(name).assign({"t": 1}, subscriptions)
@@ -208,6 +216,8 @@ def test_each_topic_stays_balanced_from_1_to_24_members_and_down_to_2(name) -> N
 
 
 def test_sticky_example_2_balances_where_roundrobin_does_not_then_c0_leaves() -> None:
+    """Kafka ``StickyAssignor`` javadoc, example 2: balanced where round robin is not; then C0 leaves and the others
+    keep theirs."""
     topics = {"t0": 1, "t1": 2, "t2": 3}
     subscribed = {"C0": ["t0"], "C1": ["t0", "t1"], "C2": ["t0", "t1", "t2"]}
     consumers = {m: StickyAssignor() for m in subscribed}
@@ -224,6 +234,7 @@ def test_sticky_example_2_balances_where_roundrobin_does_not_then_c0_leaves() ->
 
 
 def test_sticky_user_data_is_the_last_assignment_and_its_generation() -> None:
+    """Kafka ``StickyAssignor.subscriptionUserData``: the last assignment and its generation, none before the first."""
     assignor = StickyAssignor()
     assert assignor.subscription_user_data({"t"}) is None  # nothing assigned yet
     assignor.on_assignment(ConsumerProtocolAssignment(version=3, assigned_partitions=[("t", 2), ("s", 0)]), 5)
@@ -234,7 +245,8 @@ def test_sticky_user_data_is_the_last_assignment_and_its_generation() -> None:
 
 
 def test_sticky_ignores_owned_partitions_and_unreadable_user_data() -> None:
-    """Under EAGER the owned list is empty anyway; "sticky" only ever trusted its user data."""
+    """Kafka ``StickyAssignor.memberData``: claims come from the user data only; unreadable user data means no
+    claims. Under EAGER the owned list is empty anyway; "sticky" only ever trusted its user data."""
     subscriptions = {
         "a": sub(["t"], owned="t-0 t-1", generation=9, user_data=b"\x00garbage"),
         "b": sub(["t"], user_data=b'{"previous_assignment": {"t": [0, 1]}, "generation": 4}'),
@@ -242,9 +254,11 @@ def test_sticky_ignores_owned_partitions_and_unreadable_user_data() -> None:
     assert assigned(StickyAssignor().assign({"t": 4}, subscriptions)) == {"a": "tp2 tp3", "b": "tp0 tp1"}
 
 
-# -- cooperative-sticky: KIP-429's scenarios, round by round ------------------------------
-def test_sc02_a_member_joins_and_b0_is_withheld_for_one_round() -> None:
-    """C1 = {a-0, b-0}; C2 joins; cooperative-sticky, both topics one partition."""
+# -- cooperative-sticky: a partition changing owner takes two rounds -------------------------
+def test_cooperative_sticky_withholds_a_moving_partition_for_one_round() -> None:
+    """Kafka ``CooperativeStickyAssignor.adjustAssignment``: C1 = {a-0, b-0}; C2 joins; both topics have one
+    partition. b-0 is withheld from C2 until C1 has revoked it (KIP-429, "CooperativeStickyAssignor and
+    custom COOPERATIVE Assignors")."""
     topics = {"a": 1, "b": 1}
     round_1 = {"C1": sub(["a", "b"], owned="a-0 b-0", generation=1), "C2": sub(["a", "b"])}
     # Step 3: intent C1{a-0} C2{b-0}; b-0 changes owner, so it is withheld; final C1{a-0} C2{}.
@@ -256,8 +270,9 @@ def test_sc02_a_member_joins_and_b0_is_withheld_for_one_round() -> None:
     assert assigned(CooperativeStickyAssignor().assign(topics, round_2)) == {"C1": "ap0", "C2": "bp0"}
 
 
-def test_sc09_scale_out_to_three_members_cooperative_and_eager() -> None:
-    """T has 6 partitions, C1 = t-0..2, C2 = t-3..5, C3 joins."""
+def test_scale_out_to_three_members_cooperative_and_eager() -> None:
+    """Kafka ``CooperativeStickyAssignor`` and ``StickyAssignor``: t has 6 partitions, C1 = t-0..2,
+    C2 = t-3..5, C3 joins."""
     topics = {"t": 6}
     round_1 = {
         "C1": sub(["t"], owned="t-0 t-1 t-2", generation=1),
@@ -285,7 +300,8 @@ def test_sc09_scale_out_to_three_members_cooperative_and_eager() -> None:
 
 
 def test_cooperative_sticky_in_eager_mode_has_nothing_to_withhold() -> None:
-    """Under EAGER members join owning nothing: a plain balanced assignment, from scratch."""
+    """Kafka ``CooperativeStickyAssignor.adjustAssignment``: under EAGER nobody claims anything, so nothing is
+    withheld. Under EAGER members join owning nothing: a plain balanced assignment, from scratch."""
     subscriptions = {m: sub(["t"], generation=3) for m in ("C1", "C2", "C3")}
     assert assigned(CooperativeStickyAssignor().assign({"t": 6}, subscriptions)) == {
         "C1": "tp0 tp3",
@@ -296,6 +312,7 @@ def test_cooperative_sticky_in_eager_mode_has_nothing_to_withhold() -> None:
 
 # -- ownership claims: generations, stale and conflicting owners ---------------------------
 def test_the_higher_generation_wins_a_doubly_claimed_partition() -> None:
+    """Kafka ``AbstractStickyAssignor.allSubscriptionsEqual``: of two claims, the higher generation wins."""
     subscriptions = {
         "zombie": sub(["t"], owned="t-0 t-1", generation=3),  # kicked out, has not noticed yet
         "fresh": sub(["t"], owned="t-0", generation=4),
@@ -306,6 +323,8 @@ def test_the_higher_generation_wins_a_doubly_claimed_partition() -> None:
 
 
 def test_equal_generations_cancel_each_other_and_the_partition_is_withheld() -> None:
+    """Kafka ``AbstractStickyAssignor.allSubscriptionsEqual`` (``partitionsWithMultiplePreviousOwners``): equal
+    generations cancel each other."""
     subscriptions = {
         "a": sub(["t"], owned="t-0 t-1 t-2", generation=5),
         "b": sub(["t"], owned="t-2", generation=5),
@@ -319,6 +338,8 @@ def test_equal_generations_cancel_each_other_and_the_partition_is_withheld() -> 
 
 
 def test_a_v1_subscription_carries_its_generation_in_the_user_data() -> None:
+    """Kafka ``CooperativeStickyAssignor.subscriptionUserData``, ``memberData``: below v2 the generation comes from the
+    user data."""
     assignor = CooperativeStickyAssignor()
     assert json.loads(assignor.subscription_user_data({"t"})) == {"generation": -1}
     assignor.on_assignment(ConsumerProtocolAssignment(version=3), 7)
@@ -341,6 +362,9 @@ def test_a_v0_member_loses_its_owned_partitions_so_they_move_at_once() -> None:
 
 
 def test_claims_on_deleted_partitions_and_unsubscribed_topics_do_not_count() -> None:
+    """Kafka ``AbstractStickyAssignor.allSubscriptionsEqual``,
+    ``GeneralAssignmentBuilder.prepopulateCurrentAssignments``: claims on partitions that no longer exist or on
+    unsubscribed topics do not count."""
     subscriptions = {
         "a": sub(["t"], owned="t-5 u-0", generation=1),  # t shrank to 2 partitions; a left u
         "b": sub(["t", "u"], generation=1),
@@ -350,7 +374,29 @@ def test_claims_on_deleted_partitions_and_unsubscribed_topics_do_not_count() -> 
     assert assigned(result) == {"a": "tp0 tp1", "b": ""}
 
 
+def test_sticky_keeps_the_extra_partition_for_the_member_kafkas_hash_map_iterates_first() -> None:
+    """Kafka ``AbstractStickyAssignor.ConstrainedAssignmentBuilder.assignOwnedPartitions``: members keep what
+    they own in the order of the leader's ``HashMap`` of subscriptions, so when two members own the higher
+    quota and only one may keep it, the one in the lower ``String.hashCode`` bucket keeps it, whatever the
+    member ids' alphabetical order."""
+    assert bucket(string_hash("consumer-b"), 16) < bucket(string_hash("consumer-a"), 16)
+    owning = {
+        "consumer-a": b'{"previous_assignment": {"t": [0, 1]}, "generation": 1}',
+        "consumer-b": b'{"previous_assignment": {"t": [2, 3]}, "generation": 1}',
+    }
+    subscriptions = {member: sub(["t"], user_data=data) for member, data in owning.items()}
+    subscriptions["consumer-c"] = sub(["t"])
+    # 4 partitions over 3 members: one member keeps 2. consumer-a keeps its lowest partition, t-0.
+    assert assigned(StickyAssignor().assign({"t": 4}, subscriptions)) == {
+        "consumer-a": "tp0",
+        "consumer-b": "tp2 tp3",
+        "consumer-c": "tp1",
+    }
+
+
 def test_the_result_does_not_depend_on_member_order() -> None:
+    """Kafka's client assignors: for member ids in different ``HashMap`` buckets (these are) the input order does not
+    change the result."""
     subscriptions = {
         "m3": sub(["t", "u"], owned="t-1 u-2", generation=2),
         "m1": sub(["t"], owned="t-0 t-2", generation=2),
@@ -378,6 +424,8 @@ def test_the_result_does_not_depend_on_member_order() -> None:
     ],
 )
 def test_bad_input_is_named(partitions_per_topic: object, subscriptions: object, message: str) -> None:
+    """The Lab's input checks (Kafka's assignors trust the coordinator's input): bad input is refused naming what is
+    wrong."""
     for name in ("range", "cooperative-sticky"):
         with pytest.raises(ClientAssignorError, match=message):
             client_assignor(name).assign(partitions_per_topic, subscriptions)  # type: ignore[arg-type]

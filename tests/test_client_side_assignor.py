@@ -1,9 +1,9 @@
 """KIP-848 client-side assignor mode: ShouldComputeAssignment, PrepareAssignment, InstallAssignment.
 
-Rules: KIP-848 *Client-Side Mode* and the PrepareAssignment / InstallAssignment APIs, rule R4
-of docs/rules.md, and docs/decisions.md D20 (choice of the computing member: highest maximum
-version of the selected assignor, then lowest member id; a member that misses its deadline is
-skipped, not fenced).
+KIP-848, sections "Client Side Mode", "ConsumerGroupPrepareAssignment API" and
+"ConsumerGroupInstallAssignment API"; the choices the KIP leaves open are docs/decisions.md D19-D21
+(the computing member: highest maximum version of the selected assignor, then lowest member id;
+a member that misses its deadline is skipped, not fenced). Kafka never shipped this mode.
 """
 
 from __future__ import annotations

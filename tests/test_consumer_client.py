@@ -96,6 +96,8 @@ def test_state_table_is_kafkas_member_state_table() -> None:
 
 
 def test_an_illegal_transition_raises_and_changes_nothing() -> None:
+    """Kafka ``MemberState.getPreviousValidStates``: a transition outside the table is refused and the member stays as
+    it was."""
     with pytest.raises(IllegalTransition):
         CONSUMER_MEMBER_MACHINE.require("UNSUBSCRIBED", "acknowledgement sent", "STABLE")
     with pytest.raises(IllegalTransition):  # a declared trigger, but it leads elsewhere
@@ -113,6 +115,8 @@ def test_an_illegal_transition_raises_and_changes_nothing() -> None:
 
 # ---------------------------------------------------------------------------- joining
 def test_first_member_joins_reconciles_acknowledges() -> None:
+    """Kafka ``AbstractMembershipManager.processAssignmentReceived``, ``maybeReconcile``: JOINING, RECONCILING,
+    ACKNOWLEDGING, STABLE (docs/decisions.md N5)."""
     lab = make_lab(partitions=1, members="A")
     assert transitions(lab, "A") == [
         ("UNSUBSCRIBED", "JOINING", "subscribe"),
@@ -144,6 +148,8 @@ def test_join_answered_with_an_empty_assignment_reconciles_it_once() -> None:
 
 
 def test_stable_member_reconciles_a_new_assignment() -> None:
+    """Kafka ``AbstractMembershipManager.maybeReconcile``, ``revokeAndAssign``: a new assignment is reconciled and
+    acknowledged."""
     lab = make_lab()
     since = lab.step_count
     lab.add_consumer("C", subscribed_topic_names=["foo"])
@@ -166,6 +172,8 @@ def fence_by_partition(lab: Lab, name: str = "A", down_ms: int = 50_000) -> int:
 
 
 def test_fenced_member_runs_on_partitions_lost_then_rejoins_with_epoch_zero() -> None:
+    """Kafka ``AbstractMembershipManager.transitionToFenced``: ``onPartitionsLost`` for everything owned, then a rejoin
+    at epoch 0 with the same member id."""
     lab = make_lab()
     owned = partitions_of(lab, "A")
     since = fence_by_partition(lab)
@@ -189,6 +197,8 @@ def test_fenced_member_runs_on_partitions_lost_then_rejoins_with_epoch_zero() ->
 
 # ---------------------------------------------------------------------------- leaving
 def test_close_prepares_leaving_releases_then_leaves_with_epoch_minus_one() -> None:
+    """Kafka ``AbstractMembershipManager.leaveGroup``, ``transitionToSendingLeaveGroup``: PREPARE_LEAVING, LEAVING with
+    epoch -1, UNSUBSCRIBED."""
     lab = make_lab()
     since = lab.step_count
     lab.close("A")
@@ -214,6 +224,8 @@ def test_close_prepares_leaving_releases_then_leaves_with_epoch_minus_one() -> N
 
 
 def test_static_member_leaves_with_epoch_minus_two_and_keeps_its_place() -> None:
+    """Kafka ``AbstractMembershipManager.transitionToSendingLeaveGroup``: a static member leaves with epoch -2 and the
+    coordinator keeps its assignment."""
     lab = Lab(seed=0)
     lab.create_topic("foo", 4)
     lab.add_consumer("A", subscribed_topic_names=["foo"], instance_id="a-1")
@@ -230,6 +242,7 @@ def test_static_member_leaves_with_epoch_minus_two_and_keeps_its_place() -> None
 
 
 def test_close_is_a_no_op_when_already_leaving() -> None:
+    """Kafka ``AbstractMembershipManager.leaveGroup``: a member already leaving ignores another close."""
     lab = make_lab(callbacks=CallbackConfig(on_partitions_revoked_ms=500))
     lab.close("A")
     lab.close("A")  # Kafka's leaveGroup: already leaving, nothing more
@@ -239,6 +252,8 @@ def test_close_is_a_no_op_when_already_leaving() -> None:
 
 
 def test_leave_heartbeat_does_not_wait_for_a_heartbeat_in_flight() -> None:
+    """Kafka ``AbstractHeartbeatRequestManager.poll``: the leave heartbeat goes out at once, even with a heartbeat in
+    flight."""
     lab = make_lab(enable_auto_commit=False)
     lab.delay_messages("A", 1, 2_000)
     step_until(lab, sends("A"))  # A's regular heartbeat is now 2 s in flight
@@ -264,6 +279,8 @@ def test_graceful_close_commits_exactly_what_was_processed() -> None:
 
 # ---------------------------------------------------------------------------- poll timeout (STALE)
 def test_poll_timeout_leaves_goes_stale_and_rejoins_on_resume() -> None:
+    """Kafka ``AbstractMembershipManager.transitionToStale``: past ``max.poll.interval.ms`` the member leaves without
+    callbacks, goes STALE and rejoins at its next poll."""
     lab = make_lab(max_poll_interval_ms=20_000)
     owned = partitions_of(lab, "A")
     since = lab.step_count
@@ -297,6 +314,8 @@ def test_poll_timeout_leaves_goes_stale_and_rejoins_on_resume() -> None:
 
 
 def test_paused_member_processes_nothing_so_commits_stand_still() -> None:
+    """Kafka ``CommitRequestManager.maybeAutoCommitAsync``: a paused member consumes nothing, so its auto-commits carry
+    the same offsets."""
     lab = make_lab(members="A", partitions=1, auto_commit_interval_ms=1_000)
     lab.run(until=lab.now + 3_000)
     lab.pause("A")
@@ -344,6 +363,8 @@ def test_a_commit_the_coordinator_refuses_is_not_recorded_and_reconciliation_goe
 
 # ---------------------------------------------------------------------------- FATAL
 def test_two_static_members_with_one_instance_id_the_second_is_fatal() -> None:
+    """Kafka ``AbstractMembershipManager.transitionToFatal`` on UNRELEASED_INSTANCE_ID: the second static member with
+    one instance id fails (docs/rules.md SM5)."""
     lab = Lab(seed=0)
     lab.create_topic("foo", 2)
     lab.add_consumer("A", subscribed_topic_names=["foo"], instance_id="shared")
@@ -360,6 +381,8 @@ def test_two_static_members_with_one_instance_id_the_second_is_fatal() -> None:
 
 # ---------------------------------------------------------------------------- the heartbeat manager
 def test_first_heartbeat_is_full_with_epoch_zero_later_ones_carry_only_changes() -> None:
+    """Kafka ``ConsumerHeartbeatRequestManager`` (``HeartbeatState.buildRequestData``): the join carries every field,
+    later heartbeats only what changed."""
     lab = make_lab(members="A", rack_id="rack-1", server_assignor="uniform")
     hbs = [h.payload["body"] for h in heartbeats(lab, "A")]
     assert hbs[0] == {
@@ -405,6 +428,8 @@ def test_changed_subscription_is_sent_alone_with_the_next_heartbeat() -> None:
 
 
 def test_acknowledgement_heartbeat_goes_out_at_once() -> None:
+    """Kafka ``AbstractMembershipManager.onHeartbeatRequestSkipped`` / ``AbstractHeartbeatRequestManager.poll``:
+    ACKNOWLEDGING sends its heartbeat at once."""
     lab = make_lab()
     since = lab.step_count
     lab.add_consumer("C", subscribed_topic_names=["foo"])
@@ -419,6 +444,7 @@ def test_acknowledgement_heartbeat_goes_out_at_once() -> None:
 
 
 def test_heartbeat_interval_comes_from_the_coordinator() -> None:
+    """Kafka ``AbstractHeartbeatRequestManager.onResponse``: the interval is the one the coordinator answers with."""
     config = LabConfig(coordinator=CoordinatorConfig(heartbeat_interval_ms=7_000))
     lab = make_lab(members="A", config=config)
     assert lab.clients["A"].heartbeat_interval_ms == 7_000
@@ -429,6 +455,8 @@ def test_heartbeat_interval_comes_from_the_coordinator() -> None:
 
 
 def test_not_coordinator_during_a_failover_backs_off_then_finds_the_new_one() -> None:
+    """Kafka ``CoordinatorRequestManager``, ``AbstractHeartbeatRequestManager.onErrorResponse``: NOT_COORDINATOR backs
+    off, then the new coordinator is used."""
     lab = make_lab(members="A", enable_auto_commit=False, retry_backoff_ms=150)
     lab.delay_messages("A", 1, 50)
     step_until(lab, sends("A"))
@@ -451,6 +479,8 @@ def test_not_coordinator_during_a_failover_backs_off_then_finds_the_new_one() ->
 
 
 def test_lost_response_times_out_and_the_retry_is_a_full_request() -> None:
+    """Kafka ``AbstractHeartbeatRequestManager.onFailure``, ``HeartbeatState.reset``: a timed-out heartbeat is retried
+    as a full request."""
     lab = make_lab(members="A", enable_auto_commit=False, request_timeout_ms=3_000)
     lab.run(until=lab.now + 4_000)
     sent = step_until(lab, sends("A"))
@@ -468,6 +498,7 @@ def test_lost_response_times_out_and_the_retry_is_a_full_request() -> None:
 
 
 def test_lost_offset_fetch_is_retried_until_the_partition_is_fetched() -> None:
+    """Kafka ``CommitRequestManager.fetchOffsets`` (retried after the backoff): a lost OffsetFetch is sent again."""
     lab = Lab(seed=0)
     lab.create_topic("foo", 2)
     lab.add_consumer("A", subscribed_topic_names=["foo"], request_timeout_ms=2_000)
@@ -484,6 +515,8 @@ def test_lost_offset_fetch_is_retried_until_the_partition_is_fetched() -> None:
 
 # ---------------------------------------------------------------------------- reconciliation order
 def test_commit_and_revocation_finish_before_anyone_is_assigned_the_partition() -> None:
+    """Kafka ``AbstractMembershipManager.revokeAndAssign`` (``ConsumerMembershipManager.signalReconciliationStarted``
+    commits first): commit and revoke before the new owner gets the partition."""
     lab = make_lab(auto_commit_interval_ms=60_000)
     since = lab.step_count
     lab.add_consumer("C", subscribed_topic_names=["foo"])
@@ -567,6 +600,9 @@ def test_one_reconciliation_revokes_then_assigns(monkeypatch: pytest.MonkeyPatch
 
 
 def test_slow_revoke_callback_delays_the_acknowledgement() -> None:
+    """Kafka ``ConsumerMembershipManager.invokeOnPartitionsRevokedCallback``: the acknowledgement waits for the
+    revocation callback."""
+
     def run(revoke_ms: int) -> tuple[Lab, int]:
         lab = make_lab(callbacks=CallbackConfig(on_partitions_revoked_ms=revoke_ms))
         since = lab.step_count
@@ -595,6 +631,8 @@ def test_slow_revoke_callback_delays_the_acknowledgement() -> None:
 
 
 def test_failing_revoke_callback_stays_reconciling_until_the_rebalance_timeout() -> None:
+    """Kafka ``AbstractMembershipManager.revokeAndAssign``: a failing callback leaves the member RECONCILING; the
+    coordinator's rebalance timeout removes it."""
     lab = make_lab(members="A", max_poll_interval_ms=30_000, callbacks=CallbackConfig(revoked_failures=1_000))
     since = lab.step_count
     lab.add_consumer("B", subscribed_topic_names=["foo"], max_poll_interval_ms=30_000)
@@ -620,6 +658,8 @@ def test_failing_revoke_callback_stays_reconciling_until_the_rebalance_timeout()
 
 
 def test_failing_assign_callback_is_retried() -> None:
+    """Kafka ``AbstractMembershipManager.revokeAndAssign``: a failing assignment callback is retried on a later
+    heartbeat."""
     lab = make_lab(members="A", partitions=2, callbacks=CallbackConfig(assigned_failures=1))
     failed = [e for e in events(lab, "A", "callback_invoked") if e.payload["error"]]
     assert [e.payload["callback"] for e in failed] == ["on_partitions_assigned"]
@@ -650,6 +690,7 @@ def test_fenced_while_preparing_to_leave_unsubscribes_without_rejoining() -> Non
 
 
 def test_close_while_fenced_drops_the_assignment_and_does_not_rejoin() -> None:
+    """Kafka ``AbstractMembershipManager.leaveGroup`` from FENCED: straight to UNSUBSCRIBED, no rejoin."""
     lab = make_lab(callbacks=CallbackConfig(on_partitions_lost_ms=3_000))
     lab.partition_link("A", 50_000)
     step_until(lab, lambda evs: any(e.actor == "A" and e.payload.get("to") == "FENCED" for e in evs), 100_000)

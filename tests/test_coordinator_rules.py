@@ -150,6 +150,8 @@ def test_kip_only_validation_is_invalid_request(kip, fields, mentions):
 
 
 def test_unknown_server_assignor_is_unsupported_assignor(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupHeartbeatRequestIsInvalid``: an unknown server assignor is
+    UNSUPPORTED_ASSIGNOR, naming the supported ones."""
     stable_ab(h)
     before = h.snapshot()
     result = h.join("C", server_assignor="sticky")
@@ -173,6 +175,8 @@ def test_names_then_regex_on_a_later_heartbeat_is_invalid_request_under_kip(kip)
 
 
 def test_config_rejects_session_timeout_out_of_bounds():
+    """Kafka ``GroupCoordinatorConfig`` (``group.consumer.session.timeout.ms`` within its min and max): a config
+    outside them is refused naming the field."""
     with pytest.raises(ValidationError) as exc:
         CoordinatorConfig(session_timeout_ms=10)
     assert "session_timeout_ms" in str(exc.value)
@@ -182,6 +186,8 @@ def test_config_rejects_session_timeout_out_of_bounds():
 # Join
 # ---------------------------------------------------------------------------------------
 def test_join_generates_a_deterministic_member_id(make_harness):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``: an empty member id gets one generated; here from the
+    seeded RNG, so the same seed gives the same id."""
     ids = []
     for _ in range(2):
         h = make_harness(seed=0)
@@ -219,6 +225,8 @@ def test_member_id_only_on_join_under_kip(kip):
 
 
 def test_first_join_bumps_computes_and_reconciles_in_three_batches(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``: membership and group epoch, the target, then the current
+    assignment."""
     result = h.join("A", rebalance_timeout_ms=12_345, client_id="cid", client_host="/10.0.0.1")
     response = result.response
     assert batch_kinds(result) == [
@@ -259,6 +267,7 @@ def test_second_join_gets_pending_partitions_until_released(h):
 # Group epoch triggers: exactly +1 each
 # ---------------------------------------------------------------------------------------
 def test_t1_join_bumps_once(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``: a join bumps the group epoch once (docs/rules.md T1)."""
     stable_ab(h)
     before = h.epoch()
     result = h.join("C")
@@ -315,6 +324,8 @@ def test_t2_leave_keeps_the_target_entry_until_the_next_target_under_kip(kip):
 
 
 def test_t3_session_timeout_removes_the_member_and_bumps_once(h):
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupSessionTimeout``, ``consumerGroupFenceMember``: a session
+    timeout removes the member and bumps once (T3)."""
     stable_ab(h)
     before = h.epoch()
     h.gc.advance(SESSION_MS - 5_000)
@@ -359,6 +370,7 @@ def test_t4_subscription_change_bumps_once(make_harness, profile, change, expect
 
 
 def test_t4_regex_change_bumps_once(h):
+    """Kafka ``GroupMetadataManager.hasMemberSubscriptionChanged``: a regex change bumps once (T4)."""
     h.join("R", None, subscribed_topic_regex="fo.*")
     h.settle()
     assert h.target("R") == {"foo": [0, 1, 2, 3, 4, 5]}
@@ -376,6 +388,8 @@ def test_t4_regex_change_bumps_once(h):
 
 
 def test_t4_client_assignors_change_bumps_once_and_switches_to_client_side_mode(h):
+    """KIP-848, section "Client Side Mode": naming a client-side assignor bumps once and the target is then computed by
+    a member (T4)."""
     h.join("A")
     before = h.epoch()
     result = h.heartbeat("A", 1, client_assignors=[CUSTOM])
@@ -387,6 +401,8 @@ def test_t4_client_assignors_change_bumps_once_and_switches_to_client_side_mode(
 
 
 def test_t5_partition_count_change_bumps_once_on_next_heartbeat(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (``hasMetadataExpired``): added partitions bump once, on
+    the next heartbeat (T5)."""
     stable_ab(h)
     before = h.epoch()
     h.cluster.add_partitions("foo", 2)
@@ -403,6 +419,8 @@ def test_t5_partition_count_change_bumps_once_on_next_heartbeat(h):
 
 
 def test_t5_created_topic_matching_subscribed_name_bumps_once(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (``hasMetadataExpired``): a created topic a member names
+    bumps once (T5)."""
     h.join("A", ["foo", "baz"])
     assert h.target("A") == {"foo": [0, 1, 2, 3, 4, 5]}
     before = h.epoch()
@@ -415,6 +433,8 @@ def test_t5_created_topic_matching_subscribed_name_bumps_once(h):
 
 
 def test_t6_created_topic_matching_regex_bumps_once(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``: a created topic matching a member's regex bumps once
+    (T6)."""
     h.join("R", None, subscribed_topic_regex="foo.*")
     assert h.target("R") == {"foo": [0, 1, 2, 3, 4, 5]}
     before = h.epoch()
@@ -429,6 +449,8 @@ def test_t6_created_topic_matching_regex_bumps_once(h):
 
 
 def test_topic_deletion_bumps_once_and_revokes_its_partitions(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (``hasMetadataExpired``): a deleted topic bumps once and
+    leaves the target."""
     h.join("A", ["foo", "bar"])
     before = h.epoch()
     h.cluster.delete_topic("bar")
@@ -444,6 +466,8 @@ def test_topic_deletion_bumps_once_and_revokes_its_partitions(h):
 
 
 def test_topic_recreation_revokes_old_id_then_assigns_new_id(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``, ``CurrentAssignmentBuilder.computeNextAssignment``: the
+    old topic id's partitions are revoked before the new id's are assigned."""
     h.join("A")
     old_id = h.tid("foo")
     before = h.epoch()
@@ -501,6 +525,8 @@ def test_t8_fenced_member_is_removed_and_bumps_once_under_kip(kip):
 
 
 def test_t9_static_member_not_back_within_session_timeout_is_removed_and_bumps_once(h):
+    """Kafka ``GroupMetadataManager.consumerGroupStaticMemberGroupLeave``, ``scheduleConsumerGroupSessionTimeout``: a
+    static member not back in time is removed (T9)."""
     h.join("A", instance_id="i-a")
     h.join("B")
     h.settle()
@@ -523,6 +549,8 @@ def test_t9_static_member_not_back_within_session_timeout_is_removed_and_bumps_o
 # Not triggers, and Kafka's rack / rebalance timeout handling
 # ---------------------------------------------------------------------------------------
 def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``: a heartbeat with nothing new writes no record and carries
+    no assignment."""
     stable_ab(h)
     before, log_end = h.snapshot(), h.gc.log.end_offset
     result = h.heartbeat("A", h.member("A").member_epoch)
@@ -534,6 +562,8 @@ def test_plain_heartbeat_writes_nothing_and_answers_no_assignment(h):
 
 
 def test_full_heartbeat_always_carries_the_assignment(h):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (``isFullRequest``): a full request always gets the
+    assignment."""
     stable_ab(h)
     epoch = h.member("A").member_epoch
     result = h.heartbeat(
@@ -548,6 +578,7 @@ def test_full_heartbeat_always_carries_the_assignment(h):
 
 
 def test_reconciliation_steps_never_bump(h):
+    """Kafka ``GroupMetadataManager.maybeReconcile``: reconciling writes current assignments, never a group epoch."""
     h.join("A")
     h.join("B")
     epoch = h.epoch()
@@ -583,6 +614,8 @@ def test_rack_or_rebalance_timeout_change_writes_member_record_without_bump(h, c
 # Fencing and the lost-response grace
 # ---------------------------------------------------------------------------------------
 def test_unknown_member_is_unknown_member_id(h):
+    """Kafka ``ConsumerGroup.getOrMaybeCreateMember``: an unknown member id is UNKNOWN_MEMBER_ID and nothing is
+    written."""
     stable_ab(h)
     before = h.snapshot()
     result = h.heartbeat("Z", h.epoch())
@@ -669,6 +702,8 @@ def lost_response_setup(h: Harness) -> None:
 
 
 def test_previous_epoch_with_owned_subset_is_accepted(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``: the previous epoch with owned
+    partitions within the assignment is accepted."""
     lost_response_setup(h)
     before = h.epoch()
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1]}))
@@ -679,6 +714,8 @@ def test_previous_epoch_with_owned_subset_is_accepted(h):
 
 
 def test_previous_epoch_with_owned_not_subset_is_fenced(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``: the previous epoch owning more than the
+    assignment is FENCED_MEMBER_EPOCH."""
     lost_response_setup(h)
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2, 3]}))
     assert result.response.error_code == Errors.FENCED_MEMBER_EPOCH
@@ -686,11 +723,15 @@ def test_previous_epoch_with_owned_not_subset_is_fenced(h):
 
 
 def test_previous_epoch_without_owned_partitions_is_fenced(h):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``: the previous epoch without owned
+    partitions is FENCED_MEMBER_EPOCH."""
     lost_response_setup(h)
     assert h.heartbeat("A", 1).response.error_code == Errors.FENCED_MEMBER_EPOCH
 
 
 def test_previous_epoch_is_fenced_when_the_grace_is_switched_off(make_harness):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupMemberEpochIsInvalid``, with the Lab's
+    ``accept_previous_epoch=False`` (docs/decisions.md D7): the previous epoch is fenced."""
     h = make_harness(CoordinatorConfig(accept_previous_epoch=False))
     lost_response_setup(h)
     result = h.heartbeat("A", 1, topic_partitions=h.tps({"foo": [0, 1, 2]}))
@@ -709,6 +750,8 @@ def static_group(h: Harness) -> None:
 
 
 def test_static_temporary_leave_keeps_the_assignment(h):
+    """Kafka ``GroupMetadataManager.consumerGroupStaticMemberGroupLeave``: epoch -2 keeps the member and its
+    assignment."""
     static_group(h)
     before = h.epoch()
     result = h.heartbeat("A", -2, instance_id="i-a")
@@ -726,6 +769,8 @@ def test_static_temporary_leave_keeps_the_assignment(h):
 
 
 def test_static_rejoin_while_old_member_alive_is_unreleased_instance_id(h):
+    """Kafka ``GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember``: an instance id its live member
+    still holds is UNRELEASED_INSTANCE_ID."""
     static_group(h)
     before = h.snapshot()
     result = h.join("A2", instance_id="i-a")
@@ -736,6 +781,8 @@ def test_static_rejoin_while_old_member_alive_is_unreleased_instance_id(h):
 
 
 def test_static_replacement_inherits_the_assignment_without_bump(h):
+    """Kafka ``GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember``, ``replaceMember``: the new member
+    takes the old one's assignment without a bump."""
     static_group(h)
     before = h.epoch()
     h.heartbeat("A", -2, instance_id="i-a")
@@ -763,6 +810,8 @@ def test_static_replacement_inherits_the_assignment_without_bump(h):
 
 
 def test_static_member_leaving_with_minus_one_is_removed_with_bump(h):
+    """Kafka ``GroupMetadataManager.consumerGroupLeave``, ``consumerGroupFenceMember``: a static member leaving with -1
+    is removed and the epoch bumped."""
     static_group(h)
     before = h.epoch()
     result = h.heartbeat("A", -1, instance_id="i-a")
@@ -774,6 +823,8 @@ def test_static_member_leaving_with_minus_one_is_removed_with_bump(h):
 
 
 def test_static_heartbeat_with_wrong_member_id_is_fenced_instance_id(h):
+    """Kafka ``GroupMetadataManager.throwIfInstanceIdIsFenced``: an instance id held by another member id is
+    FENCED_INSTANCE_ID."""
     static_group(h)
     before = h.snapshot()
     result = h.heartbeat("B", h.member("B").member_epoch, instance_id="i-a")
@@ -783,6 +834,7 @@ def test_static_heartbeat_with_wrong_member_id_is_fenced_instance_id(h):
 
 
 def test_static_heartbeat_with_unknown_instance_id_is_unknown_member_id(h):
+    """Kafka ``GroupMetadataManager.throwIfStaticMemberIsUnknown``: an unknown instance id is UNKNOWN_MEMBER_ID."""
     static_group(h)
     result = h.heartbeat("A", h.member("A").member_epoch, instance_id="i-unknown")
     assert result.response.error_code == Errors.UNKNOWN_MEMBER_ID
@@ -803,6 +855,8 @@ def revoking_a(h: Harness) -> None:
 
 
 def test_member_that_does_not_revoke_in_time_is_removed(h):
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupRebalanceTimeout``: a member still revoking when its rebalance
+    timeout passes is removed."""
     revoking_a(h)
     before = h.epoch()
     assert h.gc.advance(9_999) == []
@@ -817,6 +871,8 @@ def test_member_that_does_not_revoke_in_time_is_removed(h):
 
 
 def test_member_that_revokes_in_time_is_kept(h):
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupRebalanceTimeout``: acknowledging the revocation in time
+    cancels the timer."""
     revoking_a(h)
     before = h.epoch()
     h.gc.advance(5_000)
@@ -832,6 +888,8 @@ def test_member_that_revokes_in_time_is_kept(h):
 # Revoke before assign
 # ---------------------------------------------------------------------------------------
 def test_a_response_never_revokes_and_assigns_together(h):
+    """Kafka ``CurrentAssignmentBuilder.computeNextAssignment``: a response either revokes or assigns, never both
+    (docs/rules.md RC8)."""
     stable_ab(h)
     before = h.epoch()
     uses: dict[str, dict[str, list[int]]] = {m: h.owns(m) for m in ("A", "B")}
@@ -900,6 +958,8 @@ def test_unacknowledged_revocation_hands_nothing_to_the_new_owner(h):
 # Group size, assignor selection, states
 # ---------------------------------------------------------------------------------------
 def test_group_max_size_reached(make_harness):
+    """Kafka ``GroupMetadataManager.throwIfConsumerGroupIsFull``: a new member of a full group is
+    GROUP_MAX_SIZE_REACHED and nothing is written."""
     h = make_harness(CoordinatorConfig(max_size=2))
     h.join("A")
     h.join("B")
@@ -932,6 +992,8 @@ class FakeAssignor:
 
 
 def test_prepared_assignor_is_called_and_its_output_installed(make_harness):
+    """Kafka ``TargetAssignmentBuilder.build``: the group's assignor gets the spec and its output becomes the target."""
+
     def script(spec):
         (topic_id,) = spec.topics
         return {m: ({topic_id: [5, 3, 1]} if m == "A" else {topic_id: [4, 2, 0]}) for m in spec.members}
@@ -959,6 +1021,9 @@ def test_prepared_assignor_is_called_and_its_output_installed(make_harness):
 
 
 def test_failing_assignor_answers_unknown_server_error_and_writes_nothing(make_harness):
+    """Kafka ``GroupMetadataManager.updateTargetAssignment``: an assignor failure is UNKNOWN_SERVER_ERROR and nothing
+    is written."""
+
     def script(spec):
         raise PartitionAssignorError("boom")
 
@@ -981,6 +1046,8 @@ def test_failing_assignor_answers_unknown_server_error_and_writes_nothing(make_h
     ],
 )
 def test_server_assignor_selection(make_harness, order, votes, chosen):
+    """Kafka ``ConsumerGroup.computePreferredServerAssignor``: the most common name, else the first configured (ties:
+    docs/decisions.md D19)."""
     fakes = {name: FakeAssignor(name) for name in order}
     h = make_harness(assignors=[fakes[n] for n in order])
     for i, vote in enumerate(votes):
@@ -996,6 +1063,7 @@ def test_server_assignor_selection(make_harness, order, votes, chosen):
 
 
 def test_default_assignors_are_uniform_then_range():
+    """Kafka ``GroupCoordinatorConfig.CONSUMER_GROUP_ASSIGNORS_DEFAULT``: uniform, then range."""
     gc = GroupCoordinator()
     assert list(gc.assignors) == ["uniform", "range"]
     with pytest.raises(ValueError, match="distinct"):
@@ -1004,6 +1072,7 @@ def test_default_assignors_are_uniform_then_range():
 
 
 def test_group_states_over_a_lifecycle(h):
+    """Kafka ``ConsumerGroup.maybeUpdateGroupState``: Empty, Assigning, Reconciling, Stable as the records replay."""
     assert GROUP not in h.gc.groups
     h.join("A")
     assert h.group.state is GroupState.STABLE
@@ -1034,6 +1103,8 @@ def test_group_states_over_a_lifecycle(h):
 
 
 def test_has_unseen_metadata_until_a_heartbeat_notices_the_change():
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` (``hasMetadataExpired``): a metadata change waits for the
+    next heartbeat."""
     from golden_support import Case
 
     case = Case(partitions=2)

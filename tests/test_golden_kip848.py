@@ -31,6 +31,9 @@ JOIN_RECORDS = [
 
 
 def test_basic_case():
+    """KIP-848, section "Basic Case" in "Case Studies", step by step; Kafka
+    ``GroupMetadataManager.consumerGroupHeartbeat`` and ``CurrentAssignmentBuilder.computeNextAssignment`` decide
+    each step."""
     case = Case(partitions=3)
 
     # Steps 0-2: A joins; the target gives it everything; it moves to epoch 1.
@@ -153,6 +156,8 @@ def test_basic_case():
 
 
 def test_third_member_joins():
+    """KIP-848, section "Third Member Joins" in "Case Studies"; Kafka ``GroupMetadataManager.consumerGroupHeartbeat``
+    and ``CurrentAssignmentBuilder.computeNextAssignment``."""
     case = Case(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
     # Step 0: the stable start, rebuilt from its records.
     assert case.now() == Snapshot(
@@ -288,6 +293,8 @@ def test_member_failure(fidelity):
 
 
 def test_partition_added():
+    """KIP-848, section "Partition Added" in "Case Studies"; Kafka ``GroupMetadataManager.consumerGroupHeartbeat``
+    (``hasMetadataExpired``) notices the new partition."""
     case = Case(partitions=1, start={"A": [0], "B": []}, epoch=22)
     case.members = ("A", "B")
     assert case.now() == Snapshot(22, 22, {"A": [0], "B": []}, {"A": "e22 [0]", "B": "e22 []"}, "Stable")

@@ -10,10 +10,11 @@ from kip_lab.assignors.java_hash_order import (
     bucket,
     capacity_after_puts,
     capacity_for_copy,
-    member_order,
     partition_order,
     string_hash,
+    string_key_order,
     table_size_for,
+    timeline_hash_map_order,
     topic_id_hash,
     topic_id_order,
     topic_order,
@@ -69,7 +70,9 @@ def test_orders_walk_buckets_then_keep_insertion_order() -> None:
     assert partition_order([3, 17, 16, 0, 33], 64) == [0, 3, 16, 17, 33]
     assert bucket(0x10000, 16) == 1  # the high half is folded in: 0x10000 ^ 0x1
     members = ["b", "BB", "Aa", "a"]  # "Aa" and "BB" share the hash 2112 (bucket 0); "a" is 97, "b" 98
-    assert member_order(members, 16) == ["BB", "Aa", "a", "b"]
+    assert string_key_order(members, 16) == ["BB", "Aa", "a", "b"]
+    assert string_key_order(["Aa", "BB"], 16) == ["Aa", "BB"]  # one bucket: insertion order, not natural order
+    assert string_key_order(["range", "sticky"], 16) == ["sticky", "range"]  # buckets 9 and 8
 
 
 def test_topic_order_of_kafka_test_ids() -> None:
@@ -90,3 +93,15 @@ def test_cluster_topic_ids_are_random_version_4_uuids_from_the_seed() -> None:
         assert raw[6] >> 4 == 4 and raw[8] >> 6 == 0b10
     recreated = first.recreate_topic("t0")
     assert recreated != ids[0] and first.topic_id("t0") == recreated
+
+
+def test_timeline_hash_map_order_follows_kafka_base_hash_table() -> None:
+    """Kafka ``BaseHashTable.findSlot`` (the top bits of ``hashCode * -7046029254386353131``), ``baseAddOrReplace``
+    (2 slots, doubled past 0.75) and ``SnapshottableHashTable.CurrentIterator`` (slots in order, each from its
+    last key back)."""
+    # "a", "b", "c" hash to 97, 98, 99; three keys make a table of 4 slots, so the slot is the top 2 bits.
+    top_two_bits = {key: ((ord(key) * -7046029254386353131) & (2**64 - 1)) >> 62 for key in "abc"}
+    assert timeline_hash_map_order("abc") == sorted("abc", key=top_two_bits.__getitem__) == ["c", "b", "a"]
+    # One slot: the keys come back last put first. "Aa" and "BB" share the hash 2112, so the slot too.
+    assert timeline_hash_map_order(["Aa", "BB"]) == ["BB", "Aa"]
+    assert timeline_hash_map_order([]) == []

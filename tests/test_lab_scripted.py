@@ -1,4 +1,4 @@
-"""The scripted variant: the KIP's Basic case sent as exact requests through the Lab's network.
+"""The scripted variant: KIP-848's Basic case study sent as exact requests through the Lab's network.
 
 Every request crosses the simulated network to the coordinator's broker; after each one is
 answered, the coordinator's state must equal the KIP's table at that step (the same rows

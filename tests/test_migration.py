@@ -8,6 +8,7 @@ import pytest
 from golden_support import GROUP, record_names
 from migration_support import MigrationCase
 
+from kip_lab.assignors.java_hash_order import timeline_hash_map_order
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import ClassicGroupState
@@ -39,6 +40,8 @@ def upgraded(fidelity: str = "kip", **config) -> MigrationCase:
 
 @pytest.mark.parametrize("policy", list(ConsumerGroupMigrationPolicy))
 def test_upgrade_follows_the_policy(policy):
+    """Kafka ``GroupMetadataManager.validateOnlineUpgrade``: a classic group converts only when
+    ``group.consumer.migration.policy`` allows upgrades."""
     case = MigrationCase(migration_policy=policy)
     result = case.consumer_join("A")
     if policy.upgrade_enabled:
@@ -96,6 +99,8 @@ def test_downgrade_follows_the_policy(policy):
 
 
 def test_downgraded_group_rebalances_as_a_classic_group_and_survives_failover():
+    """Kafka ``GroupMetadataManager.convertToClassicGroup``: the downgraded group rebalances as a classic group, and
+    its ``GroupMetadataValue`` survives a failover."""
     case = upgraded()
     case.consumer_heartbeat("A", epoch=-1)
     assert case.classic_heartbeat("b", 22, instance="B").response.error_code.name == "REBALANCE_IN_PROGRESS"
@@ -110,6 +115,8 @@ def test_downgraded_group_rebalances_as_a_classic_group_and_survives_failover():
 
 
 def test_rejoin_with_the_consumer_protocol_after_downgrade_upgrades_again():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup``: after a downgrade, a consumer-protocol join converts the
+    group again."""
     case = upgraded()
     case.consumer_heartbeat("A", epoch=-1)
     case.classic_join("b", [3, 4], 22, instance="B")
@@ -147,6 +154,8 @@ def test_kafka_upgrade_accepts_every_consumer_protocol_version(version):
 
 
 def test_an_empty_classic_group_id_is_reused_by_a_consumer_group():
+    """Kafka ``GroupMetadataManager.getOrMaybeCreateConsumerGroup``: a classic group in state Empty is deleted and its
+    id starts a new consumer group."""
     case = MigrationCase(start={"a": {"foo": [0, 1, 2, 3, 4, 5]}})
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="a")]))
     case.gc.advance(300_000)  # nobody rejoins: the group empties (generation 23)
@@ -158,6 +167,8 @@ def test_an_empty_classic_group_id_is_reused_by_a_consumer_group():
 
 
 def test_upgrade_of_a_rebalancing_classic_group_tells_parked_members_to_rejoin():
+    """Kafka ``GroupMetadataManager.convertToConsumerGroup``: a classic group mid-rebalance converts, and its parked
+    JoinGroup is answered REBALANCE_IN_PROGRESS."""
     case = MigrationCase()
     case.classic_join("b", [3, 4], 22, instance="B").response  # noqa: B018 - parks b's JoinGroup
     assert case.gc.classic_groups[GROUP].state is ClassicGroupState.PREPARING_REBALANCE
@@ -167,6 +178,8 @@ def test_upgrade_of_a_rebalancing_classic_group_tells_parked_members_to_rejoin()
 
 
 def test_classic_member_session_timeout_in_a_consumer_group():
+    """Kafka ``GroupMetadataManager.classicGroupHeartbeatToConsumerGroup``: a classic member's session follows its
+    JoinGroup session timeout; missing it removes the member."""
     case = upgraded(session_timeout_ms=10_000)
     for _ in range(4):  # A and C keep their sessions; B never heartbeats
         case.gc.advance(3_000)
@@ -188,6 +201,8 @@ def keep_alive(case: MigrationCase, ms: int, classic: dict[str, int]) -> None:
 
 
 def test_classic_member_that_does_not_rejoin_in_time_is_removed():
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupJoinTimeoutIfAbsent``: a classic member told to rejoin that
+    sends no JoinGroup within its rebalance timeout is removed."""
     case = upgraded()
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
     assert case.classic_heartbeat("c", 22).response.error_code.name == "REBALANCE_IN_PROGRESS"
@@ -199,6 +214,8 @@ def test_classic_member_that_does_not_rejoin_in_time_is_removed():
 
 
 def test_classic_member_that_does_not_sync_in_time_is_removed():
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupSyncTimeout``: a classic member that sends no SyncGroup within
+    its rebalance timeout is removed."""
     case = upgraded()
     case.gc.leave_group(LeaveGroupRequest(group_id=GROUP, members=[MemberIdentity(member_id="b")]))
     case.classic_join("c", [], 22)
@@ -210,6 +227,8 @@ def test_classic_member_that_does_not_sync_in_time_is_removed():
 
 
 def test_classic_requests_into_a_consumer_group_are_validated():
+    """Kafka ``GroupMetadataManager.classicGroupHeartbeatToConsumerGroup``, ``classicGroupSyncToConsumerGroup``:
+    generation, instance id and protocol checks."""
     case = upgraded()
     assert case.classic_heartbeat("c", 21).response.error_code.name == "ILLEGAL_GENERATION"
     assert case.classic_heartbeat("x", 22).response.error_code.name == "FENCED_INSTANCE_ID"
@@ -222,6 +241,8 @@ def test_classic_requests_into_a_consumer_group_are_validated():
 
 
 def test_new_classic_member_gets_only_free_partitions_then_is_asked_to_rejoin_for_the_rest():
+    """Kafka ``GroupMetadataManager.classicGroupJoinToConsumerGroup``, ``classicGroupSyncToConsumerGroup``: SyncGroup
+    hands out the usable partitions; the rest come after a rejoin."""
     case = upgraded()
     first = case.classic_join("", [], -1, instance=None)
     assert first.response.error_code.name == "MEMBER_ID_REQUIRED"
@@ -255,6 +276,8 @@ def test_new_classic_member_gets_only_free_partitions_then_is_asked_to_rejoin_fo
 
 
 def test_static_classic_member_restart_inside_a_consumer_group_keeps_its_assignment():
+    """Kafka ``GroupMetadataManager.getOrMaybeSubscribeStaticConsumerGroupMember``: a classic static member's new
+    process replaces the old one without an epoch bump."""
     case = upgraded()
     result = case.classic_join("", [], -1, instance="C")  # a new process for instance C, unknown member id
     new_id = result.response.member_id
@@ -270,6 +293,8 @@ def test_static_classic_member_restart_inside_a_consumer_group_keeps_its_assignm
 
 
 def test_classic_join_into_a_consumer_group_with_an_incompatible_protocol_is_rejected():
+    """Kafka ``ConsumerGroup.supportsClassicProtocols``: a JoinGroup whose protocols the group's classic members do not
+    share is INCONSISTENT_GROUP_PROTOCOL."""
     case = upgraded()
     request = JoinGroupRequest(
         group_id=GROUP,
@@ -309,6 +334,8 @@ def test_an_empty_consumer_group_id_is_reused_by_a_classic_group(fidelity):
 
 
 def test_downgrade_when_the_last_consumer_member_times_out():
+    """Kafka ``GroupMetadataManager.validateOnlineDowngradeWithFencedMember``: when the last consumer-protocol member
+    times out, the group converts back."""
     case = upgraded()
     for _ in range(10):  # b and c heartbeat; A (consumer protocol) has crashed
         case.gc.advance(5_000)
@@ -367,6 +394,8 @@ def test_kafka_classic_join_with_an_old_embedded_protocol_into_a_consumer_group_
 
 
 def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_protocol_member():
+    """Kafka ``GroupMetadataManager.validateOnlineDowngradeWithReplacedMemberId``: a classic static member replacing
+    the last consumer-protocol member converts the group back."""
     case = upgraded()  # A (consumer protocol, instance A) took over a
     result = case.classic_join("", [], -1, instance="A")  # A rolls back to the classic protocol
     new_id = result.response.member_id
@@ -382,6 +411,8 @@ def test_downgrade_when_a_classic_static_member_replaces_the_last_consumer_proto
 
 
 def test_no_downgrade_by_replacement_when_the_policy_forbids_it():
+    """Kafka ``GroupMetadataManager.validateOnlineDowngradeWithReplacedMemberId``: no downgrade when the migration
+    policy forbids it."""
     case = upgraded(migration_policy=ConsumerGroupMigrationPolicy.UPGRADE)
     result = case.classic_join("", [], -1, instance="A")
     assert GROUP in case.gc.groups and GROUP not in case.gc.classic_groups
@@ -395,22 +426,24 @@ def batch_names(batch) -> list[str]:
 
 def test_kafka_conversion_batch_then_the_join_bumps_the_epoch():
     """Kafka ``GroupMetadataManager.convertToConsumerGroup`` / ``ConsumerGroup.createConsumerGroupRecords``:
-    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch."""
+    no partition metadata at conversion, so the joining member's heartbeat writes it and bumps the epoch. Within
+    each kind the members come as the new group's ``TimelineHashMap`` iterates a, b and c: c, b, a."""
     case = MigrationCase()
     result = case.consumer_join("A")
+    assert timeline_hash_map_order(["a", "b", "c"]) == ["c", "b", "a"]
     assert batch_names(result.batches[0]) == [
         "~GroupMetadata",
-        "MemberMetadata(a)",
-        "MemberMetadata(b)",
         "MemberMetadata(c)",
+        "MemberMetadata(b)",
+        "MemberMetadata(a)",
         "Metadata",
-        "TargetAssignmentMember(a)",
-        "TargetAssignmentMember(b)",
         "TargetAssignmentMember(c)",
+        "TargetAssignmentMember(b)",
+        "TargetAssignmentMember(a)",
         "TargetAssignmentMetadata",
-        "CurrentMemberAssignment(a)",
-        "CurrentMemberAssignment(b)",
         "CurrentMemberAssignment(c)",
+        "CurrentMemberAssignment(b)",
+        "CurrentMemberAssignment(a)",
     ]
     later = [name for batch in result.batches[1:] for name in batch_names(batch)]
     assert later.count("PartitionMetadata") == 1 and later.count("Metadata") == 1

@@ -40,6 +40,9 @@ B_TARGET_TOMBSTONE = "~TargetAssignmentMember(b)"
 
 @pytest.mark.parametrize("fidelity", ["kip", "kafka"])
 def test_online_migration_case_study(fidelity):
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat``, ``classicGroupJoinToConsumerGroup``,
+    ``classicGroupSyncToConsumerGroup`` and ``ConsumerGroup.fromClassicGroup``, step by step against KIP-848's
+    table (section "Online Migration" in "Case Studies")."""
     case = MigrationCase(fidelity=fidelity)
     kafka = fidelity == "kafka"
     e = 1 if kafka else 0  # Kafka's step 1 bumps the epoch: every later epoch is one higher
@@ -58,11 +61,12 @@ def test_online_migration_case_study(fidelity):
     # Step 1: A restarts with the new protocol. One batch holds the classic tombstone and the
     # consumer group built from generation 22; A's own records follow.
     result = case.consumer_join("A")
-    conversion = ["~GroupMetadata", "MemberMetadata(a)", "MemberMetadata(b)", "MemberMetadata(c)"]
+    # Within each kind, members as Kafka's new ``TimelineHashMap`` iterates a, b, c: c, b, a.
+    conversion = ["~GroupMetadata", "MemberMetadata(c)", "MemberMetadata(b)", "MemberMetadata(a)"]
     conversion += [] if kafka else ["PartitionMetadata"]
-    conversion += ["Metadata", "TargetAssignmentMember(a)", "TargetAssignmentMember(b)", "TargetAssignmentMember(c)"]
+    conversion += ["Metadata", "TargetAssignmentMember(c)", "TargetAssignmentMember(b)", "TargetAssignmentMember(a)"]
     conversion += ["TargetAssignmentMetadata"]
-    conversion += ["CurrentMemberAssignment(a)", "CurrentMemberAssignment(b)", "CurrentMemberAssignment(c)"]
+    conversion += ["CurrentMemberAssignment(c)", "CurrentMemberAssignment(b)", "CurrentMemberAssignment(a)"]
     names = record_names(result)
     assert names[: len(conversion)] == conversion
     takeover = names[len(conversion) :]

@@ -94,6 +94,8 @@ def stable(h: Harness) -> None:
 # ConsumerGroupDescribe
 # ---------------------------------------------------------------------------------------
 def test_describe_unknown_group_is_an_error_per_group(h):
+    """Kafka ``GroupMetadataManager.consumerGroupDescribe``: an unknown group is GROUP_ID_NOT_FOUND for that group
+    alone."""
     stable(h)
     known, unknown = describe(h, GROUP, "nope")
     assert (known.group_id, known.error_code) == (GROUP, Errors.NONE)
@@ -103,6 +105,7 @@ def test_describe_unknown_group_is_an_error_per_group(h):
 
 
 def test_describe_reports_state_epochs_assignor_and_members(h):
+    """Kafka ``ConsumerGroup.asDescribedGroup``, ``ConsumerGroupMember.asConsumerGroupDescribeMember``."""
     h.join("B", ["foo", "bar"], instance_id="i-b", rack_id="r2", client_id="cb", client_host="/10.0.0.2")
     h.join("A", ["foo", "bar"])
     (group,) = describe(h, GROUP)
@@ -135,6 +138,8 @@ def test_describe_reports_state_epochs_assignor_and_members(h):
 
 
 def test_describe_regex_member_empty_group_and_client_side_assignor(h):
+    """Kafka ``ConsumerGroup.asDescribedGroup``: a regex member, an empty group; the client-side assignor as KIP-848,
+    section "ConsumerGroupDescribe API" names it."""
     h.join("R", None, subscribed_topic_regex="ba.*")
     (group,) = describe(h, GROUP)
     (member,) = group.members
@@ -152,6 +157,8 @@ def test_describe_regex_member_empty_group_and_client_side_assignor(h):
 # OffsetCommit
 # ---------------------------------------------------------------------------------------
 def test_commit_with_the_member_epoch_writes_an_offset_record_with_the_topic_id(h):
+    """Kafka ``OffsetMetadataManager.commitOffset`` (one batch of offset records); topic ids as KIP-848, section
+    "OffsetCommit API" proposes."""
     stable(h)
     h.gc.advance(1_234)
     result = commit(h, [topic(topic_id=h.tid("foo"), p0=10, p1=11), topic(name="bar", p2=7)], "A", 2)
@@ -183,6 +190,8 @@ def test_commit_with_the_member_epoch_writes_an_offset_record_with_the_topic_id(
     ids=["zombie epoch", "future epoch", "unknown member", "admin to non-empty group"],
 )
 def test_commit_rejected_for_a_consumer_group(h, member_id, member_epoch, error):
+    """Kafka ``ConsumerGroup.validateOffsetCommit``: an unknown member or a stale epoch is refused and nothing is
+    written."""
     stable(h)
     before = h.snapshot()
     result = commit(h, [topic(topic_id=h.tid("foo"), p0=10)], member_id, member_epoch)
@@ -192,6 +201,7 @@ def test_commit_rejected_for_a_consumer_group(h, member_id, member_epoch, error)
 
 
 def test_commit_with_name_and_id_together_is_invalid_request(h):
+    """KIP-848, section "OffsetCommit API" (a topic by name or by id): both at once is INVALID_REQUEST."""
     stable(h)
     result = commit(h, [topic(name="foo", topic_id=h.tid("foo"), p0=1), topic(name="bar", p0=2)], "A", 2)
     assert set(errors(result).values()) == {Errors.INVALID_REQUEST}
@@ -199,6 +209,8 @@ def test_commit_with_name_and_id_together_is_invalid_request(h):
 
 
 def test_commit_to_an_unknown_topic_id_fails_only_that_topic(h):
+    """KIP-848, section "OffsetCommit API": an unknown topic id fails that topic alone (UNKNOWN_TOPIC_ID, as Kafka's
+    topic-id APIs answer)."""
     stable(h)
     result = commit(h, [topic(topic_id=BOGUS_ID, p0=1), topic(topic_id=h.tid("foo"), p0=2)], "A", 2)
     assert errors(result) == {(BOGUS_ID, 0): Errors.UNKNOWN_TOPIC_ID, (h.tid("foo"), 0): Errors.NONE}
@@ -206,12 +218,16 @@ def test_commit_to_an_unknown_topic_id_fails_only_that_topic(h):
 
 
 def test_commit_to_an_unknown_group_with_a_member_epoch_is_group_id_not_found(h):
+    """Kafka ``OffsetMetadataManager.validateOffsetCommit``: a member epoch to a group that does not exist is
+    GROUP_ID_NOT_FOUND."""
     result = commit(h, [topic(name="foo", p0=1)], "A", 1, group_id="nope")
     assert errors(result) == {("foo", 0): Errors.GROUP_ID_NOT_FOUND}
     assert result.records == []
 
 
 def test_admin_commit_is_allowed_to_an_empty_or_unknown_group(h):
+    """Kafka ``OffsetMetadataManager.validateOffsetCommit``, ``ConsumerGroup.validateOffsetCommit``: a commit without a
+    member epoch goes to an empty or unknown group."""
     h.join("A")
     h.heartbeat("A", -1)
     assert h.group.members == {}
@@ -225,9 +241,14 @@ def test_admin_commit_is_allowed_to_an_empty_or_unknown_group(h):
     assert offsets(fetch(h)) == {("foo", 0): (42, Errors.NONE)}
 
 
-def test_empty_group_id_is_invalid_request(h):
+def test_an_empty_group_id_is_a_group_like_any_other(h):
+    """Kafka ``GroupCoordinatorService.commitOffsets`` (offset commits for the empty group id are kept for
+    backward compatibility) and ``OffsetMetadataManager.validateOffsetCommit``."""
     result = commit(h, [topic(name="foo", p0=1)], group_id="")
-    assert errors(result) == {("foo", 0): Errors.INVALID_REQUEST}
+    assert errors(result) == {("foo", 0): Errors.NONE}
+    assert offsets(fetch(h, group_id="")) == {("foo", 0): (1, Errors.NONE)}
+    refused = commit(h, [topic(name="foo", p0=2)], "A", 1, group_id="")
+    assert errors(refused) == {("foo", 0): Errors.GROUP_ID_NOT_FOUND}
 
 
 # ---------------------------------------------------------------------------------------
@@ -244,6 +265,8 @@ def test_empty_group_id_is_invalid_request(h):
     ids=["member", "admin", "stale epoch", "unknown member"],
 )
 def test_fetch_validates_the_member_only_when_given(h, member_id, member_epoch, error):
+    """Kafka ``ConsumerGroup.validateOffsetFetch``: the member and its epoch are checked only when the request names a
+    member."""
     stable(h)
     commit(h, [topic(name="foo", p0=3)], "A", 2)
     group = fetch(h, [OffsetFetchRequestTopic(name="foo", partition_indexes=[0])], member_id, member_epoch)
@@ -255,6 +278,7 @@ def test_fetch_validates_the_member_only_when_given(h, member_id, member_epoch, 
 
 
 def test_fetch_all_offsets_when_topics_is_null(h):
+    """Kafka ``OffsetMetadataManager.fetchAllOffsets``: a null topic list fetches every committed offset."""
     stable(h)
     commit(h, [topic(name="foo", p1=11, p0=10), topic(name="bar", p2=22)], "A", 2)
     group = fetch(h)
@@ -267,6 +291,8 @@ def test_fetch_all_offsets_when_topics_is_null(h):
 
 
 def test_recreated_topic_starts_without_offsets(h):
+    """KIP-848, section "OffsetFetch API" (topic ids): a recreated topic has a new id and no offsets, as after Kafka
+    deletes a deleted topic's offsets (``OffsetMetadataManager.onPartitionsDeleted``)."""
     stable(h)
     old_id = h.tid("foo")
     commit(h, [topic(topic_id=old_id, p0=10)], "A", 2)
@@ -288,6 +314,7 @@ def test_recreated_topic_starts_without_offsets(h):
 
 
 def test_offsets_survive_failover(h):
+    """Kafka ``OffsetMetadataManager.replay``: the offsets are rebuilt from the log; a later commit wins."""
     stable(h)
     commit(h, [topic(topic_id=h.tid("foo"), p0=10, p5=15), topic(name="bar", p1=1)], "A", 2)
     commit(h, [topic(topic_id=h.tid("foo"), p0=12)], "B", 2)  # a later commit wins

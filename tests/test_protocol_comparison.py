@@ -1,5 +1,6 @@
 """Eager, cooperative (KIP-429) and consumer (KIP-848) rebalancing on the same workload, and the
-autonomous Online Migration from a classic group to a consumer group (KIP-848 (*Case Studies → Online Migration*)).
+autonomous Online Migration from a classic group to a consumer group (KIP-848, section "Online Migration"
+in "Case Studies").
 
 The rolling bounce is the library's: five members on foo (10 partitions), each closed and
 restarted in turn, under the three protocols. The KIPs' claims are checked on the metrics the
@@ -78,10 +79,9 @@ def test_kip848_has_no_group_wide_join_barrier(results):
 
 # ---------------------------------------------------------------------------- online migration
 def test_online_migration_converts_the_group_and_keeps_the_assignment():
-    """KIP-848 *Case Studies → Online Migration*, autonomous: A returns speaking the consumer protocol;
-    the group converts; the
-    classic members are served by the consumer group, each reconciled on its own; then the rest
-    are bounced onto the new protocol. The assignment survives, nothing is owned twice."""
+    """KIP-848's online migration, run by the Lab's clients: A returns speaking the consumer protocol;
+    the group converts; the classic members are served by the consumer group, each reconciled on its
+    own; then the rest are bounced onto the new protocol. The assignment survives, nothing is owned twice."""
     lab = Lab(seed=0, config=LabConfig(raise_on_violation=True))
     lab.create_topic("foo", 6)
     for name in "ABC":
@@ -133,7 +133,7 @@ def test_online_migration_converts_the_group_and_keeps_the_assignment():
     assert lab.run_until_stable()
     group = lab.coordinator.groups["g"]
     assert all(isinstance(c, Consumer) for c in lab.clients.values())
-    assert owned() == before  # the KIP's final state: the assignment of generation 22, kept
+    assert owned() == before  # the case study's final state: the assignment of generation 22, kept
     assert all(m.member_epoch == group.group_epoch for m in group.members.values())
     assert lab.invariants.violations == []
 

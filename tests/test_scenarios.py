@@ -94,8 +94,9 @@ def test_each_shipped_scenario_gives_a_byte_identical_trace_twice(name):
     assert run_scenario(scenario).trace.to_jsonl() == run_scenario(scenario).trace.to_jsonl()
 
 
-def test_the_case_studies_end_in_the_seeds_final_assignments():
-    """The final snapshots of KIP-848's case studies (the uniform assignor reproduces them for members A, B, C)."""
+def test_the_case_studies_end_in_the_kips_final_assignments():
+    """The last table of each case study in KIP-848, section "Case Studies" (Kafka's uniform assignor,
+    ``UniformHomogeneousAssignmentBuilder.build``, reproduces them for members A, B, C)."""
     final = {
         "basic": {"A": {"foo": [0]}, "B": {"foo": [2]}, "C": {"foo": [1]}},
         "scripted_basic": {"A": {"foo": [0]}, "B": {"foo": [2]}, "C": {"foo": [1]}},

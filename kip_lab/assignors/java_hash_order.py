@@ -1,10 +1,11 @@
-"""The order in which Java's ``HashMap`` and ``HashSet`` hand out their keys, for the keys Kafka's assignors use.
+"""The order in which Java's ``HashMap`` and ``HashSet`` hand out their keys, for the keys Kafka's group code uses.
 
 Kafka's server-side assignors iterate hash maps and hash sets of member ids (``String``), topic ids
 (Kafka's ``Uuid``) and partition indexes (``Integer``), and where they hand out partitions in that
-order the assignment depends on it. To give the same assignment as Kafka for the same member and
-topic ids, the uniform assignor asks this module for the order Kafka would see. Everything about
-Java hashing the assignors rely on is said here, once.
+order the assignment depends on it; Kafka's ``ClassicGroup`` iterates its member map (leader election,
+record order) and its protocol vote map (ties). To give the same result as Kafka for the same ids,
+the uniform assignor and the classic group ask this module for the order Kafka would see. Everything
+about Java hashing is said here, once.
 
 How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its keys:
 
@@ -15,9 +16,9 @@ How ``java.util.HashMap`` (and ``HashSet``, which is a ``HashMap``) orders its k
 * within one bucket, keys come in insertion order (a resize keeps it); a ninth key in one bucket turns
   it into a tree in a table of 64 or more, and doubles a smaller table instead.
 
-Members and partitions that share a bucket come here in the order they are given, which stands for
-Java's insertion order: a target record's partitions are read into their ``HashSet`` in the record's
-list order, and Kafka's coordinator puts members into its map in its own member order. Topic ids that
+Member ids, protocol names and partitions that share a bucket come here in the order they are given,
+which stands for Java's insertion order: a target record's partitions are read into their ``HashSet``
+in the record's list order, and Kafka's coordinator puts members into its maps in its own member order. Topic ids that
 share a bucket come in ``Uuid.compareTo`` order. Nine keys in one bucket are not modelled (neither the
 tree nor the early doubling): that takes, say, nine partitions of one member equal modulo the table
 size, which the partitions a uniform assignor hands out almost never are.
@@ -40,6 +41,7 @@ _INT_MASK = 0xFFFFFFFF
 _DEFAULT_CAPACITY = 16
 _LOAD_FACTOR = 0.75
 _MAXIMUM_CAPACITY = 1 << 30
+_FIBONACCI = -7046029254386353131  # Kafka ``BaseHashTable.findSlot``'s multiplier
 
 
 # ---------------------------------------------------------------------------------------- hash codes
@@ -130,9 +132,13 @@ def bucket(hash_code: int, capacity: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------- orders
-def member_order(member_ids: Iterable[str], capacity: int) -> list[str]:
-    """Member ids as a ``HashMap<String, ...>`` of that capacity iterates them (bucket ties: as given)."""
-    ids = list(member_ids)
+def string_key_order(keys: Iterable[str], capacity: int) -> list[str]:
+    """``String`` keys (``keys`` in insertion order) as a ``HashMap<String, ...>`` of that capacity iterates them.
+
+    By bucket, then insertion order within a bucket: the member ids of the uniform assignor and of a
+    classic group, and the protocol names of a classic group's vote.
+    """
+    ids = list(keys)
     mask = capacity - 1
     buckets = [spread & mask for spread in map(_spread_string_hash, ids)]
     return [ids[i] for i in sorted(range(len(ids)), key=buckets.__getitem__)]
@@ -142,6 +148,29 @@ def member_order(member_ids: Iterable[str], capacity: int) -> list[str]:
 def _spread_string_hash(text: str) -> int:
     hash_code = string_hash(text)
     return hash_code ^ (hash_code >> 16)
+
+
+def timeline_hash_map_order(keys: Iterable[str]) -> list[str]:
+    """``String`` keys put, in this order, into a new Kafka ``TimelineHashMap``, as it iterates them.
+
+    Kafka's coordinator keeps a group's members in a ``TimelineHashMap`` (``BaseHashTable``): a key's slot
+    is the top bits of ``hashCode * -7046029254386353131`` (Fibonacci hashing, in 64-bit arithmetic), the
+    table starts at 2 slots and doubles before a put would take it above 0.75 full; iteration walks the
+    slots in order and each slot's keys from the last put to the first. Only puts are modelled: the keys
+    given are all the map ever held.
+    """
+    ordered = list(keys)
+    capacity = 2
+    for size in range(len(ordered)):
+        if (size + 1) * _LOAD_FACTOR > capacity:
+            capacity *= 2
+    shift = 64 - (capacity.bit_length() - 1)
+
+    def slot(key: str) -> int:
+        signed = string_hash(key) - (1 << 32) if string_hash(key) >= 1 << 31 else string_hash(key)
+        return ((signed * _FIBONACCI) & 0xFFFFFFFFFFFFFFFF) >> shift
+
+    return [key for _, key in sorted(enumerate(ordered), key=lambda item: (slot(item[1]), -item[0]))]
 
 
 def topic_order(topic_ids: Iterable[str], capacity: int) -> list[str]:

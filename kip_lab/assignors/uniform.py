@@ -44,8 +44,8 @@ from itertools import chain
 from kip_lab.assignors.java_hash_order import (
     capacity_after_puts,
     capacity_for_copy,
-    member_order,
     partition_order,
+    string_key_order,
     topic_id_order,
     topic_order,
 )
@@ -85,7 +85,7 @@ def uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
         return {}
     with collector_paused():
         if spec.map_order is MapOrder.JAVA_HASH:
-            members_in_order = member_order(spec.members, capacity_after_puts(len(spec.members)))
+            members_in_order = string_key_order(spec.members, capacity_after_puts(len(spec.members)))
         else:
             members_in_order = list(spec.members)
         if subscription_type(spec) is SubscriptionType.HOMOGENEOUS:
@@ -95,7 +95,6 @@ def uniform_assign(spec: AssignmentSpec) -> GroupAssignment:
         for subscribed in {member.subscribed_topic_ids for member in spec.members.values()}:
             _check_topics_exist(subscribed, spec.topics)
         return _HeterogeneousBuilder(spec, members_in_order).build()
-
 
 
 def _check_topics_exist(subscribed: frozenset[TopicId], topics: Mapping[TopicId, TopicMetadata]) -> None:

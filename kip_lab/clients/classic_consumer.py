@@ -26,10 +26,10 @@ It models Kafka's ``ConsumerCoordinator`` / ``AbstractCoordinator`` as KIP-429 d
   static) and loses its partitions when it polls again; ``close`` revokes, then leaves
   (a static member sends no LeaveGroup).
 
-Listener exceptions follow KIP-429 (*Rebalance Callback Error Handling*): the rebalance goes on,
-the other callbacks still run,
-and the first exception is what ``poll`` raises once the rebalance is complete (recorded in
-``poll_errors`` and traced). The KIP's rebalance metrics are kept in ``rebalance_metrics``.
+Listener exceptions follow KIP-429, "Rebalance Callback Error Handling": the rebalance goes on,
+the other callbacks still run, and the first exception is what ``poll`` raises once the rebalance
+is complete (recorded in ``poll_errors`` and traced). The KIP's rebalance metrics ("Consumer
+Metrics") are kept in ``rebalance_metrics``.
 
 The application side (callbacks on the application thread, consumption, offsets) is the one the
 new consumer runs: ``application.ApplicationLoop``.
@@ -78,7 +78,7 @@ JOIN_TIMEOUT_MARGIN_MS = 5_000  # Kafka waits rebalance.timeout.ms plus this for
 
 
 def rebalance_protocol_of(assignors: list[str]) -> RebalanceProtocol:
-    """Among the protocols every assignor supports, the most advanced (KIP-429, *Compatibility and Upgrade Path*)."""
+    """KIP-429, "Compatibility and Upgrade Path": among the protocols every assignor supports, the most advanced one."""
     common = [RebalanceProtocol.EAGER, RebalanceProtocol.COOPERATIVE]
     for name in assignors:
         supported = client_assignor(name).supported_protocols()
@@ -124,7 +124,7 @@ class ClassicConsumerConfig(ConsumerConfig):
 
 @dataclass
 class RebalanceMetrics:
-    """KIP-429 (*Consumer Metrics*), in simulated ms: counts, latencies (callbacks included) and callback latencies."""
+    """KIP-429, "Consumer Metrics", in simulated ms: counts, latencies (callbacks included) and callback latencies."""
 
     rebalance_total: int = 0
     failed_rebalance_total: int = 0
@@ -536,10 +536,8 @@ class ClassicConsumer(ApplicationLoop):
         if name is None or name not in self._assignors:  # Kafka's onLeaderElected refuses it too
             raise RuntimeError(f"the coordinator chose assignment protocol {name!r}, which this member did not offer")
         assignor = self._assignors[name]
-        subscriptions = {
-            m.member_id: ConsumerProtocolSubscription.decode(m.metadata)
-            for m in sorted(response.members, key=lambda m: m.member_id)
-        }
+        # In the response's member order, which Kafka's leader puts into its subscriptions ``HashMap``.
+        subscriptions = {m.member_id: ConsumerProtocolSubscription.decode(m.metadata) for m in response.members}
         topics = sorted(set().union(*(s.topics for s in subscriptions.values())))
         cluster = self.world.cluster
         partitions_per_topic = {t: cluster.topic(t).num_partitions for t in topics if t in cluster}
@@ -557,7 +555,7 @@ class ClassicConsumer(ApplicationLoop):
             leader={
                 "generation_id": response.generation_id,
                 "assignor": response.protocol_name,
-                "owned": {m: _names(s.owned_partitions) for m, s in subscriptions.items()},
+                "owned": {m: _names(s.owned_partitions) for m, s in sorted(subscriptions.items())},
                 "intended": {m: _names(p) for m, p in intended.items()},
                 "withheld": _names(withheld),
                 "returned_to_claimer": _names(returned),
@@ -637,8 +635,7 @@ class ClassicConsumer(ApplicationLoop):
                 "error": None,
             },
         )
-        # on_partitions_assigned runs even when nothing is added (KIP-429, *ConsumerRebalanceListener and
-        # ConsumerPartitionAssignor Semantics*).
+        # on_partitions_assigned runs even when nothing is added (Kafka ``ConsumerCoordinator.onJoinComplete``).
         self._call_back("on_partitions_assigned", added, partial(self._complete_after_assign, round_, revoked, added))
 
     def _complete_after_assign(self, round_: int, revoked: list[TP], added: list[TP], _ok: bool) -> None:

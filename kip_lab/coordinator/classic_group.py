@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import lru_cache
 
+from kip_lab.assignors.java_hash_order import capacity_after_puts, string_key_order
 from kip_lab.coordinator.member import fenced_instance_error
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.classic_group import JoinGroupRequestProtocol, JoinGroupResponseMember
@@ -55,38 +55,6 @@ CLASSIC_GROUP_STATE_MACHINE = StateMachine.from_table(
     ],
     description="Kafka's ClassicGroupState: a group-wide barrier per generation (join, then sync).",
 )
-
-
-@lru_cache(maxsize=1 << 16)
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 units), as an unsigned 32-bit value (cached, as Java caches it)."""
-    units = text.encode("utf-16-be")
-    value = 0
-    for i in range(0, len(units), 2):
-        value = (value * 31 + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
-    return value
-
-
-def java_hash_map_order(keys: Sequence[str], capacity: int) -> list[str]:
-    """String keys in the order a ``java.util.HashMap`` of that capacity iterates them, ``keys``
-    given in insertion order: by bucket (``spread(hashCode) & (capacity - 1)``), then insertion
-    order within a bucket (a bucket only becomes a tree past 8 keys in a table of 64 or more,
-    which this ignores)."""
-    position = {key: i for i, key in enumerate(keys)}
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(keys, key=lambda key: (bucket(key), position[key]))
-
-
-def java_hash_map_capacity(max_size: int) -> int:
-    """The table size of a ``new HashMap<>()`` that once held ``max_size`` keys (it grows past 0.75, never shrinks)."""
-    capacity = 16
-    while max_size > capacity * 0.75:
-        capacity *= 2
-    return capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +129,8 @@ class ClassicGroup:
 
     def kafka_order(self) -> list[ClassicGroupMember]:
         """The members as Kafka's ``HashMap<String, ClassicGroupMember>`` iterates them."""
-        capacity = java_hash_map_capacity(self.most_members)
-        return [self.members[m] for m in java_hash_map_order(list(self.members), capacity)]
+        capacity = capacity_after_puts(self.most_members)
+        return [self.members[m] for m in string_key_order(self.members, capacity)]
 
     # -- state ----------------------------------------------------------------------
     def transition_to(self, target: ClassicGroupState, trigger: str, now_ms: int) -> None:
@@ -278,7 +246,7 @@ class ClassicGroup:
         """
         candidates = self.candidate_protocols()
         votes = Counter(m.vote(candidates) for m in self.kafka_order())
-        order = java_hash_map_order(list(votes), java_hash_map_capacity(len(votes)))
+        order = string_key_order(votes, capacity_after_puts(len(votes)))
         return max(order, key=lambda name: votes[name])  # max keeps the first of equals, as Java's
 
     # -- generations ----------------------------------------------------------------

@@ -461,6 +461,29 @@ class GroupCoordinator(
             Record(ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
         ]
 
+    def _departure_tombstones(self, group_id: str, member_id: str) -> list[Record]:
+        """The tombstones a departing member (leave, fencing, timeout) writes.
+
+        ``kafka``: all three (Kafka ``GroupMetadataManager.removeMember``). ``kip``: without the target
+        entry, which KIP-848's "Member Failure" example keeps until the next target drops it.
+        """
+        records = self._member_tombstones(group_id, member_id)
+        if self.config.fidelity == "kip":
+            records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
+        return records
+
+    def _departure_epoch_bump(self, group: ConsumerGroup, remaining: dict[str, ConsumerGroupMember]) -> list[Record]:
+        """After departures' tombstones: the partition metadata if the members left subscribe to other
+        topics, then the group epoch bumped once (Kafka ``GroupMetadataManager.consumerGroupFenceMember``,
+        ``classicGroupLeaveToConsumerGroup``)."""
+        epoch = group.group_epoch + 1
+        records = []
+        metadata = self._subscription_metadata(remaining)
+        if metadata != group.subscription_metadata:
+            records.append(self._partition_metadata_record(group.group_id, metadata, epoch))
+        records.append(self._group_epoch_record(group.group_id, epoch))
+        return records
+
     @staticmethod
     def _unknown_member(member_id: str, group_id: str) -> ApiError:
         """UNKNOWN_MEMBER_ID in Kafka's words (``ConsumerGroup.getOrMaybeCreateMember``)."""
@@ -598,11 +621,15 @@ class GroupCoordinator(
     def _target_batch(
         self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
     ) -> tuple[Record, ...]:
-        metadata = Record(
+        metadata = self._target_epoch_record(group_id, epoch)
+        return target_assignment_batch(old, new, partial(self._target_member_record, group_id), metadata)
+
+    @staticmethod
+    def _target_epoch_record(group_id: str, epoch: int) -> Record:
+        return Record(
             ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
             ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch),
         )
-        return target_assignment_batch(old, new, partial(self._target_member_record, group_id), metadata)
 
     # ------------------------------------------------------------------ heartbeat
     def consumer_group_heartbeat(
@@ -1015,16 +1042,7 @@ class GroupCoordinator(
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
-        records = self._member_tombstones(group_id, member.member_id)
-        if self.config.fidelity == "kip":
-            # KIP-848 "Member Failure" example: the target still lists the member until the next
-            # target is computed, which then drops it.
-            records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
-        epoch = group.group_epoch + 1
-        metadata = self._subscription_metadata(remaining)
-        if metadata != group.subscription_metadata:
-            records.append(self._partition_metadata_record(group_id, metadata, epoch))
-        records.append(self._group_epoch_record(group_id, epoch))
+        records = self._departure_tombstones(group_id, member.member_id) + self._departure_epoch_bump(group, remaining)
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
             self.scheduler.cancel(self, ("assignment", group_id, member.member_id))

@@ -3,9 +3,9 @@
 The member is immutable: handlers compute an updated copy (``dataclasses.replace``), turn
 the difference into records, and only replaying those records puts the copy in the group.
 
-Reconciliation state (Kafka's server-side ``MemberState``; the seed names no states, see
-docs/decisions.md): ``assigned`` is what the member may use now (the seed's ``partitions``);
-``pending_revocation`` is what it was told to give up and still holds; the seed's
+Reconciliation state (Kafka's ``MemberState``; KIP-848 names no states, see
+docs/decisions.md D1): ``assigned`` is what the member may use now (the KIP's ``partitions``);
+``pending_revocation`` is what it was told to give up and still holds; the KIP's
 ``pending-partitions`` — target partitions not yet released by their previous owner — are
 derived: ``target - assigned`` while the member is at the target epoch.
 """

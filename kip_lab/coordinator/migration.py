@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kip_lab.assignors.java_hash_order import timeline_hash_map_order
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
@@ -177,21 +178,24 @@ class OnlineMigration:
         """The consumer group a classic group becomes, everything at epoch = generation.
 
         Kafka's order (``ConsumerGroup.createConsumerGroupRecords``): every member's metadata, the
-        group epoch, every member's target, the target epoch, every member's current assignment.
+        group epoch, every member's target, the target epoch, every member's current assignment;
+        within each kind, members as the new group's ``TimelineHashMap`` iterates them, having been put
+        in the classic group's ``HashMap`` order (``ConsumerGroup.fromClassicGroup``).
         Kafka writes no partition metadata, so the joining member's heartbeat computes it and bumps
         the epoch. The ``kip`` profile writes it after the members (the KIP's case study does not
         bump when a member takes over its own classic identity).
         """
         generation = classic.generation_id
-        members: dict[str, ConsumerGroupMember] = {}
-        for member_id, m in sorted(classic.members.items()):
+        converted: dict[str, ConsumerGroupMember] = {}
+        for m in classic.kafka_order():
+            member_id = m.member_id
             protocol = classic.protocol_name or m.protocol_names()[0]
             subscription = decode_subscription(
                 m.metadata(protocol), Errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {classic.group_id}"
             )
             self._require_migratable(subscription, member_id)
             assigned = ConsumerProtocolAssignment.decode(m.assignment).assigned_partitions if m.assignment else []
-            members[member_id] = ConsumerGroupMember(
+            converted[member_id] = ConsumerGroupMember(
                 member_id,
                 instance_id=m.group_instance_id,
                 rack_id=subscription.rack_id,
@@ -206,13 +210,17 @@ class OnlineMigration:
                 assigned=self._partitions_by_id(assigned),
             )
         gid = classic.group_id
-        records = [self._member_metadata_record(gid, m, generation) for m in members.values()]
+        members = [converted[member_id] for member_id in timeline_hash_map_order(converted)]
+        records = [self._member_metadata_record(gid, m, generation) for m in members]
         if self.config.fidelity == "kip":
-            records.append(self._partition_metadata_record(gid, self._subscription_metadata(members), generation))
+            records.append(self._partition_metadata_record(gid, self._subscription_metadata(converted), generation))
         records.append(self._group_epoch_record(gid, generation))
-        target = {mid: {t: tuple(sorted(p)) for t, p in sorted(m.assigned.items())} for mid, m in members.items()}
-        records.extend(self._target_batch(gid, {}, target, generation))
-        records.extend(self._current_assignment_record(gid, m) for m in members.values())
+        records += [
+            self._target_member_record(gid, m.member_id, {t: tuple(sorted(p)) for t, p in m.assigned.items()})
+            for m in members
+        ]
+        records.append(self._target_epoch_record(gid, generation))
+        records += [self._current_assignment_record(gid, m) for m in members]
         return records
 
     # ------------------------------------------------------------------ downgrade
@@ -543,12 +551,7 @@ class OnlineMigration:
                     group, identity.member_id, identity.group_instance_id, by_instance_alone=True
                 )
                 member_id = member.member_id
-                records += [
-                    record
-                    for record in self._member_tombstones(gid, member_id)
-                    # KIP-848's case study keeps a leaving member's target entry until the next target.
-                    if self.config.fidelity == "kafka" or type(record.key) is not ConsumerGroupTargetAssignmentMemberKey
-                ]
+                records += self._departure_tombstones(gid, member_id)
                 self._cancel_member_timers(gid, member_id)
                 leaving[member_id] = member
             except ApiError as exc:
@@ -559,12 +562,8 @@ class OnlineMigration:
                 )
             )
         if records:
-            epoch = group.group_epoch + 1
             remaining = {m: v for m, v in group.members.items() if m not in leaving}
-            metadata = self._subscription_metadata(remaining)
-            if metadata != group.subscription_metadata:
-                records.append(self._partition_metadata_record(gid, metadata, epoch))
-            records.append(self._group_epoch_record(gid, epoch))
+            records += self._departure_epoch_bump(group, remaining)
             if gid not in self._rounds and remaining and self._client_side_assignor(remaining) is not None:
                 self._start_round(gid, remaining)
         result = CoordinatorResult(LeaveGroupResponse(members=answers), (tuple(records),), origin="LeaveGroup")

@@ -112,11 +112,11 @@ class OffsetHandlers:
         before the group is looked at (``KafkaApis.handleOffsetCommitRequest``; when no partition
         is left, the group is not checked at all); metadata longer than ``offset_metadata_max_bytes``
         is OFFSET_METADATA_TOO_LARGE for that partition alone (``OffsetMetadataManager.commitOffset``).
+        An empty group id is a group like any other (Kafka ``GroupCoordinatorService.commitOffsets`` keeps
+        it for backward compatibility).
         """
         error: ApiError | None = None
         try:
-            if not request.group_id:
-                raise ApiError(Errors.INVALID_REQUEST, "GroupId can't be empty.")
             for topic in request.topics:
                 if topic.name and topic.topic_id:
                     raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")

@@ -1,4 +1,4 @@
-"""The coordinator's state in the KIP's own notation, for tests, notebooks and reviews.
+"""The coordinator's state in the notation of KIP-848's case studies, for tests, notebooks and reviews.
 
 The KIP's case studies draw a group as a table: group epoch, target, and a cell per member
 such as ``e2 [0,1] p[2]`` (epoch 2, may use foo-0 and foo-1, foo-2 pending — in its target

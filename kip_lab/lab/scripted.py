@@ -1,6 +1,6 @@
 """A scripted client: sends exactly the requests a scenario or a reviewer writes down.
 
-It has no state machine and no timers: it is how the KIP's case studies are replayed
+It has no state machine and no timers: it is how KIP-848's case studies are replayed
 message by message ("at step 5, m2 heartbeats with epoch 10 and owned [foo-3]").
 """
 

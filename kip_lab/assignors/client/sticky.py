@@ -17,10 +17,10 @@ its owner (Kafka's ``AbstractStickyAssignor``).
 
 With equal subscriptions the balancing is Kafka's "constrained" algorithm
 (``constrained_assign``), which also keeps each topic balanced as members come and go.
-Otherwise it is ``kip_lab.assignors.client.sticky_balance``'s general path, with the same
-guarantees as Kafka's general path; it is fed the resolved ownership as each member's previous
-target, with topic names standing in for topic ids. Ties are broken by member id rather than
-Java hash order. Rack awareness is omitted.
+Otherwise it is ``kip_lab.assignors.client.sticky_balance``, Kafka's general path with the same
+guarantees; it is fed the resolved ownership as each member's previous
+target, with topic names standing in for topic ids; there ties are broken by member id rather
+than Java hash order. Rack awareness is omitted.
 
 "cooperative-sticky" then obeys KIP-429's rule for COOPERATIVE assignors: a partition is never
 given to a new owner in the round in which another member still lists it as owned. It is
@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 from kip_lab.assignors.client.api import ConsumerPartitionAssignor, MemberPartitions, RebalanceProtocol
 from kip_lab.assignors.client.sticky_balance import sticky_balance
+from kip_lab.assignors.java_hash_order import capacity_after_puts, string_key_order
 from kip_lab.assignors.spec import AssignmentSpec, MemberSubscription, TopicMetadata
 from kip_lab.protocol.consumer_protocol import (
     ConsumerProtocolAssignment,
@@ -114,9 +115,12 @@ def constrained_assign(
     Each member keeps what it owns up to its quota — taken in (partition, topic) order, so what it
     keeps is spread over the topics — and the free partitions, topic by topic, are dealt round
     robin to the members still under quota. That keeps every topic balanced, not only the totals,
-    when members leave. Members are taken in member-id order (Kafka: its hash map's order).
+    when members leave. Members keep their partitions in the order Kafka's ``HashMap`` of subscriptions
+    iterates them (``owned`` in the leader's insertion order: the JoinGroup response's member order),
+    which decides who keeps one partition over the lower quota; the members still under quota are
+    then taken in member-id order, as Kafka sorts them.
     """
-    members = sorted(owned)
+    members = string_key_order(owned, capacity_after_puts(len(owned)))
     total = sum(partitions_per_topic.values())
     min_quota, max_quota = total // len(members), -(-total // len(members))
     expected_over_min = total % len(members)  # members that end with max_quota (0 when the quotas are equal)
@@ -141,6 +145,8 @@ def constrained_assign(
             assignment[member_id] += mine[:min_quota]
             if over_min < expected_over_min:
                 exactly_min.append(member_id)
+    under_min.sort()
+    exactly_min.sort()
     kept = {tp for partitions in assignment.values() for tp in partitions}
     free = [(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t]) if (t, p) not in kept]
     waiting_for_max = deque(exactly_min)

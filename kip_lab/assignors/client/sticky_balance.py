@@ -2,20 +2,13 @@
 
 It balances first and keeps what members owned second, as Kafka's ``AbstractStickyAssignor`` does, over
 the ownership the sticky assignors have resolved (fed in as each member's previous target, topic names as
-topic ids):
-
-* Equal subscriptions: P partitions over N members, everyone gets ``P // N`` and the ``P % N`` extra
-  slots go to the members owning most (ties: member id), as Kafka's ``constrainedAssign`` gives them.
-  Each member keeps the first ``quota`` partitions it owned, topic by topic in name order, each topic's
-  list in the order given. The partitions left over, in (topic, partition) order, go one at a time to the
-  member with the fewest partitions still below its quota (ties: member id), which from scratch deals
-  them round robin, as Kafka's ``StickyAssignor`` javadoc examples show.
-
-* Different subscriptions: keep every owned partition; hand out the rest topic by topic (most partitions
-  per subscriber first), each to the least-loaded subscriber; then move partitions one at a time from the
-  most- to the least-loaded subscriber of a topic until no move from X to Y with ``count(X) - count(Y) > 1``
-  is left (each move lowers the sum of squared counts, so this ends). Ties are broken by member id, not by
-  Java hash order, so exact partitions can differ from Kafka's.
+topic ids). It is Kafka's ``AbstractStickyAssignor.GeneralAssignmentBuilder``, for members whose
+subscriptions differ (equal subscriptions go to ``kip_lab.assignors.client.sticky.constrained_assign``,
+Kafka's constrained path): keep every owned partition; hand out the rest topic by topic (most partitions per subscriber
+first), each to the least-loaded subscriber; then move partitions one at a time from the most- to the
+least-loaded subscriber of a topic until no move from X to Y with ``count(X) - count(Y) > 1`` is left
+(each move lowers the sum of squared counts, so this ends). Ties are broken by member id, not by Java
+hash order, so exact partitions can differ from Kafka's.
 
 The input is never modified and never shared with the result: every list in the result is new.
 A member subscribed to a topic that is missing from ``spec.topics`` does not get that topic (Kafka's
@@ -55,11 +48,8 @@ def sticky_balance(spec: AssignmentSpec) -> GroupAssignment:
 
 def _balance_group(spec: AssignmentSpec) -> GroupAssignment:
     member_ids = sorted(spec.members)
-    subscriptions, distinct = _effective_subscriptions(member_ids, spec.members, spec.topics)
-    if distinct <= 1:
-        assignment = _assign_homogeneous(member_ids, spec.members, spec.topics, subscriptions)
-    else:
-        assignment = _assign_heterogeneous(member_ids, spec.members, spec.topics, subscriptions)
+    subscriptions = _effective_subscriptions(member_ids, spec.members, spec.topics)
+    assignment = _assign(member_ids, spec.members, spec.topics, subscriptions)
     return dict(zip(member_ids, assignment, strict=True))
 
 
@@ -67,11 +57,8 @@ def _effective_subscriptions(
     member_ids: list[MemberId],
     members: Mapping[MemberId, MemberSubscription],
     topics: Mapping[TopicId, TopicMetadata],
-) -> tuple[list[frozenset[TopicId]], int]:
-    """Each member's subscribed topics that exist, and how many different sets that makes.
-
-    Equal subscriptions are filtered once, so the count costs nothing per member.
-    """
+) -> list[frozenset[TopicId]]:
+    """Each member's subscribed topics that exist (equal subscriptions are filtered once)."""
     filtered: dict[frozenset[TopicId], frozenset[TopicId]] = {}
     result = []
     for member_id in member_ids:
@@ -80,7 +67,7 @@ def _effective_subscriptions(
         if existing is None:
             existing = filtered[subscribed] = frozenset(t for t in subscribed if t in topics)
         result.append(existing)
-    return result, len(set(filtered.values()))
+    return result
 
 
 def _previous_targets(
@@ -171,53 +158,30 @@ def _copy_sorted(target: Mapping[TopicId, Sequence[int]]) -> dict[TopicId, list[
     return {topic_id: list(target[topic_id]) for topic_id in sorted(target)}
 
 
-def _release_beyond(held: dict[TopicId, list[int]], quota: int, released: dict[TopicId, list[int]]) -> None:
-    """Keep the first ``quota`` partitions of a topic-sorted copy, in place; collect the rest."""
-    room = quota
-    for topic_id in list(held):
-        partitions = held[topic_id]
-        if len(partitions) > room:
-            released.setdefault(topic_id, []).extend(partitions[room:])
-            del partitions[room:]
-            if not partitions:
-                del held[topic_id]
-        room -= len(partitions)
-
-
-def _unassigned_partitions(
-    num_partitions: int, claimed_lists: list[Sequence[int]] | None, released: list[int] | None
-) -> list[int]:
-    """A topic's partitions nobody keeps, ascending: never claimed, or released over quota."""
+def _unassigned_partitions(num_partitions: int, claimed_lists: list[Sequence[int]] | None) -> list[int]:
+    """A topic's partitions nobody owned, ascending."""
     if not claimed_lists:
-        free = list(range(num_partitions))
-    elif sum(map(len, claimed_lists)) == num_partitions:
-        free = []
-    else:
-        free = sorted(set(range(num_partitions)).difference(chain.from_iterable(claimed_lists)))
-    if released:
-        free.extend(released)
-        free.sort()
-    return free
+        return list(range(num_partitions))
+    if sum(map(len, claimed_lists)) == num_partitions:
+        return []
+    return sorted(set(range(num_partitions)).difference(chain.from_iterable(claimed_lists)))
 
 
-def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | None, total: int) -> list[_FillStep]:
-    """Plan handing out ``total`` items, each to the least-loaded candidate below its cap.
+def _plan_fill(candidates: Iterable[int], loads: list[int], total: int) -> list[_FillStep]:
+    """Plan handing out ``total`` items, each to the least-loaded candidate.
 
     Ties go to the lowest position. Handing items out one by one that way raises every
-    candidate level by level: at level L, every candidate whose load is L and whose cap is
-    above L gets one item, in position order, before anyone reaches L + 1. Between two
-    levels where a candidate joins (its load) or leaves (its cap) the set taking turns is
-    fixed, so the plan is a few round-robin steps instead of one decision per item: linear
-    in the number of items plus the candidates, with no heap.
+    candidate level by level: at level L, every candidate whose load is L gets one item, in
+    position order, before anyone reaches L + 1. Between two levels where a candidate joins
+    (its load) the set taking turns is fixed, so the plan is a few round-robin steps instead
+    of one decision per item: linear in the number of items plus the candidates, with no heap.
     """
     if total == 0:
         return []
-    joining = sorted((c for c in candidates if caps is None or loads[c] < caps[c]), key=loads.__getitem__)
-    # (cap, candidate), lowest cap first: a candidate stops taking turns when the level reaches its cap
-    leaving = [] if caps is None else sorted((caps[c], c) for c in joining)
+    joining = sorted(candidates, key=loads.__getitem__)
     steps: list[_FillStep] = []
     turns: list[int] = []
-    next_join = next_leave = 0
+    next_join = 0
     level = loads[joining[0]]
     remaining = total
     while remaining:
@@ -225,29 +189,14 @@ def _plan_fill(candidates: Iterable[int], loads: list[int], caps: list[int] | No
         while next_join < len(joining) and loads[joining[next_join]] == level:
             arrivals.append(joining[next_join])
             next_join += 1
-        departures = set()
-        while next_leave < len(leaving) and leaving[next_leave][0] == level:
-            departures.add(leaving[next_leave][1])
-            next_leave += 1
-        if departures:
-            turns = [c for c in turns if c not in departures]
-        if arrivals:
-            turns = sorted(turns + arrivals)
-        next_levels = []
-        if next_join < len(joining):
-            next_levels.append(loads[joining[next_join]])
-        if next_leave < len(leaving):
-            next_levels.append(leaving[next_leave][0])
-        if not next_levels:  # nobody joins or leaves any more: the turns take everything left
-            if not turns:
-                raise AssertionError("quotas leave partitions without a member")
+        turns = sorted(turns + arrivals)
+        if next_join == len(joining):  # nobody joins any more: the turns take everything left
             steps.append((turns, remaining))
             break
-        next_level = min(next_levels)
-        if turns:
-            share = min(remaining, len(turns) * (next_level - level))
-            steps.append((turns, share))
-            remaining -= share
+        next_level = loads[joining[next_join]]
+        share = min(remaining, len(turns) * (next_level - level))
+        steps.append((turns, share))
+        remaining -= share
         level = next_level
     return steps
 
@@ -283,53 +232,13 @@ def _hand_out(
                 offset = 0
 
 
-def _assign_homogeneous(
+def _assign(
     member_ids: list[MemberId],
     members: Mapping[MemberId, MemberSubscription],
     topics: Mapping[TopicId, TopicMetadata],
     subscriptions: list[frozenset[TopicId]],
 ) -> _Assignment:
-    """Equal subscriptions, as the module docstring says, in O(P + N log N)."""
-    if not member_ids:
-        return []
-    topic_ids = sorted(subscriptions[0])
-    total = sum(topics[t].num_partitions for t in topic_ids)
-    targets, claims = _previous_targets(member_ids, members, topics, subscriptions)
-    loads = [sum(map(len, target.values())) for target in targets]
-
-    base_quota, extra_slots = divmod(total, len(member_ids))
-    quotas = [base_quota] * len(member_ids)
-    # The extra slots go to those holding most; the sort is stable, so ties stay in id order.
-    for position in sorted(range(len(member_ids)), key=loads.__getitem__, reverse=True)[:extra_slots]:
-        quotas[position] += 1
-
-    assignment = [_copy_sorted(target) for target in targets]
-    released: dict[TopicId, list[int]] = {}
-    for position, quota in enumerate(quotas):
-        if loads[position] > quota:
-            _release_beyond(assignment[position], quota, released)
-            loads[position] = quota
-
-    topic_items = []
-    for topic_id in topic_ids:
-        unassigned = _unassigned_partitions(
-            topics[topic_id].num_partitions, claims.get(topic_id), released.get(topic_id)
-        )
-        if unassigned:
-            topic_items.append((topic_id, unassigned))
-    unassigned_count = sum(len(items) for _, items in topic_items)
-    steps = _plan_fill(range(len(member_ids)), loads, quotas, unassigned_count)
-    _hand_out(steps, topic_items, assignment, loads)
-    return assignment
-
-
-def _assign_heterogeneous(
-    member_ids: list[MemberId],
-    members: Mapping[MemberId, MemberSubscription],
-    topics: Mapping[TopicId, TopicMetadata],
-    subscriptions: list[frozenset[TopicId]],
-) -> _Assignment:
-    """Keep valid targets, fill the least loaded, then rebalance topic by topic."""
+    """Keep valid targets, fill the least loaded, then rebalance topic by topic (Kafka's general path)."""
     subscribers: dict[TopicId, list[int]] = {}
     for position, subscribed in enumerate(subscriptions):
         for topic_id in subscribed:
@@ -346,9 +255,9 @@ def _assign_heterogeneous(
         key=lambda t: (-Fraction(topics[t].num_partitions, len(subscribers[t])), len(subscribers[t]), t),
     )
     for topic_id in topic_order:
-        unassigned = _unassigned_partitions(topics[topic_id].num_partitions, claims.get(topic_id), None)
+        unassigned = _unassigned_partitions(topics[topic_id].num_partitions, claims.get(topic_id))
         if unassigned:
-            steps = _plan_fill(subscribers[topic_id], loads, None, len(unassigned))
+            steps = _plan_fill(subscribers[topic_id], loads, len(unassigned))
             _hand_out(steps, [(topic_id, unassigned)], assignment, loads)
 
     _balance([t for t in topic_order if len(subscribers[t]) > 1], subscribers, assignment, loads)
