@@ -158,7 +158,12 @@ def test_a_real_clients_actor_is_made_in_its_first_step_and_replays():
     lab = Lab(seed=2)
     lab.create_topic("t", 1)
     request = cg.ConsumerGroupHeartbeatRequest(
-        group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"]
+        group_id="g",
+        member_id="m1",
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=["t"],
+        topic_partitions=[],
     )
     lab.apply(WireRequest(member="c1", api="ConsumerGroupHeartbeat", body={"broker": "broker-0", "request": request}))
     lab.run(until=lab.now + 10)
