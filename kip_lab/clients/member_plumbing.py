@@ -3,8 +3,8 @@ moving its member state machine with a trace event, and matching a response or a
 request it answers.
 
 A mixin rather than a base class with fields: each client is a dataclass with its own fields,
-and all this needs is ``name``, ``world``, ``state``, ``member_id``, ``member_epoch``, ``alive``,
-``_correlation`` and ``_pending``.
+and all this needs is ``name``, ``world``, ``state``, ``member_id``, ``member_epoch``, ``alive``
+and ``_pending``.
 """
 
 from __future__ import annotations
@@ -56,11 +56,12 @@ class MemberPlumbing:
         self.state = target
 
     def _send_to(self, broker: str, api: str, request: Any, context: Any = None) -> int:
-        """Send ``request`` to ``broker``, remembering (api, context) under a new correlation id."""
-        self._correlation += 1
-        self._pending[self._correlation] = (api, context)
-        self.world.network.send(self.name, broker, api, request, self._correlation)
-        return self._correlation
+        """Send ``request`` to ``broker``, remembering (api, context) under a new correlation id
+        (numbered by the network, so that no id of an earlier incarnation comes back)."""
+        correlation = self.world.network.next_correlation(self.name)
+        self._pending[correlation] = (api, context)
+        self.world.network.send(self.name, broker, api, request, correlation)
+        return correlation
 
     def _answered_request(self, envelope: Any) -> tuple[str, Any] | None:
         """The (api, context) of the request ``envelope`` answers, its timeout cancelled; None when
