@@ -19,6 +19,7 @@ from kip_lab.lab.trace import EventKind
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatResponse
 
 LOSSY = LinkConfig(latency=LatencyModel(kind="uniform", low=1, high=25), drop_probability=0.02)
+LOSSY_SLOW = LinkConfig(latency=LatencyModel(kind="uniform", low=1, high=30), drop_probability=0.02)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -37,8 +38,9 @@ def events(lab: Lab, actor: str | None = None, kind: str | None = None, since: i
     ]
 
 
-def sent(lab: Lab, actor: str, api: str = "ConsumerGroupHeartbeat", since: int = 0) -> list[TraceEvent]:
-    return [e for e in events(lab, actor, "message_sent", since) if e.payload["api"] == api]
+def sent(lab: Lab, actor: str, api: str | None = "ConsumerGroupHeartbeat", since: int = 0) -> list[TraceEvent]:
+    """``actor``'s requests of ``api`` (of every API when None)."""
+    return [e for e in events(lab, actor, "message_sent", since) if api is None or e.payload["api"] == api]
 
 
 def members(lab: Lab) -> set[str]:
@@ -111,6 +113,39 @@ def test_restart_brings_a_new_incarnation_that_rejoins() -> None:
     assert lab.run_until_stable()
     assert members(lab) == {"A#2", "B"}  # the old member timed out; the new one is a new member
     assert len(owned(lab, "A")) == len(owned(lab, "B")) == 3
+
+
+@pytest.mark.parametrize(("seed", "steps"), [(1, 11), (2, 20), (2, 24), (5, 10), (5, 13)])
+def test_a_restarted_client_never_takes_an_answer_meant_for_its_previous_incarnation(seed: int, steps: int) -> None:
+    """A member closed and restarted at once, with its old requests' answers still on the way.
+
+    In Kafka the restarted process is a new ``NetworkClient`` on new connections, so
+    ``NetworkClient.handleCompletedReceives`` never sees an answer to the old process's
+    requests. Here both incarnations share the name ``D``: the answers reach the new one, which
+    must match none of them to a request of its own (with ids that restarted at 1 it took a
+    heartbeat answer for its OffsetFetch and crashed)."""
+    lab = Lab(seed=seed, config=LabConfig(link=LOSSY_SLOW))
+    lab.create_topic("foo", 6)
+    for name in "ABCDE":
+        lab.add_consumer(name, subscribed_topic_names=["foo"])
+    lab.run(steps=steps)
+    lab.close("D")
+    lab.add_partitions("foo", 2)
+    restarted_at = lab.step_count
+    lab.restart("D")
+    old_requests = {e.payload["correlation_id"] for e in sent(lab, "D", api=None)}
+    lab.run(until=lab.now + 60_000)
+
+    late = [
+        e
+        for e in events(lab, "D", "message_delivered", since=restarted_at)
+        if e.payload["correlation_id"] in old_requests
+    ]
+    assert late  # answers to the old process did arrive after the restart
+    assert lab.run_until_stable()
+    assert lab.clients["D"].state is MemberState.STABLE
+    assert members(lab) == {"A", "B", "C", "D#2", "E"}
+    assert sum(len(owned(lab, name)) for name in "ABCDE") == 8
 
 
 def test_close_leaves_at_once() -> None:

@@ -15,6 +15,7 @@ A member subscribed to a topic that is missing from ``spec.topics`` is refused w
 from __future__ import annotations
 
 from kip_lab.assignors.spec import AssignmentSpec, GroupAssignment, MemberId, PartitionAssignorError, TopicId
+from kip_lab.runtime.collector import collector_paused
 
 RANGE_ASSIGNOR_NAME = "range"
 
@@ -28,6 +29,7 @@ class RangeAssignor:
         return range_assign(spec)
 
 
+@collector_paused()  # one list per member and topic, all kept: the collector's passes would find nothing
 def range_assign(spec: AssignmentSpec) -> GroupAssignment:
     """Compute the range target assignment; pure and independent of dict order."""
     members = spec.members

@@ -72,7 +72,6 @@ class ApplicationLoop(MemberPlumbing):
     alive: bool = True
     last_poll_ms: int = 0
     _hb_in_flight: int | None = None
-    _correlation: int = 0
     _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
     _callback_seq: int = 0
     _queued: list[tuple[str, list[TP], Any]] = field(default_factory=list)

@@ -23,7 +23,6 @@ class MemberPlumbing:
     state: Enum  # a member of the client's own state enum, moved in ``MEMBER_MACHINE``
     member_id: str
     alive: bool
-    _correlation: int  # the latest correlation id sent
     _pending: dict[int, tuple[str, Any]]  # correlation id -> (api, context) of each request out
     if TYPE_CHECKING:
 
@@ -70,11 +69,12 @@ class MemberPlumbing:
         self.state = target
 
     def _send_to(self, broker: str, api: str, request: Any, context: Any = None) -> int:
-        """Send ``request`` to ``broker``, remembering (api, context) under a new correlation id."""
-        self._correlation += 1
-        self._pending[self._correlation] = (api, context)
-        self.world.network.send(self.name, broker, api, request, self._correlation)
-        return self._correlation
+        """Send ``request`` to ``broker``, remembering (api, context) under a new correlation id
+        (numbered by the network, so that no id of an earlier incarnation comes back)."""
+        correlation = self.world.network.next_correlation(self.name)
+        self._pending[correlation] = (api, context)
+        self.world.network.send(self.name, broker, api, request, correlation)
+        return correlation
 
     def _answered_request(self, envelope: Any) -> tuple[str, Any] | None:
         """The (api, context) of the request ``envelope`` answers, its timeout cancelled; None when

@@ -165,7 +165,6 @@ class ShareConsumer(MemberPlumbing):
     _batch: list[DeliveredRecord] = field(default_factory=list)  # being processed
     _sent: dict[str, Any] = field(default_factory=dict)
     _hb_in_flight: int | None = None
-    _correlation: int = 0
     _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ helpers

@@ -4,6 +4,13 @@ A link is the pair (client, broker), in either direction. Each link has a latenc
 a drop probability, drawn from the Lab's one seeded RNG; faults can drop or delay the next N
 messages on a link, or cut it for a while. Delivery is a scheduler timer owned by the
 network, so in-flight messages are part of the state that snapshots copy.
+
+A response finds its request by the client's name and the request's correlation id. In Kafka a
+restarted client is a new ``NetworkClient`` on new connections, so an answer to a request of the
+process that died is lost with its connection and never reaches the new one. Here every
+incarnation of a client shares its name, so the network numbers each client's requests, across
+incarnations, without repeating an id: an answer to the old process's request matches nothing
+the new one sent, and the new one drops it as a late response.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ class Network:
     faults: dict[frozenset[str], LinkFaults] = field(default_factory=dict)
     in_flight: dict[int, Envelope] = field(default_factory=dict)
     next_id: int = 0
+    last_correlation: dict[str, int] = field(default_factory=dict)  # client name -> its latest request's id
     world: Any = None
 
     def configure(self, a: str, b: str, config: LinkConfig) -> None:
@@ -84,6 +92,11 @@ class Network:
 
     def link_faults(self, a: str, b: str) -> LinkFaults:
         return self.faults.setdefault(frozenset((a, b)), LinkFaults())
+
+    def next_correlation(self, client: str) -> int:
+        """A new correlation id for a request of ``client``: 1, 2, ... and on across its restarts."""
+        correlation = self.last_correlation[client] = self.last_correlation.get(client, 0) + 1
+        return correlation
 
     def send(self, source: str, destination: str, api: str, payload: Any, correlation_id: int) -> int:
         """Put a message on the wire; returns its id (it may still be dropped)."""

@@ -27,14 +27,11 @@ class ScriptedClient:
     world: Any
     responses: list[tuple[str, Any]] = field(default_factory=list)
     alive: bool = True
-    _correlation: int = 0
 
     def send(self, api: str, body: dict[str, Any]) -> None:
         request = REQUESTS[api].model_validate(body)
-        self._correlation += 1
-        self.world.network.send(
-            self.name, self.world.coordinator_broker(getattr(request, "group_id", "")), api, request, self._correlation
-        )
+        broker = self.world.coordinator_broker(getattr(request, "group_id", ""))
+        self.world.network.send(self.name, broker, api, request, self.world.network.next_correlation(self.name))
 
     def receive(self, envelope: Any) -> None:
         self.responses.append((envelope.api, envelope.payload))

@@ -30,9 +30,8 @@ class WireClient(ScriptedClient):
 
     def send(self, api: str, body: dict[str, Any]) -> None:
         """Put ``body["request"]`` (a kip_lab protocol model) on the network to ``body["broker"]``."""
-        self._correlation += 1
-        self.last_correlation = self._correlation
-        self.world.network.send(self.name, body["broker"], api, body["request"], self._correlation)
+        self.last_correlation = self.world.network.next_correlation(self.name)
+        self.world.network.send(self.name, body["broker"], api, body["request"], self.last_correlation)
 
     def receive(self, envelope: Any) -> None:
         self.responses.append((envelope.correlation_id, envelope.api, envelope.payload))
