@@ -30,8 +30,9 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 lab: $(VENV)/.installed
 	$(BIN)/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
+# One worker per core (pytest-xdist); a file's tests stay on one worker, which shares their fixtures.
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 bench: $(VENV)/.installed
 	$(BIN)/python -m benchmarks
