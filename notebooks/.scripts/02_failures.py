@@ -154,9 +154,10 @@ print(f"t={failure.gc.now_ms}: nothing yet —", failure.state())
 
 # %% [markdown]
 # **Row 1.** At exactly 45 s A's session timer fires. The coordinator writes A's
-# **tombstones** (its member and current-assignment records) and the bumped **group epoch**, 23.
-# The target still lists A, as in the KIP's snapshot: a removed member's entry stays until the next
-# target is computed.
+# **tombstones** — its current assignment, its target entry and its member record, in the order
+# Kafka's `GroupMetadataManager.removeMember` writes them — and the bumped **group epoch**, 23.
+# The KIP's snapshot still lists A in the target until the next target is computed; that reading is
+# the `kip` fidelity profile, and notebook 15 shows the two side by side.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -166,7 +167,7 @@ _ = failure.advance(1)
 # **Rows 2-3.** The next heartbeat (B's) computes the target for epoch 23 — one
 # atomic batch that also tombstones A's target entry — and moves B to 23. A's partitions are
 # **free at once**: nobody holds them, so B and C get foo-0 and foo-1 with no revocation step
-#.
+# .
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -330,7 +331,8 @@ for accept in (True, False):
 
 # %% [markdown]
 # With the grace, the retry is answered with epoch 2 and nothing is written. Without it, A is
-# **fenced** (FENCED_MEMBER_EPOCH), removed, and the group pays a full rebalance. The grace is
+# **fenced** (FENCED_MEMBER_EPOCH): Kafka only rejects the request and writes nothing, but the
+# client must give up all its partitions and rejoin, so the group pays a full rebalance. The grace is
 # narrow: a retry at the previous epoch that still claims a partition outside the member's
 # assignment (here foo-1) is fenced either way.
 

@@ -49,7 +49,7 @@ from kip_lab.protocol.share import (
     InitializeStatePartition,
 )
 from kip_lab.runtime.scheduler import Scheduler
-from kip_lab.share.config import SharePartitionConfig
+from kip_lab.share.config import ShareCoordinatorConfig, SharePartitionConfig
 from kip_lab.share.coordinator import ShareCoordinator
 from kip_lab.share.partition import RECORD_STATE_MACHINE, SharePartition
 from kip_lab.share.persister import CoordinatorPersister
@@ -61,6 +61,10 @@ STATES = {0: "Av", 2: "Ack", 4: "Arch"}  # DeliveryState codes
 SHORT = {"Available": "Av", "Acquired": "Acq", "Acknowledged": "Ack", "Archived": "Arch"}
 
 # %% [markdown]
+# This notebook replays the KIP's worked example step by step, so the share coordinator and the
+# share-partition run under the `kip` fidelity profile; Kafka's own code fetches whole batches and
+# writes its state differently — notebook 15 shows those differences side by side.
+#
 # The group coordinator initializes the share-partition (InitializeShareGroupState with
 # StartOffset -1: "not decided yet"); the leader's first read resolves -1 from
 # `group.share.auto.offset.reset` — *latest*, so 100 — and writes it back: the KIP's step 0.
@@ -72,12 +76,12 @@ SHORT = {"Available": "Av", "Acquired": "Acq", "Acknowledged": "Ack", "Archived"
 log = TopicLog(TOPIC, 0)
 log.append(100)
 scheduler = Scheduler()
-coordinator = ShareCoordinator()
+coordinator = ShareCoordinator(ShareCoordinatorConfig(fidelity="kip"))  # the KIP's worked example
 coordinator.initialize_share_group_state(InitializeShareGroupStateRequest(group_id=GROUP, topics=[
     InitializeStateData(topic_id=TOPIC, partitions=[InitializeStatePartition(partition=0, state_epoch=0,
                                                                              start_offset=-1)])]))
 persister = CoordinatorPersister(coordinator)
-sp = SharePartition.load(GROUP, TOPIC, 0, log, config=SharePartitionConfig(), scheduler=scheduler,
+sp = SharePartition.load(GROUP, TOPIC, 0, log, config=SharePartitionConfig(fidelity="kip"), scheduler=scheduler,
                          persister=persister)
 seen = {"writes": 0, "records": 0}
 
