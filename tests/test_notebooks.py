@@ -57,7 +57,7 @@ def course() -> list[str]:
 
 def test_the_notebooks_are_there() -> None:
     names = [p.stem for p in NOTEBOOKS]
-    assert names[:15] == [
+    assert names == [
         "00_tour",
         "01_joins",
         "02_failures",
@@ -74,6 +74,8 @@ def test_the_notebooks_are_there() -> None:
         "13_share_coordinator_failover",
         "14_protocol_comparison_at_scale",
         "15_kafka_vs_kip",
+        "16_scale_and_batching",
+        "17_real_clients",
     ]
 
 
