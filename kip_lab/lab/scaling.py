@@ -29,20 +29,28 @@ def targets_computed(lab: Lab) -> int:
     )
 
 
-def join_run(
+def joined_lab(
     members: int, partitions: int, interval_ms: int, seed: int = 1, latency_ms: float = 10.0
-) -> dict[str, Any]:
-    """``members`` consumers of one topic of ``partitions`` start together and run until stable."""
+) -> tuple[Lab, bool]:
+    """``members`` consumers of one topic of ``partitions`` start together and run until stable:
+    the Lab (its trace) and whether it settled."""
     config = LabConfig(
         link=LinkConfig(latency=LatencyModel(ms=latency_ms)),
         coordinator=CoordinatorConfig(assignment_interval_ms=interval_ms),
     )
     lab = Lab(seed=seed, config=config)
-    cpu, wall = time.process_time(), time.perf_counter()
     lab.create_topic("foo", partitions)
     for i in range(members):
         lab.add_consumer(f"m{i:05d}", subscribed_topic_names=["foo"])
-    stable = lab.run_until_stable()
+    return lab, lab.run_until_stable()
+
+
+def join_run(
+    members: int, partitions: int, interval_ms: int, seed: int = 1, latency_ms: float = 10.0
+) -> dict[str, Any]:
+    """``joined_lab``, measured: one row of the comparison."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    lab, stable = joined_lab(members, partitions, interval_ms, seed, latency_ms)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return {
         "assignment_interval_ms": interval_ms,

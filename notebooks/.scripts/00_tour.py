@@ -55,6 +55,9 @@
 # | [12_poison_messages](12_poison_messages.ipynb) | delivery counts against poison records, acquisition locks |
 # | [13_share_coordinator_failover](13_share_coordinator_failover.ipynb) | the share coordinator failing over, zombie leaders fenced by epochs |
 # | [14_protocol_comparison_at_scale](14_protocol_comparison_at_scale.ipynb) | sweeps on Spark: the protocols compared over many runs |
+# | [15_kafka_vs_kip](15_kafka_vs_kip.ipynb) | where Kafka's code departed from the KIPs' text: the `fidelity` profiles |
+# | [16_scale_and_batching](16_scale_and_batching.ipynb) | a large group joining, with and without assignment batching (Kafka 4.3) |
+# | [17_real_clients](17_real_clients.ipynb) | real librdkafka consumers in the Lab through its wire-protocol front door |
 #
 # **References.** The KIPs are public:
 # [KIP-848](https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol)

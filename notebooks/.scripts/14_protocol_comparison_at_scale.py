@@ -274,4 +274,4 @@ for lock in (2_000, 15_000):
 spark.stop()
 
 # %% [markdown]
-# **Next:** [00_tour](00_tour.ipynb) — that was the last notebook: back to the tour and its list of notebooks.
+# **Next:** [15_kafka_vs_kip](15_kafka_vs_kip.ipynb) — where Kafka's code departed from the KIPs' text.
