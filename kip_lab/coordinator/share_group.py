@@ -204,14 +204,18 @@ def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
 class ShareGroupHandlers:
     """Mixed into ``GroupCoordinator``; uses its cluster, scheduler, log and ``_replay``."""
 
-    def _init_share_groups(self, share_config: ShareGroupConfig | None = None) -> None:
-        self.share_config = share_config or ShareGroupConfig()
+    def _init_share_groups(self) -> None:
         self.share_groups: dict[str, ShareGroup] = {}
         self.share_assignor = SimpleAssignor(fidelity=self.config.fidelity)
         self.share_state_rpc: ShareStateRpc | None = None
         # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
         self.share_state_calls: list[tuple[Message, Any]] = []
         self._share_metadata_checked: dict[str, int] = {}
+
+    @property
+    def share_config(self) -> ShareGroupConfig:
+        """The share-group settings: ``config.share``, so a failover (``from_log``) keeps them."""
+        return self.config.share
 
     # ------------------------------------------------------------------ the engine path
     def _apply_share(self, result: CoordinatorResult) -> CoordinatorResult:
