@@ -22,6 +22,7 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentRequest,
     ConsumerGroupPrepareAssignmentResponse,
+    InstalledMemberAssignment,
     PreparedAssignorMetadata,
     PreparedMember,
     PreparedTopic,
@@ -231,22 +232,7 @@ class ClientSideAssignment:
                 raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is not a member of the group.")
             if entry.member_id in new_target:
                 raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is listed twice.")
-            target: dict[str, tuple[int, ...]] = {}
-            for tp in entry.partitions:
-                if tp.topic_id not in partitions:
-                    raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
-                for p in tp.partitions:
-                    if not 0 <= p < partitions[tp.topic_id]:
-                        raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
-                    if (tp.topic_id, p) in seen:
-                        raise ApiError(
-                            Errors.INVALID_ASSIGNMENT,
-                            f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} "
-                            f"and {entry.member_id}.",
-                        )
-                    seen[(tp.topic_id, p)] = entry.member_id
-                target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
-            new_target[entry.member_id] = {t: target[t] for t in sorted(target) if target[t]}
+            new_target[entry.member_id] = _validated_member_target(entry, partitions, seen)
         subscribed = set().union(*subscriptions.values()) if subscriptions else set()
         missing = [(t, p) for t in sorted(subscribed) for p in range(partitions[t]) if (t, p) not in seen]
         if missing:
@@ -257,3 +243,25 @@ class ClientSideAssignment:
         for member_id in subscriptions:
             new_target.setdefault(member_id, {})
         return new_target
+
+
+def _validated_member_target(
+    entry: InstalledMemberAssignment, partitions: dict[str, int], seen: dict[tuple[str, int], str]
+) -> TargetPartitions:
+    """One member's installed partitions: of subscribed topics, existing, and given to no other member
+    (``seen``: partition -> the member it went to, filled in as members are checked)."""
+    target: dict[str, tuple[int, ...]] = {}
+    for tp in entry.partitions:
+        if tp.topic_id not in partitions:
+            raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
+        for p in tp.partitions:
+            if not 0 <= p < partitions[tp.topic_id]:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
+            if (tp.topic_id, p) in seen:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} and {entry.member_id}.",
+                )
+            seen[(tp.topic_id, p)] = entry.member_id
+        target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
+    return {t: target[t] for t in sorted(target) if target[t]}
