@@ -15,6 +15,7 @@ from typing import Any
 from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.timers import timer_key
 from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -102,7 +103,7 @@ class ClientSideAssignment:
 
         round_.member_id = min(candidates, key=lambda m: (-version(m), m))
         round_.notified = False
-        self.scheduler.cancel(self, ("assignment", group_id, round_.member_id))
+        self.scheduler.cancel(self, timer_key("assignment", group_id, round_.member_id))
 
     def _should_compute(self, group_id: str, member_id: str, member: ConsumerGroupMember) -> bool:
         round_ = self._rounds.get(group_id)
@@ -111,7 +112,7 @@ class ClientSideAssignment:
         if not round_.notified:
             round_.notified = True
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
-            self.scheduler.schedule(self, ("assignment", group_id, member_id), timeout)
+            self.scheduler.schedule(self, timer_key("assignment", group_id, member_id), timeout)
         return True
 
     def _computing_member(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConsumerGroup, Any]:
@@ -207,7 +208,7 @@ class ClientSideAssignment:
                 origin="ConsumerGroupInstallAssignment",
             )
         batch = self._target_batch(group.group_id, group.target, new_target, request.group_epoch)
-        self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
+        self.scheduler.cancel(self, timer_key("assignment", group.group_id, request.member_id))
         del self._rounds[group.group_id]
         result = self._apply(
             CoordinatorResult(

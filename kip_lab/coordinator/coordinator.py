@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any
@@ -51,8 +51,9 @@ from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
-from kip_lab.coordinator.share_group import SHARE_SESSION_TIMER, ShareGroupHandlers
+from kip_lab.coordinator.share_group import ShareGroupHandlers
 from kip_lab.coordinator.target_records import target_assignment_batch
+from kip_lab.coordinator.timers import TimerKey, TimerKind, timer_key
 from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -471,45 +472,53 @@ class GroupCoordinator(
             group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
         group.replay(key, record.value)
 
-    def fire_timer(self, key: Hashable) -> CoordinatorResult:
-        if key[0] == SHARE_SESSION_TIMER:  # type: ignore[index]
-            return self._fire_share_timer(key)
-        kind, group_id, member_id = key  # type: ignore[misc]
-        if kind.startswith("classic "):
-            return self._fire_classic_timer(kind, group_id, member_id)
-        if kind in ("join", "sync"):
-            return self._fire_classic_member_timer(kind, group_id, member_id)
+    def fire_timer(self, key: TimerKey) -> CoordinatorResult:
+        """Run the handler of a due timer (the scheduler calls this); ``_TIMER_HANDLERS`` maps each kind."""
+        return _TIMER_HANDLERS[key[0]](self, key)
+
+    def _fire_session_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A member that did not heartbeat within its session timeout is removed."""
+        kind, group_id, member_id = key
+        group, member = self._timer_member(group_id, member_id)
+        if group is None or member is None:
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
+
+    def _fire_rebalance_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A member still revoking partitions at the epoch the timer was armed for is removed."""
+        kind, group_id, member_id = key
+        group, member = self._timer_member(group_id, member_id)
+        epoch = self._rebalance_epochs.pop((group_id, member_id), None) if group is not None else None
+        if (
+            group is None
+            or member is None
+            or member.member_epoch != epoch
+            or member.state is not ReconciliationState.UNREVOKED_PARTITIONS
+        ):
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
+
+    def _fire_assignment_timer(self, key: TimerKey) -> CoordinatorResult:
+        """The member computing a client-side assignment took too long: another one is asked."""
+        kind, group_id, member_id = key
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group else None
-        empty = CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
         if group is None:
-            return empty
-        if kind == "session":
-            if member is None:
-                return empty
-            return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
-        if kind == "rebalance":
-            epoch = self._rebalance_epochs.pop((group_id, member_id), None)
-            if (
-                member is None
-                or member.member_epoch != epoch
-                or member.state is not ReconciliationState.UNREVOKED_PARTITIONS
-            ):
-                return empty
-            return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
-        if kind == "assignment":
-            round_ = self._rounds.get(group_id)
-            if round_ is not None and round_.member_id == member_id:
-                round_.excluded.add(member_id)
-                self._choose_computing_member(group_id, group.members, round_)
-            return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
-        raise ValueError(f"unknown timer {key!r}")
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        round_ = self._rounds.get(group_id)
+        if round_ is not None and round_.member_id == member_id:
+            round_.excluded.add(member_id)
+            self._choose_computing_member(group_id, group.members, round_)
+        return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
+
+    def _timer_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup | None, ConsumerGroupMember | None]:
+        group = self.groups.get(group_id)
+        return group, group.members.get(member_id) if group else None
 
     def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None:
         """A classic member inside a consumer group keeps its own JoinGroup session timeout (Kafka)."""
         classic = member.classic_member_metadata
         timeout = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
-        self.scheduler.schedule(self, ("session", group_id, member.member_id), timeout)
+        self.scheduler.schedule(self, timer_key("session", group_id, member.member_id), timeout)
 
     def _schedule_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
         """Kafka ``scheduleConsumerGroupRebalanceTimeout``: the member's own timeout, whatever value it gave
@@ -517,14 +526,14 @@ class GroupCoordinator(
         session timeout."""
         self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
         timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms != -1 else self.config.session_timeout_ms
-        self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), max(0, timeout))
+        self.scheduler.schedule(self, timer_key("rebalance", group_id, member.member_id), max(0, timeout))
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
-        for kind in ("session", "rebalance", "join", "sync"):
-            self.scheduler.cancel(self, (kind, group_id, member_id))
+        for kind in _MEMBER_TIMERS:
+            self.scheduler.cancel(self, timer_key(kind, group_id, member_id))
         self._rebalance_epochs.pop((group_id, member_id), None)
 
-    def timers(self) -> dict[Hashable, int]:
+    def timers(self) -> dict[TimerKey, int]:
         """Armed timers: (kind, group id, member id) -> due time."""
         return self.scheduler.timers(self)
 
@@ -1087,7 +1096,7 @@ class GroupCoordinator(
             if before is None or _assignment_fields(before) != _assignment_fields(reconciled):
                 self._schedule_rebalance(group_id, reconciled)
         elif self._rebalance_epochs.pop((group_id, member_id), None) is not None:
-            self.scheduler.cancel(self, ("rebalance", group_id, member_id))  # armed only while that was set
+            self.scheduler.cancel(self, timer_key("rebalance", group_id, member_id))  # armed only while that was set
         self._metadata_checked[group_id] = self.cluster.version
 
     # Phase 7: build the response.
@@ -1157,7 +1166,7 @@ class GroupCoordinator(
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Temporary leave: keep the assignment until the session timeout (KIP-345 in KIP-848).
             leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
-            self.scheduler.cancel(self, ("rebalance", group.group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("rebalance", group.group_id, member.member_id))
             batch = (self._current_assignment_record(group.group_id, leaving),)
             return CoordinatorResult(response, (batch,), origin="ConsumerGroupHeartbeat")
         return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
@@ -1183,7 +1192,7 @@ class GroupCoordinator(
         records.append(self._group_epoch_record(group_id, epoch))
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
-            self.scheduler.cancel(self, ("assignment", group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("assignment", group_id, member.member_id))
             if remaining:
                 self._choose_computing_member(group_id, remaining, round_)
             else:
@@ -1222,7 +1231,7 @@ class GroupCoordinator(
             for gid, o in sorted(self.offsets.items())
         }
         timers = sorted(
-            (str(k) for k in self.timers() if k[0] in ("session", "rebalance", SHARE_SESSION_TIMER)),
+            (str(k) for k in self.timers() if k[0] in _SNAPSHOT_TIMERS),
         )
         return {
             "groups": groups,
@@ -1231,3 +1240,22 @@ class GroupCoordinator(
             "share_groups": self.share_state_snapshot(),
             "classic_groups": self.classic_state_snapshot(),
         }
+
+
+# A consumer group member's own timers, cancelled when it leaves or is replaced.
+_MEMBER_TIMERS: tuple[TimerKind, ...] = ("session", "rebalance", "join", "sync")
+# The timers a failover re-arms from the log (``state_snapshot`` compares which are armed).
+_SNAPSHOT_TIMERS: tuple[TimerKind, ...] = ("session", "rebalance", "share-session")
+
+_TIMER_HANDLERS: dict[TimerKind, Callable[[GroupCoordinator, TimerKey], CoordinatorResult]] = {
+    "session": GroupCoordinator._fire_session_timer,
+    "rebalance": GroupCoordinator._fire_rebalance_timer,
+    "assignment": GroupCoordinator._fire_assignment_timer,
+    "join": GroupCoordinator._fire_classic_member_timer,
+    "sync": GroupCoordinator._fire_classic_member_timer,
+    "classic session": GroupCoordinator._fire_classic_timer,
+    "classic initial": GroupCoordinator._fire_classic_timer,
+    "classic join": GroupCoordinator._fire_classic_timer,
+    "classic sync": GroupCoordinator._fire_classic_timer,
+    "share-session": GroupCoordinator._fire_share_timer,
+}

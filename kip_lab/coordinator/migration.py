@@ -31,6 +31,7 @@ from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, 
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
@@ -375,19 +376,20 @@ class OnlineMigration:
         member = group.members[member_id]
         if not member.uses_classic_protocol:
             return None
-        if self.scheduler.deadline(self, ("sync", group_id, member_id)) is not None:
+        if self.scheduler.deadline(self, timer_key("sync", group_id, member_id)) is not None:
             return ClassicGroupState.COMPLETING_REBALANCE.value
         if self._classic_member_must_rejoin(group, member, group.assignment_epoch):
             return ClassicGroupState.PREPARING_REBALANCE.value
         return ClassicGroupState.STABLE.value
 
     def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
-        key = ("join", group_id, member.member_id)
+        key = timer_key("join", group_id, member.member_id)
         if self.scheduler.deadline(self, key) is None:
             self.scheduler.schedule(self, key, member.rebalance_timeout_ms)
 
-    def _fire_classic_member_timer(self, kind: str, group_id: str, member_id: str) -> CoordinatorResult:
+    def _fire_classic_member_timer(self, key: TimerKey) -> CoordinatorResult:
         """A classic member that did not rejoin (join) or sync (sync) in time is removed."""
+        kind, group_id, member_id = key
         origin = f"classic {kind} timeout {group_id}/{member_id}"
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
@@ -499,7 +501,7 @@ class OnlineMigration:
             protocol_name=r.protocols[0].name,
             member_id=member_id,
         )
-        self.scheduler.cancel(self, ("join", group_id, member_id))
+        self.scheduler.cancel(self, timer_key("join", group_id, member_id))
         if replaced is not None and self._downgrade_allowed(current.members, replaced):
             # The group's generation goes on without a rebalance (Kafka
             # ``validateOnlineDowngradeWithReplacedMemberId``).
@@ -507,7 +509,7 @@ class OnlineMigration:
                 self._downgrade(current, None, None, origin="JoinGroup"), rebalance_downgraded=False
             )
             return CoordinatorResult(response, applied.batches + converted.batches, origin="JoinGroup")
-        self.scheduler.schedule(self, ("sync", group_id, member_id), member.rebalance_timeout_ms)
+        self.scheduler.schedule(self, timer_key("sync", group_id, member_id), member.rebalance_timeout_ms)
         return CoordinatorResult(response, applied.batches, origin="JoinGroup")
 
     def _classic_sync_to_consumer_group(self, group: ConsumerGroup, r: SyncGroupRequest) -> CoordinatorResult:
@@ -529,7 +531,7 @@ class OnlineMigration:
             if self._behind(self._rejoin_epoch(group), member):
                 self._schedule_join_timeout_if_absent(group.group_id, member)
                 raise ApiError(Errors.REBALANCE_IN_PROGRESS)
-            self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("sync", group.group_id, member.member_id))
             self._schedule_session(group.group_id, member)
             version = ConsumerProtocolSubscription.decode(protocols[0].metadata).version  # checked at JoinGroup
             assignment = ConsumerProtocolAssignment(
