@@ -27,6 +27,7 @@ from kip_lab.coordinator.classic_group import (
     ClassicGroupState,
     Parked,
 )
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
 from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
@@ -56,7 +57,7 @@ class _Outbox:
     replayed: tuple[tuple[Record, ...], ...] = ()  # batches already applied with replay (a group deleted)
 
 
-class ClassicGroupHandlers:
+class ClassicGroupHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its config, scheduler, log, groups and ``classic_groups``."""
 
     classic_groups: dict[str, ClassicGroup]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.timers import timer_key
@@ -45,7 +46,7 @@ class AssignmentRound:
     prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
-class ClientSideAssignment:
+class ClientSideAssignment(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     @staticmethod

@@ -29,6 +29,7 @@ from dataclasses import replace
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.timers import TimerKey, timer_key
@@ -83,7 +84,7 @@ def decode_subscription(metadata: bytes, error: Errors, context: str) -> Consume
         raise ApiError(error, f"{context}: malformed embedded consumer protocol ({exc}).") from None
 
 
-class OnlineMigration:
+class OnlineMigration(CoordinatorHost):
     """Mixed into ``GroupCoordinator``: conversions, and classic members served by the consumer-group engine."""
 
     # ------------------------------------------------------------------ names <-> ids

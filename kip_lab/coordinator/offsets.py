@@ -10,6 +10,7 @@ from functools import lru_cache
 from operator import attrgetter
 
 from kip_lab.cluster import Topic
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -105,7 +106,7 @@ class GroupOffsets(dict):
     """
 
 
-class OffsetHandlers:
+class OffsetHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from kip_lab.cluster import Topic
 from kip_lab.coordinator.group import group_snapshot_head
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, timer_key
@@ -201,7 +202,7 @@ def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     ]
 
 
-class ShareGroupHandlers:
+class ShareGroupHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its cluster, scheduler, log and ``_replay``."""
 
     def _init_share_groups(self) -> None:
