@@ -195,11 +195,8 @@ class OffsetHandlers(CoordinatorHost):
     ) -> list[Record]:
         """One offset record per partition committed without error."""
         keys, now = _commit_keys(group_id, resolved.name), self.now_ms
-        # Record(key, OffsetCommitValue(...)), made by tuple.__new__ as those NamedTuples'
-        # own constructors do, minus two Python calls per partition of every commit.
-        new = tuple.__new__
         return [
-            new(Record, (keys[index], new(OffsetCommitValue, (offset, now, leader_epoch, metadata, resolved.topic_id))))
+            Record(keys[index], OffsetCommitValue(offset, now, leader_epoch, metadata, resolved.topic_id))
             for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)
             if code is Errors.NONE
         ]
