@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, cast
 
 from kip_lab.assignors import (
     AssignmentSpec,
@@ -474,9 +474,10 @@ class GroupCoordinator(
             group = self.groups[key.group_id] = ConsumerGroup(key.group_id)
         group.replay(key, record.value)
 
-    def fire_timer(self, key: TimerKey) -> CoordinatorResult:
+    def fire_timer(self, key: Hashable) -> CoordinatorResult:
         """Run the handler of a due timer (the scheduler calls this); ``_TIMER_HANDLERS`` maps each kind."""
-        return _TIMER_HANDLERS[key[0]](self, key)
+        timer = cast(TimerKey, key)  # every timer this coordinator arms has a ``timer_key``
+        return _TIMER_HANDLERS[timer[0]](self, timer)
 
     def _fire_session_timer(self, key: TimerKey) -> CoordinatorResult:
         """A member that did not heartbeat within its session timeout is removed."""
@@ -535,7 +536,7 @@ class GroupCoordinator(
             self.scheduler.cancel(self, timer_key(kind, group_id, member_id))
         self._rebalance_epochs.pop((group_id, member_id), None)
 
-    def timers(self) -> dict[TimerKey, int]:
+    def timers(self) -> dict[Hashable, int]:
         """Armed timers: (kind, group id, member id) -> due time."""
         return self.scheduler.timers(self)
 

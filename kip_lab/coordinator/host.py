@@ -12,7 +12,7 @@ class adds nothing (the declarations are annotations, and the methods exist only
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ class CoordinatorHost:
     _target_computed_at: dict[str, int]
 
     if TYPE_CHECKING:
+
+        def fire_timer(self, key: Hashable) -> CoordinatorResult: ...
 
         def _apply(self, result: CoordinatorResult, rebalance_downgraded: bool = True) -> CoordinatorResult: ...
         def _cancel_classic_timers(self, group_id: str) -> None: ...
