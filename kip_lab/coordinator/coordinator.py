@@ -306,7 +306,9 @@ class GroupCoordinator(
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.cluster = cluster if cluster is not None else ClusterMetadata()
-        chosen = list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
+        chosen: list[PartitionAssignor] = (
+            list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
+        )
         if not chosen:
             raise ValueError("at least one server-side assignor is required")
         names = [a.name for a in chosen]
@@ -372,7 +374,7 @@ class GroupCoordinator(
             self._schedule_session(group_id, member)
             if member.state is ReconciliationState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance(group_id, member)
-        batches = []
+        batches: list[tuple[Record, ...]] = []
         metadata = self._subscription_metadata(group.members)
         self._metadata_checked[group_id] = self.cluster.version
         group_epoch = group.group_epoch
@@ -1234,7 +1236,7 @@ class GroupCoordinator(
             for gid, o in sorted(self.offsets.items())
         }
         timers = sorted(
-            (str(k) for k in self.timers() if k[0] in _SNAPSHOT_TIMERS),
+            (str(k) for k in self.timers() if cast(TimerKey, k)[0] in _SNAPSHOT_TIMERS),
         )
         return {
             "groups": groups,

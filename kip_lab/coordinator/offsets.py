@@ -214,7 +214,8 @@ class OffsetHandlers(CoordinatorHost):
                 self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
         except ApiError as error:
             return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
-        stored = self.offsets.get(request.group_id, {})
+        stored: dict[tuple[str, int], OffsetCommitValue] = self.offsets.get(request.group_id, {})
+        topics: list[tuple[str | None, str | None, list[int]]]
         if request.topics is None:
             names = sorted({topic for topic, _ in stored})
             topics = [(name, None, sorted(p for t, p in stored if t == name)) for name in names]
@@ -224,13 +225,17 @@ class OffsetHandlers(CoordinatorHost):
         return OffsetFetchResponseGroup(group_id=request.group_id, topics=out)
 
     def _fetch_topic(
-        self, stored: dict, name: str | None, topic_id: str | None, indexes: list[int]
+        self,
+        stored: dict[tuple[str, int], OffsetCommitValue],
+        name: str | None,
+        topic_id: str | None,
+        indexes: list[int],
     ) -> OffsetFetchResponseTopic:
         """A topic's offsets; one committed to another incarnation of the topic (another id) is not shown."""
         if topic_id:
             current = self.cluster.topic_by_id(topic_id)
         else:
-            current = self.cluster.topic(name) if name in self.cluster else None
+            current = self.cluster.topic(name) if name is not None and name in self.cluster else None
         lookup_name = current.name if current else name
         partitions = []
         for index in indexes:
