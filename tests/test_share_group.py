@@ -286,7 +286,7 @@ def test_group_max_size():
     from kip_lab.share.group_config import ShareGroupConfig
 
     coordinator = _coordinator()
-    coordinator.share_config = ShareGroupConfig(max_size=1)
+    coordinator.config = coordinator.config.model_copy(update={"share": ShareGroupConfig(max_size=1)})
     assert _join(coordinator).error_code == Errors.NONE
     assert _join(coordinator).error_code == Errors.GROUP_MAX_SIZE_REACHED
 

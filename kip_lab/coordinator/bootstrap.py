@@ -47,34 +47,7 @@ def stable_group_log(
     partitions, in target order).
     """
     log = log if log is not None else PartitionLog()
-    topic_names = sorted({name for topics in assignment.values() for name in topics})
-    topics = [cluster.topic(name) for name in topic_names]
-    membership: list[Record] = []
-    for member_id in sorted(assignment):
-        membership.append(
-            Record(
-                ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id),
-                ConsumerGroupMemberMetadataValue(
-                    group_epoch=epoch,
-                    subscribed_topic_names=sorted(assignment[member_id]),
-                    rebalance_timeout_ms=rebalance_timeout_ms,
-                ),
-            )
-        )
-    membership.append(
-        Record(
-            ConsumerGroupPartitionMetadataKey(group_id=group_id),
-            ConsumerGroupPartitionMetadataValue(
-                epoch=epoch,
-                topics=[
-                    PartitionMetadataTopic(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions)
-                    for t in topics
-                ],
-            ),
-        )
-    )
-    membership.append(Record(ConsumerGroupMetadataKey(group_id=group_id), ConsumerGroupMetadataValue(epoch=epoch)))
-    log.append(membership)
+    log.append(_membership_batch(cluster, group_id, epoch, assignment, rebalance_timeout_ms))
 
     def partitions(member_id: str) -> list[TopicPartitions]:
         return [
@@ -114,6 +87,44 @@ def stable_group_log(
         ]
     )
     return log
+
+
+def _membership_batch(
+    cluster: ClusterMetadata,
+    group_id: str,
+    epoch: int,
+    assignment: Mapping[str, Mapping[str, Sequence[int]]],
+    rebalance_timeout_ms: int,
+) -> list[Record]:
+    """The members' metadata, the group's partition metadata, then the group epoch."""
+    topic_names = sorted({name for topics in assignment.values() for name in topics})
+    topics = [cluster.topic(name) for name in topic_names]
+    membership: list[Record] = []
+    for member_id in sorted(assignment):
+        membership.append(
+            Record(
+                ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id),
+                ConsumerGroupMemberMetadataValue(
+                    group_epoch=epoch,
+                    subscribed_topic_names=sorted(assignment[member_id]),
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                ),
+            )
+        )
+    membership.append(
+        Record(
+            ConsumerGroupPartitionMetadataKey(group_id=group_id),
+            ConsumerGroupPartitionMetadataValue(
+                epoch=epoch,
+                topics=[
+                    PartitionMetadataTopic(topic_id=t.topic_id, topic_name=t.name, num_partitions=t.num_partitions)
+                    for t in topics
+                ],
+            ),
+        )
+    )
+    membership.append(Record(ConsumerGroupMetadataKey(group_id=group_id), ConsumerGroupMetadataValue(epoch=epoch)))
+    return membership
 
 
 def stable_classic_group_log(

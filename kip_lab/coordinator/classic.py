@@ -27,7 +27,9 @@ from kip_lab.coordinator.classic_group import (
     ClassicGroupState,
     Parked,
 )
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
+from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
     UNKNOWN_MEMBER_ID,
     HeartbeatRequest,
@@ -55,7 +57,7 @@ class _Outbox:
     replayed: tuple[tuple[Record, ...], ...] = ()  # batches already applied with replay (a group deleted)
 
 
-class ClassicGroupHandlers:
+class ClassicGroupHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its config, scheduler, log, groups and ``classic_groups``."""
 
     classic_groups: dict[str, ClassicGroup]
@@ -122,17 +124,19 @@ class ClassicGroupHandlers:
 
     # ------------------------------------------------------------------ timers
     def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
-        self.scheduler.schedule(self, ("classic session", group.group_id, member_id), timeout_ms)
+        self.scheduler.schedule(self, timer_key("classic session", group.group_id, member_id), timeout_ms)
 
     def _cancel_classic_timers(self, group_id: str) -> None:
         group = self.classic_groups.get(group_id)
         for member_id in sorted(set(group.members) | group.pending_members) if group else ():
-            self.scheduler.cancel(self, ("classic session", group_id, member_id))
+            self.scheduler.cancel(self, timer_key("classic session", group_id, member_id))
         for kind in ("classic join", "classic initial", "classic sync"):
-            self.scheduler.cancel(self, (kind, group_id, ""))
+            self.scheduler.cancel(self, timer_key(kind, group_id))
         self._initial_delays.pop(group_id, None)
 
-    def _fire_classic_timer(self, kind: str, group_id: str, member_id: str) -> CoordinatorResult:
+    def _fire_classic_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A classic group's timer: a member's session, the initial delay, the end of the join or sync phase."""
+        kind, group_id, member_id = key
         out = _Outbox()
         origin = f"{kind} timeout {group_id}" + (f"/{member_id}" if member_id else "")
         group = self.classic_groups.get(group_id)
@@ -144,10 +148,8 @@ class ClassicGroupHandlers:
             self._try_complete_initial_rebalance(out, group)
         elif kind == "classic join":
             self._complete_join_phase(out, group)
-        elif kind == "classic sync":
-            self._expire_pending_sync(out, group)
         else:
-            raise ValueError(f"unknown classic timer {kind!r}")
+            self._expire_pending_sync(out, group)
         return self._classic_result(out, origin)
 
     def _expire_classic_heartbeat(self, out: _Outbox, group: ClassicGroup, member_id: str) -> None:
@@ -180,7 +182,7 @@ class ClassicGroupHandlers:
             return
         for member_id in sorted(group.pending_sync_members):
             group.remove(member_id)
-            self.scheduler.cancel(self, ("classic session", group.group_id, member_id))
+            self.scheduler.cancel(self, timer_key("classic session", group.group_id, member_id))
         self._prepare_rebalance(out, group)
 
     # ------------------------------------------------------------------ the rebalance barrier
@@ -197,7 +199,7 @@ class ClassicGroupHandlers:
                 member.assignment = b""
                 self._complete_sync(out, member, SyncGroupResponse(error_code=Errors.REBALANCE_IN_PROGRESS))
         group.pending_sync_members.clear()
-        self.scheduler.cancel(self, ("classic sync", group.group_id, ""))
+        self.scheduler.cancel(self, timer_key("classic sync", group.group_id))
         initial = group.state is ClassicGroupState.EMPTY
         trigger = "first member joins" if initial else REBALANCE_TRIGGER
         group.transition_to(ClassicGroupState.PREPARING_REBALANCE, trigger, self.now_ms)
@@ -205,12 +207,12 @@ class ClassicGroupHandlers:
             # A new group waits group.initial.rebalance.delay.ms (extended while members keep coming).
             delay = self.config.initial_rebalance_delay_ms
             self._initial_delays[group.group_id] = (delay, max(group.rebalance_timeout_ms() - delay, 0))
-            self.scheduler.schedule(self, ("classic initial", group.group_id, ""), delay)
+            self.scheduler.schedule(self, timer_key("classic initial", group.group_id), delay)
             return
         if group.has_all_members_joined():
             self._complete_join_phase(out, group)
         else:
-            self.scheduler.schedule(self, ("classic join", group.group_id, ""), group.rebalance_timeout_ms())
+            self.scheduler.schedule(self, timer_key("classic join", group.group_id), group.rebalance_timeout_ms())
 
     def _try_complete_initial_rebalance(self, out: _Outbox, group: ClassicGroup) -> None:
         delay, remaining = self._initial_delays.pop(group.group_id, (0, 0))
@@ -218,7 +220,7 @@ class ClassicGroupHandlers:
             group.new_member_added = False
             next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
             self._initial_delays[group.group_id] = (next_delay, max(remaining - delay, 0))
-            self.scheduler.schedule(self, ("classic initial", group.group_id, ""), next_delay)
+            self.scheduler.schedule(self, timer_key("classic initial", group.group_id), next_delay)
             return
         self._complete_join_phase(out, group)
 
@@ -234,15 +236,15 @@ class ClassicGroupHandlers:
         """Close the join barrier: drop dynamic members that did not rejoin, start the next generation."""
         gid = group.group_id
         for kind in ("classic join", "classic initial"):
-            self.scheduler.cancel(self, (kind, gid, ""))
+            self.scheduler.cancel(self, timer_key(kind, gid))
         self._initial_delays.pop(gid, None)
         for member in group.not_yet_rejoined():
             if not member.is_static:
                 group.remove(member.member_id)
-                self.scheduler.cancel(self, ("classic session", gid, member.member_id))
+                self.scheduler.cancel(self, timer_key("classic session", gid, member.member_id))
         if not group.maybe_elect_new_joined_leader() and group.members:
             # Nobody rejoined (only static members left): wait for their sessions to expire.
-            self.scheduler.schedule(self, ("classic join", gid, ""), group.rebalance_timeout_ms())
+            self.scheduler.schedule(self, timer_key("classic join", gid), group.rebalance_timeout_ms())
             return
         group.init_next_generation(self.now_ms)
         if group.state is ClassicGroupState.EMPTY:
@@ -257,7 +259,7 @@ class ClassicGroupHandlers:
             self._schedule_classic_session(group, member_id, member.session_timeout_ms)
             member.is_new = False
             group.pending_sync_members.add(member_id)
-        self.scheduler.schedule(self, ("classic sync", gid, ""), group.rebalance_timeout_ms())
+        self.scheduler.schedule(self, timer_key("classic sync", gid), group.rebalance_timeout_ms())
 
     # ------------------------------------------------------------------ JoinGroup
     def join_group(self, request: JoinGroupRequest, ref: Ref = None) -> CoordinatorResult[JoinGroupResponse | None]:
@@ -417,7 +419,7 @@ class ClassicGroupHandlers:
         (the leader is told to skip the assignment). Otherwise the group rebalances.
         """
         old_member = group.members[old_id]
-        self.scheduler.cancel(self, ("classic session", group.group_id, old_id))
+        self.scheduler.cancel(self, timer_key("classic session", group.group_id, old_id))
         self._complete_join(out, old_member, JoinGroupResponse(error_code=Errors.FENCED_INSTANCE_ID, member_id=old_id))
         self._complete_sync(out, old_member, SyncGroupResponse(error_code=Errors.FENCED_INSTANCE_ID))
         member = group.replace_static_member(r.group_instance_id, old_id, new_id)
@@ -465,7 +467,7 @@ class ClassicGroupHandlers:
             raise ApiError(Errors.REBALANCE_IN_PROGRESS)
         group.pending_sync_members.discard(member.member_id)
         if not group.pending_sync_members:
-            self.scheduler.cancel(self, ("classic sync", group.group_id, ""))
+            self.scheduler.cancel(self, timer_key("classic sync", group.group_id))
         if group.state is ClassicGroupState.STABLE:
             return SyncGroupResponse(
                 protocol_type=group.protocol_type, protocol_name=group.protocol_name, assignment=member.assignment
@@ -542,7 +544,7 @@ class ClassicGroupHandlers:
                     self._drop_member(out, group, group.members[known])
                 elif identity.member_id in group.pending_members:
                     group.remove(identity.member_id)
-                    self.scheduler.cancel(self, ("classic session", group.group_id, identity.member_id))
+                    self.scheduler.cancel(self, timer_key("classic session", group.group_id, identity.member_id))
                 else:
                     member = group.validate_member(identity.member_id, identity.group_instance_id)
                     self._drop_member(out, group, member)
@@ -563,7 +565,7 @@ class ClassicGroupHandlers:
 
     def _drop_member(self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember) -> None:
         """Answer the member's parked JoinGroup (UNKNOWN_MEMBER_ID, so a live client rejoins) and remove it."""
-        self.scheduler.cancel(self, ("classic session", group.group_id, member.member_id))
+        self.scheduler.cancel(self, timer_key("classic session", group.group_id, member.member_id))
         self._complete_join(
             out, member, JoinGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID)
         )

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.timers import timer_key
 from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -22,6 +24,7 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentRequest,
     ConsumerGroupPrepareAssignmentResponse,
+    InstalledMemberAssignment,
     PreparedAssignorMetadata,
     PreparedMember,
     PreparedTopic,
@@ -43,7 +46,7 @@ class AssignmentRound:
     prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
-class ClientSideAssignment:
+class ClientSideAssignment(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     @staticmethod
@@ -101,7 +104,7 @@ class ClientSideAssignment:
 
         round_.member_id = min(candidates, key=lambda m: (-version(m), m))
         round_.notified = False
-        self.scheduler.cancel(self, ("assignment", group_id, round_.member_id))
+        self.scheduler.cancel(self, timer_key("assignment", group_id, round_.member_id))
 
     def _should_compute(self, group_id: str, member_id: str, member: ConsumerGroupMember) -> bool:
         round_ = self._rounds.get(group_id)
@@ -110,7 +113,7 @@ class ClientSideAssignment:
         if not round_.notified:
             round_.notified = True
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.config.session_timeout_ms
-            self.scheduler.schedule(self, ("assignment", group_id, member_id), timeout)
+            self.scheduler.schedule(self, timer_key("assignment", group_id, member_id), timeout)
         return True
 
     def _computing_member(self, group_id: str, member_id: str, member_epoch: int) -> tuple[ConsumerGroup, Any]:
@@ -206,7 +209,7 @@ class ClientSideAssignment:
                 origin="ConsumerGroupInstallAssignment",
             )
         batch = self._target_batch(group.group_id, group.target, new_target, request.group_epoch)
-        self.scheduler.cancel(self, ("assignment", group.group_id, request.member_id))
+        self.scheduler.cancel(self, timer_key("assignment", group.group_id, request.member_id))
         del self._rounds[group.group_id]
         result = self._apply(
             CoordinatorResult(
@@ -231,22 +234,7 @@ class ClientSideAssignment:
                 raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is not a member of the group.")
             if entry.member_id in new_target:
                 raise ApiError(Errors.INVALID_ASSIGNMENT, f"Member {entry.member_id} is listed twice.")
-            target: dict[str, tuple[int, ...]] = {}
-            for tp in entry.partitions:
-                if tp.topic_id not in partitions:
-                    raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
-                for p in tp.partitions:
-                    if not 0 <= p < partitions[tp.topic_id]:
-                        raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
-                    if (tp.topic_id, p) in seen:
-                        raise ApiError(
-                            Errors.INVALID_ASSIGNMENT,
-                            f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} "
-                            f"and {entry.member_id}.",
-                        )
-                    seen[(tp.topic_id, p)] = entry.member_id
-                target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
-            new_target[entry.member_id] = {t: target[t] for t in sorted(target) if target[t]}
+            new_target[entry.member_id] = _validated_member_target(entry, partitions, seen)
         subscribed = set().union(*subscriptions.values()) if subscriptions else set()
         missing = [(t, p) for t in sorted(subscribed) for p in range(partitions[t]) if (t, p) not in seen]
         if missing:
@@ -257,3 +245,25 @@ class ClientSideAssignment:
         for member_id in subscriptions:
             new_target.setdefault(member_id, {})
         return new_target
+
+
+def _validated_member_target(
+    entry: InstalledMemberAssignment, partitions: dict[str, int], seen: dict[tuple[str, int], str]
+) -> TargetPartitions:
+    """One member's installed partitions: of subscribed topics, existing, and given to no other member
+    (``seen``: partition -> the member it went to, filled in as members are checked)."""
+    target: dict[str, tuple[int, ...]] = {}
+    for tp in entry.partitions:
+        if tp.topic_id not in partitions:
+            raise ApiError(Errors.INVALID_ASSIGNMENT, f"Topic {tp.topic_id} is not subscribed by the group.")
+        for p in tp.partitions:
+            if not 0 <= p < partitions[tp.topic_id]:
+                raise ApiError(Errors.INVALID_ASSIGNMENT, f"Partition {tp.topic_id}-{p} does not exist.")
+            if (tp.topic_id, p) in seen:
+                raise ApiError(
+                    Errors.INVALID_ASSIGNMENT,
+                    f"Partition {tp.topic_id}-{p} is assigned to both {seen[(tp.topic_id, p)]} and {entry.member_id}.",
+                )
+            seen[(tp.topic_id, p)] = entry.member_id
+        target[tp.topic_id] = target.get(tp.topic_id, ()) + tuple(p for p in tp.partitions)
+    return {t: target[t] for t in sorted(target) if target[t]}

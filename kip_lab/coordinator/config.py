@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from kip_lab.share.group_config import ShareGroupConfig
+
 INT32_MAX = 2**31 - 1
 
 
@@ -28,7 +30,8 @@ class ConsumerGroupMigrationPolicy(StrEnum):
 
 
 class CoordinatorConfig(BaseModel):
-    """``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"), snake_case, and the fidelity profile.
+    """Every group coordinator setting: ``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"),
+    the classic ``group.*`` ones, share groups' ``group.share.*`` (``share``), snake_case, and the fidelity profile.
 
     ``group.consumer.assignors`` is not a field: the coordinator takes the assignor objects
     themselves (``GroupCoordinator(..., assignors=[...])``), the first being the default.
@@ -81,7 +84,10 @@ class CoordinatorConfig(BaseModel):
     migration_policy: ConsumerGroupMigrationPolicy = Field(
         ConsumerGroupMigrationPolicy.BIDIRECTIONAL, description="group.consumer.migration.policy"
     )
-    fidelity: Literal["kafka", "kip"] = "kafka"
+
+    # Share groups (KIP-932): membership settings; the record-lock and delivery settings belong
+    # to the share-partition leader (``LabConfig.share``).
+    share: ShareGroupConfig = Field(default_factory=ShareGroupConfig, description="group.share.* membership configs")
 
     @model_validator(mode="after")
     def _bounds(self) -> CoordinatorConfig:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, cast
 
 from kip_lab.assignors import (
     AssignmentSpec,
@@ -51,8 +51,9 @@ from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
-from kip_lab.coordinator.share_group import SHARE_SESSION_TIMER, ShareGroupHandlers
+from kip_lab.coordinator.share_group import ShareGroupHandlers
 from kip_lab.coordinator.target_records import target_assignment_batch
+from kip_lab.coordinator.timers import TimerKey, TimerKind, timer_key
 from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -117,10 +118,163 @@ def _metadata_fields(member: ConsumerGroupMember) -> tuple:
     )
 
 
+def _metadata_fields_changed(member: ConsumerGroupMember, updated: ConsumerGroupMember) -> bool:
+    """Whether the update changed a field the member metadata record holds."""
+    return updated is not member and _metadata_fields(updated) != _metadata_fields(member)
+
+
 def _assignment_fields(member: ConsumerGroupMember) -> tuple:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned, member.pending_revocation)
 
 
+@dataclass(slots=True)
+class _FoundMember:
+    """Phase 2's answer: the member a heartbeat speaks for, before the request's changes."""
+
+    member_id: str
+    member: ConsumerGroupMember
+    joining: bool
+    released: Assignment = field(default_factory=dict)  # what an old incarnation gives up with this request
+    rejoining: bool = False  # ``kip``: a known member's epoch-0 rejoin, recreated afresh
+    replaced: str | None = None  # the static member this one replaces
+    records: list[Record] = field(default_factory=list)  # the replacement's records, written first
+
+
+@dataclass(slots=True)
+class _EpochUpdate:
+    """Phase 3's answer: the new group epoch, the group as it will be, and the records saying so."""
+
+    group_epoch: int
+    view: dict[str, ConsumerGroupMember]  # the members with this one updated (empty on the steady path)
+    metadata: SubscriptionMetadata
+    target_due: bool  # batching allows a new target now
+    client_side: bool  # the group uses a client-side assignor
+    records: list[Record]
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(Errors.INVALID_REQUEST, message)
+
+
+def _blank(value: str | None) -> bool:
+    """Kafka's ``throwIfEmptyString``: set, but only whitespace."""
+    return value is not None and not value.strip()
+
+
+def _validate_epoch_fields(r: ConsumerGroupHeartbeatRequest, kip: bool) -> None:
+    """The fields each kind of heartbeat must carry: a join, a heartbeat or leave, a static member's leave."""
+    if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        if _blank(r.member_id):
+            raise _invalid("MemberId can't be empty.")
+    elif r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        _validate_join_fields(r, kip)
+    elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if _blank(r.member_id):
+            raise _invalid("MemberId can't be empty.")
+        if r.instance_id is None:
+            raise _invalid("InstanceId can't be null.")
+    else:
+        raise _invalid("MemberEpoch is invalid.")
+
+
+def _validate_join_fields(r: ConsumerGroupHeartbeatRequest, kip: bool) -> None:
+    """A join (epoch 0) carries a rebalance timeout and a subscription, and owns nothing."""
+    if r.rebalance_timeout_ms == -1:
+        raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+    if kip and r.rebalance_timeout_ms <= 0:
+        raise _invalid("RebalanceTimeoutMs must be greater than 0.")
+    if r.topic_partitions is None or r.topic_partitions:
+        raise _invalid("TopicPartitions must be empty when (re-)joining.")
+    if kip and not r.subscribed_topic_names and not r.subscribed_topic_regex:
+        raise _invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+    if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
+        raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
+
+
+def _validate_subscription_fields(r: ConsumerGroupHeartbeatRequest, kip: bool) -> None:
+    """Topic names and regex: exclusive under ``kip``; the regex must compile."""
+    if kip and r.subscribed_topic_names and r.subscribed_topic_regex:
+        raise _invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
+    if not r.subscribed_topic_regex:
+        return
+    try:
+        compile_subscription(r.subscribed_topic_regex)
+    except InvalidRegex as exc:
+        if kip:
+            raise _invalid(f"SubscribedTopicRegex is invalid: {exc}") from None
+        raise ApiError(
+            Errors.INVALID_REGULAR_EXPRESSION,
+            f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: {exc.reason}.",
+        ) from None
+
+
+def _validate_client_assignors(r: ConsumerGroupHeartbeatRequest) -> None:
+    """Client-side assignors (KIP-848 "Request Validation"): not beside a server assignor, versions in order."""
+    if r.server_assignor is not None and r.client_assignors:
+        raise _invalid("ServerAssignor and ClientAssignors cannot be used together.")
+    for assignor in r.client_assignors or ():
+        if not assignor.name:
+            raise _invalid("Assignor name can't be empty.")
+        if assignor.minimum_version < -1:
+            raise _invalid(f"Assignor {assignor.name}: MinimumVersion must be >= -1.")
+        if assignor.maximum_version < 0 or assignor.maximum_version < assignor.minimum_version:
+            raise _invalid(f"Assignor {assignor.name}: MaximumVersion must be >= 0 and >= MinimumVersion.")
+        if not assignor.minimum_version <= assignor.metadata_version <= assignor.maximum_version:
+            raise _invalid(f"Assignor {assignor.name}: MetadataVersion must lie in [MinimumVersion, MaximumVersion].")
+
+
+def _group_with(
+    members: dict[str, ConsumerGroupMember], found: _FoundMember, updated: ConsumerGroupMember
+) -> dict[str, ConsumerGroupMember]:
+    """The group's members with this one updated (and the static member it replaces gone)."""
+    view = {m: v for m, v in members.items() if m != found.replaced}
+    view[found.member_id] = updated
+    return view
+
+
+def _is_steady(r: ConsumerGroupHeartbeatRequest) -> bool:
+    """A steady heartbeat carries none of the optional fields: the member is unchanged."""
+    return (
+        r.instance_id is None
+        and r.rack_id is None
+        and not r.client_id
+        and not r.client_host
+        and r.rebalance_timeout_ms == -1
+        and r.subscribed_topic_names is None
+        and r.subscribed_topic_regex is None
+        and r.server_assignor is None
+        and r.client_assignors is None
+    )
+
+
+def _given(value: Any, current: Any) -> Any:
+    """The request's value when it sets the field (not None), else the member's."""
+    return value if value is not None else current
+
+
+def _is_full_request(r: ConsumerGroupHeartbeatRequest) -> bool:
+    """A join, or a request carrying the rebalance timeout, subscription and owned partitions (sent
+    after an error): its response carries the assignment even when unchanged (Kafka
+    ``consumerGroupHeartbeat``'s full-request check)."""
+    if r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+        return True
+    subscribed = r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None
+    return r.rebalance_timeout_ms != -1 and subscribed and r.topic_partitions is not None
+
+
+def _heartbeat_assignment(reconciled: ConsumerGroupMember, target: Assignment) -> HeartbeatAssignment:
+    """The assignment sent to the member; pending partitions are those of its target still held by others."""
+    pending = {}
+    if reconciled.state is ReconciliationState.UNRELEASED_PARTITIONS:
+        pending = {t: p - reconciled.assigned.get(t, frozenset()) for t, p in target.items()}
+    return HeartbeatAssignment(
+        assigned_topic_partitions=to_topic_partitions(reconciled.assigned),
+        pending_topic_partitions=to_topic_partitions(pending),
+    )
+
+
+# Cached: a steady heartbeat's answer is the same each time; this buys about 20% of bench_coordinator's
+# steady-heartbeat rate (a validated response model built per heartbeat otherwise).
 @lru_cache(maxsize=1 << 12)
 def _steady_response(
     member_id: str | None, member_epoch: int, heartbeat_interval_ms: int, should_compute: bool
@@ -152,7 +306,9 @@ class GroupCoordinator(
     ) -> None:
         self.config = config or CoordinatorConfig()
         self.cluster = cluster if cluster is not None else ClusterMetadata()
-        chosen = list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
+        chosen: list[PartitionAssignor] = (
+            list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
+        )
         if not chosen:
             raise ValueError("at least one server-side assignor is required")
         names = [a.name for a in chosen]
@@ -218,7 +374,7 @@ class GroupCoordinator(
             self._schedule_session(group_id, member)
             if member.state is ReconciliationState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance(group_id, member)
-        batches = []
+        batches: list[tuple[Record, ...]] = []
         metadata = self._subscription_metadata(group.members)
         self._metadata_checked[group_id] = self.cluster.version
         group_epoch = group.group_epoch
@@ -321,44 +477,53 @@ class GroupCoordinator(
         group.replay(key, record.value)
 
     def fire_timer(self, key: Hashable) -> CoordinatorResult:
-        if key[0] == SHARE_SESSION_TIMER:  # type: ignore[index]
-            return self._fire_share_timer(key)
-        kind, group_id, member_id = key  # type: ignore[misc]
-        if kind.startswith("classic "):
-            return self._fire_classic_timer(kind, group_id, member_id)
-        if kind in ("join", "sync"):
-            return self._fire_classic_member_timer(kind, group_id, member_id)
+        """Run the handler of a due timer (the scheduler calls this); ``_TIMER_HANDLERS`` maps each kind."""
+        timer = cast(TimerKey, key)  # every timer this coordinator arms has a ``timer_key``
+        return _TIMER_HANDLERS[timer[0]](self, timer)
+
+    def _fire_session_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A member that did not heartbeat within its session timeout is removed."""
+        kind, group_id, member_id = key
+        group, member = self._timer_member(group_id, member_id)
+        if group is None or member is None:
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
+
+    def _fire_rebalance_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A member still revoking partitions at the epoch the timer was armed for is removed."""
+        kind, group_id, member_id = key
+        group, member = self._timer_member(group_id, member_id)
+        epoch = self._rebalance_epochs.pop((group_id, member_id), None) if group is not None else None
+        if (
+            group is None
+            or member is None
+            or member.member_epoch != epoch
+            or member.state is not ReconciliationState.UNREVOKED_PARTITIONS
+        ):
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
+
+    def _fire_assignment_timer(self, key: TimerKey) -> CoordinatorResult:
+        """The member computing a client-side assignment took too long: another one is asked."""
+        kind, group_id, member_id = key
         group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group else None
-        empty = CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
         if group is None:
-            return empty
-        if kind == "session":
-            if member is None:
-                return empty
-            return self._apply(self._remove_member(group, member, None, origin=f"session timeout {member_id}"))
-        if kind == "rebalance":
-            epoch = self._rebalance_epochs.pop((group_id, member_id), None)
-            if (
-                member is None
-                or member.member_epoch != epoch
-                or member.state is not ReconciliationState.UNREVOKED_PARTITIONS
-            ):
-                return empty
-            return self._apply(self._remove_member(group, member, None, origin=f"rebalance timeout {member_id}"))
-        if kind == "assignment":
-            round_ = self._rounds.get(group_id)
-            if round_ is not None and round_.member_id == member_id:
-                round_.excluded.add(member_id)
-                self._choose_computing_member(group_id, group.members, round_)
-            return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
-        raise ValueError(f"unknown timer {key!r}")
+            return CoordinatorResult(None, origin=f"{kind} timeout {group_id}/{member_id}")
+        round_ = self._rounds.get(group_id)
+        if round_ is not None and round_.member_id == member_id:
+            round_.excluded.add(member_id)
+            self._choose_computing_member(group_id, group.members, round_)
+        return CoordinatorResult(None, origin=f"client assignment timeout {member_id}")
+
+    def _timer_member(self, group_id: str, member_id: str) -> tuple[ConsumerGroup | None, ConsumerGroupMember | None]:
+        group = self.groups.get(group_id)
+        return group, group.members.get(member_id) if group else None
 
     def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None:
         """A classic member inside a consumer group keeps its own JoinGroup session timeout (Kafka)."""
         classic = member.classic_member_metadata
         timeout = classic.session_timeout_ms if classic is not None else self.config.session_timeout_ms
-        self.scheduler.schedule(self, ("session", group_id, member.member_id), timeout)
+        self.scheduler.schedule(self, timer_key("session", group_id, member.member_id), timeout)
 
     def _schedule_rebalance(self, group_id: str, member: ConsumerGroupMember) -> None:
         """Kafka ``scheduleConsumerGroupRebalanceTimeout``: the member's own timeout, whatever value it gave
@@ -366,11 +531,11 @@ class GroupCoordinator(
         session timeout."""
         self._rebalance_epochs[(group_id, member.member_id)] = member.member_epoch
         timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms != -1 else self.config.session_timeout_ms
-        self.scheduler.schedule(self, ("rebalance", group_id, member.member_id), max(0, timeout))
+        self.scheduler.schedule(self, timer_key("rebalance", group_id, member.member_id), max(0, timeout))
 
     def _cancel_member_timers(self, group_id: str, member_id: str) -> None:
-        for kind in ("session", "rebalance", "join", "sync"):
-            self.scheduler.cancel(self, (kind, group_id, member_id))
+        for kind in _MEMBER_TIMERS:
+            self.scheduler.cancel(self, timer_key(kind, group_id, member_id))
         self._rebalance_epochs.pop((group_id, member_id), None)
 
     def timers(self) -> dict[Hashable, int]:
@@ -658,66 +823,15 @@ class GroupCoordinator(
         Kafka has no client-side assignors.
         """
         kip = self.config.fidelity == "kip"
-
-        def invalid(message: str) -> ApiError:
-            return ApiError(Errors.INVALID_REQUEST, message)
-
-        def blank(value: str | None) -> bool:  # Kafka's throwIfEmptyString: set, but only whitespace
-            return value is not None and not value.strip()
-
-        if blank(r.group_id):
-            raise invalid("GroupId can't be empty.")
-        if blank(r.instance_id):
-            raise invalid("InstanceId can't be empty.")
-        if blank(r.rack_id):
-            raise invalid("RackId can't be empty.")
-        if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if blank(r.member_id):
-                raise invalid("MemberId can't be empty.")
-        elif r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
-            if r.rebalance_timeout_ms == -1:
-                raise invalid("RebalanceTimeoutMs must be provided in first request.")
-            if kip and r.rebalance_timeout_ms <= 0:
-                raise invalid("RebalanceTimeoutMs must be greater than 0.")
-            if r.topic_partitions is None or r.topic_partitions:
-                raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if kip and not r.subscribed_topic_names and not r.subscribed_topic_regex:
-                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-            if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
-                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
-        elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if blank(r.member_id):
-                raise invalid("MemberId can't be empty.")
-            if r.instance_id is None:
-                raise invalid("InstanceId can't be null.")
-        else:
-            raise invalid("MemberEpoch is invalid.")
-        if kip and r.subscribed_topic_names and r.subscribed_topic_regex:
-            raise invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
-        if r.subscribed_topic_regex:
-            try:
-                compile_subscription(r.subscribed_topic_regex)
-            except InvalidRegex as exc:
-                if kip:
-                    raise invalid(f"SubscribedTopicRegex is invalid: {exc}") from None
-                raise ApiError(
-                    Errors.INVALID_REGULAR_EXPRESSION,
-                    f"SubscribedTopicRegex `{r.subscribed_topic_regex}` is not a valid regular expression: "
-                    f"{exc.reason}.",
-                ) from None
-        if r.server_assignor is not None and r.client_assignors:
-            raise invalid("ServerAssignor and ClientAssignors cannot be used together.")
-        for assignor in r.client_assignors or ():
-            if not assignor.name:
-                raise invalid("Assignor name can't be empty.")
-            if assignor.minimum_version < -1:
-                raise invalid(f"Assignor {assignor.name}: MinimumVersion must be >= -1.")
-            if assignor.maximum_version < 0 or assignor.maximum_version < assignor.minimum_version:
-                raise invalid(f"Assignor {assignor.name}: MaximumVersion must be >= 0 and >= MinimumVersion.")
-            if not assignor.minimum_version <= assignor.metadata_version <= assignor.maximum_version:
-                raise invalid(
-                    f"Assignor {assignor.name}: MetadataVersion must lie in [MinimumVersion, MaximumVersion]."
-                )
+        if _blank(r.group_id):
+            raise _invalid("GroupId can't be empty.")
+        if _blank(r.instance_id):
+            raise _invalid("InstanceId can't be empty.")
+        if _blank(r.rack_id):
+            raise _invalid("RackId can't be empty.")
+        _validate_epoch_fields(r, kip)
+        _validate_subscription_fields(r, kip)
+        _validate_client_assignors(r)
         if r.server_assignor is not None and r.server_assignor not in self.assignors:
             raise ApiError(
                 Errors.UNSUPPORTED_ASSIGNOR,
@@ -731,262 +845,318 @@ class GroupCoordinator(
         group: ConsumerGroup | None = None,
         classic: ClassicMemberMetadata | None = None,
     ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:
-        """The heartbeat path. ``group`` is a classic group just converted (not yet in ``groups``);
-        ``classic`` is set when a classic member's JoinGroup is served here (``migration``)."""
+        """The heartbeat path, in Kafka ``GroupMetadataManager.consumerGroupHeartbeat``'s phases.
+
+        ``group`` is a classic group just converted (not yet in ``groups``); ``classic`` is set
+        when a classic member's JoinGroup is served here (``migration``). The phases compute on
+        the current state and return records; nothing changes until ``_apply`` replays them.
+        """
         self._validate_heartbeat(r)
         self._reject_share_group_id(r.group_id)
         if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(r)
-        group = group or self.groups.get(r.group_id)
-        joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        if group is None:
-            if not joining:
-                if self.config.fidelity == "kip":  # KIP-848 "Consumer Group Heartbeat API": the member is unknown
-                    raise self._unknown_member(r.member_id, r.group_id)
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {r.group_id} not found.")
-            group = ConsumerGroup(r.group_id)  # created by replaying this heartbeat's records
-        membership: list[Record] = []
-        released: Assignment = {}  # partitions an old incarnation gives up with this request
-        replaced: str | None = None
-        rejoining = False
-        members = group.members
-        # Kafka ``throwIfConsumerGroupIsFull``: before the member is looked up, whatever the epoch; a
-        # static member replacing another under a new id counts as new.
-        if r.member_id not in members and len(members) >= self.config.max_size:
+        group = group or self._group_for_heartbeat(r)
+        self._throw_if_group_full(group, r.member_id)
+        found = self._member_for_heartbeat(group, r, classic)
+        if isinstance(found, CoordinatorResult):  # fenced under the ``kip`` profile: removed
+            return found
+        updated = self._updated_member(found.member, r, classic)
+        epoch = self._update_group_epoch(group, found, updated)
+        batches: list[tuple[Record, ...]] = (
+            [tuple(found.records + epoch.records)] if found.records or epoch.records else []
+        )
+        target_view, target_epoch = self._maybe_compute_target(group, found, epoch, batches)
+        before = group.members.get(found.member_id) if found.replaced is None else None
+        reconciled, target = self._reconcile_member(group, r, found, updated, target_view, target_epoch)
+        if self._assignment_record_needed(found, before, reconciled):
+            batches.append((self._current_assignment_record(group.group_id, reconciled),))
+        self._arm_member_timers(group.group_id, found, before, reconciled)
+        response = self._heartbeat_response(r, group.group_id, found.member_id, before, reconciled, target)
+        return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
+
+    # Phase 1: get or create the group, refuse a full one.
+    def _group_for_heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> ConsumerGroup:
+        """The group; a new, empty one for a join (created by replaying this heartbeat's records)."""
+        group = self.groups.get(r.group_id)
+        if group is not None:
+            return group
+        if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+            if self.config.fidelity == "kip":  # KIP-848 "Consumer Group Heartbeat API": the member is unknown
+                raise self._unknown_member(r.member_id, r.group_id)
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {r.group_id} not found.")
+        return ConsumerGroup(r.group_id)
+
+    def _throw_if_group_full(self, group: ConsumerGroup, member_id: str | None) -> None:
+        """Kafka ``throwIfConsumerGroupIsFull``: before the member is looked up, whatever the epoch; a
+        static member replacing another under a new id counts as new."""
+        if member_id not in group.members and len(group.members) >= self.config.max_size:
             raise ApiError(
                 Errors.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
             )
 
-        if joining:
-            member_id = r.member_id or self._new_member_id()
-            known = members.get(member_id)
-            # A member still at epoch 0 holding nothing (client-side mode, before the first install)
-            # can only send epoch 0: that is an ordinary heartbeat at its current epoch, not a new
-            # join, so no bump (Kafka accepts a matching epoch).
-            waiting = known is not None and known.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not known.owned()
-            existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
-            if waiting and existing_static is not None and existing_static.member_id == member_id:
-                existing_static = None
-            if existing_static is not None:
-                # A classic static member never announces a temporary leave: when either side of the
-                # replacement speaks the classic protocol, the instance id is taken over at once (Kafka).
-                unreleased = existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
-                if unreleased and classic is None and not existing_static.uses_classic_protocol:
-                    raise ApiError(
-                        Errors.UNRELEASED_INSTANCE_ID,
-                        f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
-                        f"the instance id is owned by {existing_static.member_id} member.",
-                    )
-                # KIP-345 replacement (Kafka ``replaceMember``): the old member's tombstones, then a copy of it
-                # under the new id with the old target and assignment; the request's changes come after.
-                replaced = existing_static.member_id
-                member = replace(existing_static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
-                membership += self._member_tombstones(group.group_id, replaced)
-                membership += [
-                    self._member_metadata_record(group.group_id, member, group.group_epoch),
-                    self._target_member_record(group.group_id, member_id, group.target.get(replaced, {})),
-                    self._current_assignment_record(group.group_id, member),
-                ]
-            elif waiting or (member_id in members and self.config.fidelity == "kafka"):
-                # Kafka (KAFKA-19233) accepts a known member's epoch-0 rejoin as it is: the member keeps
-                # its epoch and assignment, and the full response hands the assignment back.
-                member = members[member_id]
-            elif member_id in members:
-                # KIP-848 "Consumer Group Heartbeat API": epoch 0 creates the member afresh (nothing owned).
-                member = _fresh(members[member_id])
-                released = members[member_id].owned()
-                rejoining = True
-            else:
-                member = ConsumerGroupMember(member_id)
-        else:
-            member_id = r.member_id
-            if r.instance_id is not None:
-                known = group.static_member(r.instance_id)
-                if known is None:
-                    raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
-                if known.member_id != member_id:
-                    raise fenced_instance_error(member_id, r.instance_id, known.member_id)
-                member = known
-            else:
-                found = members.get(member_id)
-                if found is None:
-                    raise self._unknown_member(member_id, r.group_id)
-                member = found
-            fenced = self._epoch_fencing_message(member, r)
-            if fenced is not None:
-                if self.config.fidelity == "kafka":  # the request is refused; the member stays
-                    raise ApiError(Errors.FENCED_MEMBER_EPOCH, fenced)
-                # KIP-848 "Consumer Group Heartbeat API": the member is also removed from the group.
-                response = ConsumerGroupHeartbeatResponse(error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced)
-                return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
+    # Phase 2: get or create the member.
+    def _member_for_heartbeat(
+        self, group: ConsumerGroup, r: ConsumerGroupHeartbeatRequest, classic: ClassicMemberMetadata | None
+    ) -> _FoundMember | CoordinatorResult[ConsumerGroupHeartbeatResponse]:
+        """The member this heartbeat speaks for: joining (epoch 0) or known (fenced when its epoch is wrong)."""
+        if r.member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            return self._joining_member(group, r, classic)
+        member = self._known_member(group, r)
+        fenced = self._epoch_fencing_message(member, r)
+        if fenced is None:
+            return _FoundMember(member.member_id, member, joining=False)
+        if self.config.fidelity == "kafka":  # the request is refused; the member stays
+            raise ApiError(Errors.FENCED_MEMBER_EPOCH, fenced)
+        # KIP-848 "Consumer Group Heartbeat API": the member is also removed from the group.
+        response = ConsumerGroupHeartbeatResponse(error_code=Errors.FENCED_MEMBER_EPOCH, error_message=fenced)
+        return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
 
-        # A steady heartbeat carries none of the optional fields: the member is unchanged.
-        unchanged = (
-            classic is None
-            and member.classic_member_metadata is None
-            and r.instance_id is None
-            and r.rack_id is None
-            and not r.client_id
-            and not r.client_host
-            and r.rebalance_timeout_ms == -1
-            and r.subscribed_topic_names is None
-            and r.subscribed_topic_regex is None
-            and r.server_assignor is None
-            and r.client_assignors is None
-        )
-        if unchanged:
-            updated = member
-        else:
-            updated = replace(
-                member,
-                classic_member_metadata=classic,
-                instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-                rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-                client_id=r.client_id or member.client_id,
-                client_host=r.client_host or member.client_host,
-                rebalance_timeout_ms=r.rebalance_timeout_ms
-                if r.rebalance_timeout_ms != -1
-                else member.rebalance_timeout_ms,
-                subscribed_topic_names=(
-                    tuple(sorted(set(r.subscribed_topic_names)))
-                    if r.subscribed_topic_names is not None
-                    else member.subscribed_topic_names
-                ),
-                subscribed_topic_regex=(
-                    (r.subscribed_topic_regex or None)
-                    if r.subscribed_topic_regex is not None
-                    else member.subscribed_topic_regex
-                ),
-                server_assignor=r.server_assignor if r.server_assignor is not None else member.server_assignor,
-                client_assignors=(
-                    tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors
-                ),
-            )
-        if self.config.fidelity == "kip" and updated.subscribed_topic_names and updated.subscribed_topic_regex:
+    def _known_member(self, group: ConsumerGroup, r: ConsumerGroupHeartbeatRequest) -> ConsumerGroupMember:
+        """The member a non-zero epoch names, by instance id when static (Kafka ``getOrMaybeCreateMember``)."""
+        if r.instance_id is None:
+            found = group.members.get(r.member_id)
+            if found is None:
+                raise self._unknown_member(r.member_id, r.group_id)
+            return found
+        known = group.static_member(r.instance_id)
+        if known is None:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.instance_id} is unknown.")
+        if known.member_id != r.member_id:
+            raise fenced_instance_error(r.member_id, r.instance_id, known.member_id)
+        return known
+
+    def _joining_member(
+        self, group: ConsumerGroup, r: ConsumerGroupHeartbeatRequest, classic: ClassicMemberMetadata | None
+    ) -> _FoundMember:
+        """An epoch-0 heartbeat: a new member, a known one rejoining, or a static member's replacement."""
+        members = group.members
+        member_id = r.member_id or self._new_member_id()
+        known = members.get(member_id)
+        # A member still at epoch 0 holding nothing (client-side mode, before the first install)
+        # can only send epoch 0: that is an ordinary heartbeat at its current epoch, not a new
+        # join, so no bump (Kafka accepts a matching epoch).
+        waiting = known is not None and known.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not known.owned()
+        existing_static = group.static_member(r.instance_id) if r.instance_id is not None else None
+        if existing_static is not None and not (waiting and existing_static.member_id == member_id):
+            return self._replace_static_consumer_member(group, existing_static, member_id, r, classic)
+        if known is None:
+            return _FoundMember(member_id, ConsumerGroupMember(member_id), joining=True)
+        if waiting or self.config.fidelity == "kafka":
+            # Kafka (KAFKA-19233) accepts a known member's epoch-0 rejoin as it is: the member keeps
+            # its epoch and assignment, and the full response hands the assignment back.
+            return _FoundMember(member_id, known, joining=True)
+        # KIP-848 "Consumer Group Heartbeat API": epoch 0 creates the member afresh (nothing owned).
+        return _FoundMember(member_id, _fresh(known), joining=True, released=known.owned(), rejoining=True)
+
+    def _replace_static_consumer_member(
+        self,
+        group: ConsumerGroup,
+        existing: ConsumerGroupMember,
+        member_id: str,
+        r: ConsumerGroupHeartbeatRequest,
+        classic: ClassicMemberMetadata | None,
+    ) -> _FoundMember:
+        """KIP-345 replacement (Kafka ``replaceMember``): the old member's tombstones, then a copy of it
+        under the new id with the old target and assignment; the request's changes come after."""
+        # A classic static member never announces a temporary leave: when either side of the
+        # replacement speaks the classic protocol, the instance id is taken over at once (Kafka).
+        unreleased = existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH
+        if unreleased and classic is None and not existing.uses_classic_protocol:
             raise ApiError(
-                Errors.INVALID_REQUEST, "SubscribedTopicNames and SubscribedTopicRegex cannot be used together."
+                Errors.UNRELEASED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {r.instance_id} cannot join the group because "
+                f"the instance id is owned by {existing.member_id} member.",
             )
+        group_id, replaced = group.group_id, existing.member_id
+        member = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        records = self._member_tombstones(group_id, replaced)
+        records += [
+            self._member_metadata_record(group_id, member, group.group_epoch),
+            self._target_member_record(group_id, member_id, group.target.get(replaced, {})),
+            self._current_assignment_record(group_id, member),
+        ]
+        return _FoundMember(member_id, member, joining=True, replaced=replaced, records=records)
 
-        is_new = replaced is None and member_id not in members
-        if replaced is not None:
-            bump = self._subscription_changed(member, updated)
-        else:
-            bump = is_new or rejoining or (updated is not member and self._subscription_changed(member, updated))
+    # Phase 3: update the member, its subscription metadata and the group epoch.
+    def _updated_member(
+        self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest, classic: ClassicMemberMetadata | None
+    ) -> ConsumerGroupMember:
+        """The member with the request's fields applied; the same object for a steady heartbeat."""
+        if classic is None and member.classic_member_metadata is None and _is_steady(r):
+            return member
+        updated = replace(
+            member,
+            classic_member_metadata=classic,
+            instance_id=_given(r.instance_id, member.instance_id),
+            rack_id=_given(r.rack_id, member.rack_id),
+            client_id=r.client_id or member.client_id,
+            client_host=r.client_host or member.client_host,
+            rebalance_timeout_ms=r.rebalance_timeout_ms
+            if r.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            subscribed_topic_names=(
+                tuple(sorted(set(r.subscribed_topic_names)))
+                if r.subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=(  # an empty regex clears the member's
+                (r.subscribed_topic_regex or None)
+                if r.subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
+            server_assignor=_given(r.server_assignor, member.server_assignor),
+            client_assignors=tuple(r.client_assignors) if r.client_assignors is not None else member.client_assignors,
+        )
+        if self.config.fidelity == "kip" and updated.subscribed_topic_names and updated.subscribed_topic_regex:
+            raise _invalid("SubscribedTopicNames and SubscribedTopicRegex cannot be used together.")
+        return updated
+
+    def _update_group_epoch(
+        self, group: ConsumerGroup, found: _FoundMember, updated: ConsumerGroupMember
+    ) -> _EpochUpdate:
+        """Whether the group epoch bumps (a new member, a changed subscription, changed cluster metadata),
+        with the records that say so: the changed member, then partition metadata, then the epoch, last."""
+        member, member_id, replaced = found.member, found.member_id, found.replaced
+        is_new = replaced is None and member_id not in group.members
+        bump = self._epoch_bump_needed(found, updated, is_new)
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
         target_due = self._target_due(group.group_id)
         target_behind = group.group_epoch > group.assignment_epoch and target_due
-        needs_view = bump or replaced is not None or metadata_stale or target_behind
         # The group with this member's update applied. Built only off the steady-state path:
         # a plain heartbeat from a reconciled member must stay O(1) in the group size.
         view: dict[str, ConsumerGroupMember] = {}
-        client_assignor = None
-        if needs_view:
-            view = {m: v for m, v in members.items() if m != replaced}
-            view[member_id] = updated
-            client_assignor = self._client_side_assignor(view)  # UNSUPPORTED_ASSIGNOR if incompatible
-
-        metadata = group.subscription_metadata
-        metadata_changed = False
-        if bump or metadata_stale:
-            metadata = self._subscription_metadata(view)
-            metadata_changed = metadata != group.subscription_metadata
-            bump = bump or metadata_changed
+        client_side = False
+        if bump or replaced is not None or metadata_stale or target_behind:
+            view = _group_with(group.members, found, updated)
+            client_side = self._client_side_assignor(view) is not None  # UNSUPPORTED_ASSIGNOR if incompatible
+        metadata = self._subscription_metadata(view) if bump or metadata_stale else group.subscription_metadata
+        metadata_changed = metadata != group.subscription_metadata
+        bump = bump or metadata_changed
         group_epoch = group.group_epoch + int(bump)
-
-        # Changed member, then partition metadata, then the group epoch, last.
-        if is_new or (updated is not member and _metadata_fields(updated) != _metadata_fields(member)):
-            membership.append(self._member_metadata_record(group.group_id, updated, group_epoch))
+        records: list[Record] = []
+        if is_new or _metadata_fields_changed(member, updated):
+            records.append(self._member_metadata_record(group.group_id, updated, group_epoch))
         if metadata_changed:
-            membership.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
+            records.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
         if bump:
-            membership.append(self._group_epoch_record(group.group_id, group_epoch))
+            records.append(self._group_epoch_record(group.group_id, group_epoch))
+        return _EpochUpdate(group_epoch, view, metadata, target_due, client_side, records)
 
+    def _epoch_bump_needed(self, found: _FoundMember, updated: ConsumerGroupMember, is_new: bool) -> bool:
+        """A new or (``kip``) rejoined member, or a changed subscription, bumps the group epoch."""
+        if found.replaced is not None:  # the replacement is a copy of the old member: only its changes count
+            return self._subscription_changed(found.member, updated)
+        if is_new or found.rejoining:
+            return True
+        return updated is not found.member and self._subscription_changed(found.member, updated)
+
+    # Phase 4: compute the target assignment (with batching).
+    def _maybe_compute_target(
+        self, group: ConsumerGroup, found: _FoundMember, epoch: _EpochUpdate, batches: list[tuple[Record, ...]]
+    ) -> tuple[dict[str, TargetPartitions], int]:
+        """The target the member reconciles toward, and its epoch; a new one (appended to ``batches``)
+        when the group epoch is ahead and batching allows, else a client-side round starts.
+
+        Batching (Kafka 4.3): until the interval has passed, the member is told the last target, at
+        the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
+        """
         target_view = group.target
-        if replaced is not None:
-            target_view = {m: t for m, t in group.target.items() if m != replaced}
-            target_view[member_id] = group.target.get(replaced, {})
+        if found.replaced is not None:
+            target_view = {m: t for m, t in group.target.items() if m != found.replaced}
+            target_view[found.member_id] = group.target.get(found.replaced, {})
+        if epoch.group_epoch <= group.assignment_epoch or not epoch.target_due:
+            return target_view, group.assignment_epoch
+        if epoch.client_side:
+            self._start_round(group.group_id, epoch.view)
+            return target_view, group.assignment_epoch
+        target_view, target_batch = self._compute_target(
+            group, epoch.view, epoch.metadata, epoch.group_epoch, target_view
+        )
+        batches.append(target_batch)
+        self._target_computed_at[group.group_id] = self.now_ms
+        return target_view, epoch.group_epoch
 
-        batches: list[tuple[Record, ...]] = [tuple(membership)] if membership else []
-        # Batching (Kafka 4.3): until the interval has passed, the member is told the last target,
-        # at the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
-        target_epoch = group.assignment_epoch
-        if group_epoch > target_epoch and target_due:
-            if client_assignor is None:
-                target_view, target_batch = self._compute_target(group, view, metadata, group_epoch, target_view)
-                batches.append(target_batch)
-                target_epoch = group_epoch
-                self._target_computed_at[group.group_id] = self.now_ms
-            else:
-                self._start_round(group.group_id, view)
-
-        # Reconcile this member toward its target (a steady heartbeat's member already is).
-        target: Assignment = {}
-        if updated.is_reconciled_to(target_epoch):
-            reconciled = updated
+    # Phase 5: reconcile the member toward its target (Kafka ``CurrentAssignmentBuilder``).
+    def _reconcile_member(
+        self,
+        group: ConsumerGroup,
+        r: ConsumerGroupHeartbeatRequest,
+        found: _FoundMember,
+        updated: ConsumerGroupMember,
+        target_view: dict[str, TargetPartitions],
+        target_epoch: int,
+    ) -> tuple[ConsumerGroupMember, Assignment]:
+        """The member's next epoch and assignment, and its target (empty when already reconciled)."""
+        if updated.is_reconciled_to(target_epoch):  # a steady heartbeat's member already is
+            return updated, {}
+        target = {t: frozenset(p) for t, p in target_view.get(found.member_id, {}).items()}
+        if found.joining:
+            owned: Assignment | None = {}
         else:
-            target = {t: frozenset(p) for t, p in target_view.get(member_id, {}).items()}
-            owned = (
-                {} if joining else from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
-            )
+            owned = from_topic_partitions(r.topic_partitions) if r.topic_partitions is not None else None
+        released = found.released
 
-            def held(topic_id: str, partition: int) -> bool:
-                return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
+        def held(topic_id: str, partition: int) -> bool:
+            return group.partition_held(topic_id, partition) and partition not in released.get(topic_id, ())
 
-            reconciled, _ = reconcile(updated, target_epoch, target, held, owned)
-        before = members.get(member_id) if replaced is None else None
-        # The replacement's current assignment (the copy's) is already in the membership batch.
-        written = member if replaced is not None else before
-        if (
-            written is None
-            or rejoining
-            or (reconciled is not written and _assignment_fields(reconciled) != _assignment_fields(written))
-        ):
-            batches.append((self._current_assignment_record(group.group_id, reconciled),))
+        reconciled, _ = reconcile(updated, target_epoch, target, held, owned)
+        return reconciled, target
 
-        # Timers: session always; the rebalance timer (re)starts whenever the member's assignment changes
-        # while it has partitions to revoke (Kafka ``GroupMetadataManager.maybeReconcile``).
-        if replaced is not None:
-            self._cancel_member_timers(group.group_id, replaced)
-        self._schedule_session(group.group_id, reconciled)
+    @staticmethod
+    def _assignment_record_needed(
+        found: _FoundMember, before: ConsumerGroupMember | None, reconciled: ConsumerGroupMember
+    ) -> bool:
+        """Whether the member's current assignment must be written: new, rejoined or changed. (A
+        replacement's copy is already in the membership batch, so it is compared with that.)"""
+        written = found.member if found.replaced is not None else before
+        if written is None or found.rejoining:
+            return True
+        return reconciled is not written and _assignment_fields(reconciled) != _assignment_fields(written)
+
+    # Phase 6: arm the timers.
+    def _arm_member_timers(
+        self, group_id: str, found: _FoundMember, before: ConsumerGroupMember | None, reconciled: ConsumerGroupMember
+    ) -> None:
+        """Session always; the rebalance timer (re)starts whenever the member's assignment changes while
+        it has partitions to revoke (Kafka ``GroupMetadataManager.maybeReconcile``)."""
+        member_id = found.member_id
+        if found.replaced is not None:
+            self._cancel_member_timers(group_id, found.replaced)
+        self._schedule_session(group_id, reconciled)
         if reconciled.state is ReconciliationState.UNREVOKED_PARTITIONS:
             if before is None or _assignment_fields(before) != _assignment_fields(reconciled):
-                self._schedule_rebalance(group.group_id, reconciled)
-        elif self._rebalance_epochs.pop((group.group_id, member_id), None) is not None:
-            self.scheduler.cancel(self, ("rebalance", group.group_id, member_id))  # armed only while that was set
-        self._metadata_checked[group.group_id] = self.cluster.version
+                self._schedule_rebalance(group_id, reconciled)
+        elif self._rebalance_epochs.pop((group_id, member_id), None) is not None:
+            self.scheduler.cancel(self, timer_key("rebalance", group_id, member_id))  # armed only while that was set
+        self._metadata_checked[group_id] = self.cluster.version
 
-        should_compute = self._should_compute(group.group_id, member_id, reconciled)
-        full_request = joining or (
-            r.rebalance_timeout_ms != -1
-            and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None)
-            and r.topic_partitions is not None
-        )
+    # Phase 7: build the response.
+    def _heartbeat_response(
+        self,
+        r: ConsumerGroupHeartbeatRequest,
+        group_id: str,
+        member_id: str,
+        before: ConsumerGroupMember | None,
+        reconciled: ConsumerGroupMember,
+        target: Assignment,
+    ) -> ConsumerGroupHeartbeatResponse:
+        """The member's epoch, and its assignment when it changed or the request was a full one."""
+        should_compute = self._should_compute(group_id, member_id, reconciled)
+        joining = r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         changed = before is None or (before is not reconciled and before.assigned != reconciled.assigned)
-        assignment = None
-        if full_request or changed:
-            pending = {}
-            if reconciled.state is ReconciliationState.UNRELEASED_PARTITIONS:
-                pending = {t: p - reconciled.assigned.get(t, frozenset()) for t, p in target.items()}
-            assignment = HeartbeatAssignment(
-                assigned_topic_partitions=to_topic_partitions(reconciled.assigned),
-                pending_topic_partitions=to_topic_partitions(pending),
-            )
+        assignment = _heartbeat_assignment(reconciled, target) if changed or _is_full_request(r) else None
         # Kafka echoes the member id in every response; the KIP's schema only on a join.
         echoed_id = member_id if joining or self.config.fidelity == "kafka" else None
         if joining or assignment is not None:
-            response = ConsumerGroupHeartbeatResponse(
+            return ConsumerGroupHeartbeatResponse(
                 member_id=echoed_id,
                 member_epoch=reconciled.member_epoch,
                 heartbeat_interval_ms=self.config.heartbeat_interval_ms,
                 should_compute_assignment=should_compute,
                 assignment=assignment,
             )
-        else:
-            response = _steady_response(
-                echoed_id, reconciled.member_epoch, self.config.heartbeat_interval_ms, should_compute
-            )
-        return CoordinatorResult(response, tuple(batches), origin="ConsumerGroupHeartbeat")
+        return _steady_response(echoed_id, reconciled.member_epoch, self.config.heartbeat_interval_ms, should_compute)
 
     def _epoch_fencing_message(self, member: ConsumerGroupMember, r: ConsumerGroupHeartbeatRequest) -> str | None:
         """Why a heartbeat at ``r.member_epoch`` is fenced, or None when it is accepted."""
@@ -1028,7 +1198,7 @@ class GroupCoordinator(
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             # Temporary leave: keep the assignment until the session timeout (KIP-345 in KIP-848).
             leaving = replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={})
-            self.scheduler.cancel(self, ("rebalance", group.group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("rebalance", group.group_id, member.member_id))
             batch = (self._current_assignment_record(group.group_id, leaving),)
             return CoordinatorResult(response, (batch,), origin="ConsumerGroupHeartbeat")
         return self._remove_member(group, member, response, origin="ConsumerGroupHeartbeat")
@@ -1045,7 +1215,7 @@ class GroupCoordinator(
         records = self._departure_tombstones(group_id, member.member_id) + self._departure_epoch_bump(group, remaining)
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
-            self.scheduler.cancel(self, ("assignment", group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("assignment", group_id, member.member_id))
             if remaining:
                 self._choose_computing_member(group_id, remaining, round_)
             else:
@@ -1084,7 +1254,7 @@ class GroupCoordinator(
             for gid, o in sorted(self.offsets.items())
         }
         timers = sorted(
-            (str(k) for k in self.timers() if k[0] in ("session", "rebalance", SHARE_SESSION_TIMER)),
+            (str(k) for k in self.timers() if cast(TimerKey, k)[0] in _SNAPSHOT_TIMERS),
         )
         return {
             "groups": groups,
@@ -1093,3 +1263,22 @@ class GroupCoordinator(
             "share_groups": self.share_state_snapshot(),
             "classic_groups": self.classic_state_snapshot(),
         }
+
+
+# A consumer group member's own timers, cancelled when it leaves or is replaced.
+_MEMBER_TIMERS: tuple[TimerKind, ...] = ("session", "rebalance", "join", "sync")
+# The timers a failover re-arms from the log (``state_snapshot`` compares which are armed).
+_SNAPSHOT_TIMERS: tuple[TimerKind, ...] = ("session", "rebalance", "share-session")
+
+_TIMER_HANDLERS: dict[TimerKind, Callable[[GroupCoordinator, TimerKey], CoordinatorResult]] = {
+    "session": GroupCoordinator._fire_session_timer,
+    "rebalance": GroupCoordinator._fire_rebalance_timer,
+    "assignment": GroupCoordinator._fire_assignment_timer,
+    "join": GroupCoordinator._fire_classic_member_timer,
+    "sync": GroupCoordinator._fire_classic_member_timer,
+    "classic session": GroupCoordinator._fire_classic_timer,
+    "classic initial": GroupCoordinator._fire_classic_timer,
+    "classic join": GroupCoordinator._fire_classic_timer,
+    "classic sync": GroupCoordinator._fire_classic_timer,
+    "share-session": GroupCoordinator._fire_share_timer,
+}

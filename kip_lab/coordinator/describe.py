@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -30,7 +31,7 @@ from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, Consu
 from kip_lab.protocol.errors import ApiError, Errors
 
 
-class DescribeHandler:
+class DescribeHandler(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     def consumer_group_describe(

@@ -7,13 +7,14 @@ index, the subscribed-topic counts, the group state).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState
 from kip_lab.machines import StateMachine
-from kip_lab.protocol.common import from_topic_partitions
+from kip_lab.protocol.common import Message, from_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -28,6 +29,7 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    RecordKey,
 )
 
 if TYPE_CHECKING:
@@ -153,41 +155,49 @@ class ConsumerGroup:
         return None
 
     # -- replay ---------------------------------------------------------------------
-    def replay(self, key, value) -> None:
-        if isinstance(key, ConsumerGroupMetadataKey):
-            if value is None:
-                self.dead = True
-            else:
-                assert isinstance(value, ConsumerGroupMetadataValue)
-                self.group_epoch = value.epoch
-        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
-            if value is None:
-                self.subscription_metadata = {}
-            else:
-                assert isinstance(value, ConsumerGroupPartitionMetadataValue)
-                self.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
-        elif isinstance(key, ConsumerGroupMemberMetadataKey):
-            self._replay_member_metadata(key.member_id, value)
-        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
-            if value is not None:
-                assert isinstance(value, ConsumerGroupTargetAssignmentMetadataValue)
-                if value.assignment_epoch != self.assignment_epoch:
-                    self.assignment_epoch = value.assignment_epoch
-                    self.unreconciled = {m for m in self.members if not self._reconciled(m)}
-        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
-            if value is None:
-                self.target.pop(key.member_id, None)
-            else:
-                assert isinstance(value, ConsumerGroupTargetAssignmentMemberValue)
-                self.target[key.member_id] = {
-                    tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
-                }
-        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
-            self._replay_current_assignment(key.member_id, value)
-        else:
+    def replay(self, key: RecordKey, value: Message | None) -> None:
+        """Apply one record (a None value is its tombstone), as Kafka's ``GroupMetadataManager.replay``
+        overloads do for each consumer group record type."""
+        replayer = _REPLAYERS.get(type(key))
+        if replayer is None:
             raise TypeError(f"not a consumer group record key: {type(key).__name__}")
+        replayer(self, key, value)
 
-    def _replay_member_metadata(self, member_id: str, value: ConsumerGroupMemberMetadataValue | None) -> None:
+    def _replay_metadata(self, key: ConsumerGroupMetadataKey, value: ConsumerGroupMetadataValue | None) -> None:
+        if value is None:
+            self.dead = True
+        else:
+            self.group_epoch = value.epoch
+
+    def _replay_partition_metadata(
+        self, key: ConsumerGroupPartitionMetadataKey, value: ConsumerGroupPartitionMetadataValue | None
+    ) -> None:
+        if value is None:
+            self.subscription_metadata = {}
+        else:
+            self.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
+
+    def _replay_target_metadata(
+        self, key: ConsumerGroupTargetAssignmentMetadataKey, value: ConsumerGroupTargetAssignmentMetadataValue | None
+    ) -> None:
+        if value is not None and value.assignment_epoch != self.assignment_epoch:
+            self.assignment_epoch = value.assignment_epoch
+            self.unreconciled = {m for m in self.members if not self._reconciled(m)}
+
+    def _replay_target_member(
+        self, key: ConsumerGroupTargetAssignmentMemberKey, value: ConsumerGroupTargetAssignmentMemberValue | None
+    ) -> None:
+        if value is None:
+            self.target.pop(key.member_id, None)
+        else:
+            self.target[key.member_id] = {
+                tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
+            }
+
+    def _replay_member_metadata(
+        self, key: ConsumerGroupMemberMetadataKey, value: ConsumerGroupMemberMetadataValue | None
+    ) -> None:
+        member_id = key.member_id
         old = self.members.get(member_id)
         if value is None:
             if old is not None:
@@ -217,8 +227,9 @@ class ConsumerGroup:
             self.static_members[member.instance_id] = member_id
 
     def _replay_current_assignment(
-        self, member_id: str, value: ConsumerGroupCurrentMemberAssignmentValue | None
+        self, key: ConsumerGroupCurrentMemberAssignmentKey, value: ConsumerGroupCurrentMemberAssignmentValue | None
     ) -> None:
+        member_id = key.member_id
         old = self.members.get(member_id)
         if value is None:
             if old is not None:
@@ -277,3 +288,13 @@ class ConsumerGroup:
                             f"partition {topic_id}-{p} given to {new.member_id} while held at epoch {held[p]}"
                         )
                     held[p] = new.member_epoch
+
+
+_REPLAYERS: dict[type[RecordKey], Callable[[ConsumerGroup, Any, Any], None]] = {
+    ConsumerGroupMetadataKey: ConsumerGroup._replay_metadata,
+    ConsumerGroupPartitionMetadataKey: ConsumerGroup._replay_partition_metadata,
+    ConsumerGroupMemberMetadataKey: ConsumerGroup._replay_member_metadata,
+    ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroup._replay_target_metadata,
+    ConsumerGroupTargetAssignmentMemberKey: ConsumerGroup._replay_target_member,
+    ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroup._replay_current_assignment,
+}

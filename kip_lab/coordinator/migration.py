@@ -30,8 +30,10 @@ from kip_lab.assignors.java_hash_order import timeline_hash_map_order
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
@@ -83,7 +85,7 @@ def decode_subscription(metadata: bytes, error: Errors, context: str) -> Consume
         raise ApiError(error, f"{context}: malformed embedded consumer protocol ({exc}).") from None
 
 
-class OnlineMigration:
+class OnlineMigration(CoordinatorHost):
     """Mixed into ``GroupCoordinator``: conversions, and classic members served by the consumer-group engine."""
 
     # ------------------------------------------------------------------ names <-> ids
@@ -383,19 +385,20 @@ class OnlineMigration:
         member = group.members[member_id]
         if not member.uses_classic_protocol:
             return None
-        if self.scheduler.deadline(self, ("sync", group_id, member_id)) is not None:
+        if self.scheduler.deadline(self, timer_key("sync", group_id, member_id)) is not None:
             return ClassicGroupState.COMPLETING_REBALANCE.value
         if self._classic_member_must_rejoin(group, member, group.assignment_epoch):
             return ClassicGroupState.PREPARING_REBALANCE.value
         return ClassicGroupState.STABLE.value
 
     def _schedule_join_timeout_if_absent(self, group_id: str, member: ConsumerGroupMember) -> None:
-        key = ("join", group_id, member.member_id)
+        key = timer_key("join", group_id, member.member_id)
         if self.scheduler.deadline(self, key) is None:
             self.scheduler.schedule(self, key, member.rebalance_timeout_ms)
 
-    def _fire_classic_member_timer(self, kind: str, group_id: str, member_id: str) -> CoordinatorResult:
+    def _fire_classic_member_timer(self, key: TimerKey) -> CoordinatorResult:
         """A classic member that did not rejoin (join) or sync (sync) in time is removed."""
+        kind, group_id, member_id = key
         origin = f"classic {kind} timeout {group_id}/{member_id}"
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
@@ -423,14 +426,7 @@ class OnlineMigration:
 
     def _classic_join_consumer(self, group: ConsumerGroup, r: JoinGroupRequest) -> CoordinatorResult:
         """Kafka's ``classicGroupJoinToConsumerGroup``, checks in its order, then a heartbeat on the engine."""
-        gid = group.group_id
-        if len(group.members) >= self.config.max_size and r.member_id not in group.members:
-            raise ApiError(
-                Errors.GROUP_MAX_SIZE_REACHED,
-                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
-            )
-        if not self._supports_classic_protocols(group, r):
-            raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {r.member_id}'s protocols are not supported.")
+        self._check_classic_join(group, r)
         if r.member_id == UNKNOWN_MEMBER_ID and r.group_instance_id is None:
             return CoordinatorResult(
                 JoinGroupResponse(error_code=Errors.MEMBER_ID_REQUIRED, member_id=self._new_member_id()),
@@ -441,20 +437,50 @@ class OnlineMigration:
         if r.group_instance_id is not None and r.member_id != UNKNOWN_MEMBER_ID:
             # A static member naming its member id must be the instance's current member (Kafka).
             if static is None:
-                raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.group_instance_id} is not in group {gid}.")
+                raise ApiError(
+                    Errors.UNKNOWN_MEMBER_ID, f"Instance id {r.group_instance_id} is not in group {group.group_id}."
+                )
             if static.member_id != r.member_id:
                 raise fenced_instance_error(r.member_id, r.group_instance_id, static.member_id)
         subscription = decode_subscription(
             r.protocols[0].metadata, Errors.UNKNOWN_SERVER_ERROR, f"JoinGroup of member {r.member_id or 'unknown'}"
         )
         self._require_migratable(subscription, r.member_id or str(r.group_instance_id))
+        heartbeat = self._classic_join_heartbeat(group.group_id, r, known, subscription)
+        classic = _classic_metadata(r.session_timeout_ms, r.protocols)
+        applied = self._apply(self._heartbeat(heartbeat, classic=classic))
+        answer: ConsumerGroupHeartbeatResponse = applied.response
+        if answer.error_code is not Errors.NONE:  # fenced while rejoining: removed
+            response = JoinGroupResponse(error_code=answer.error_code, member_id=r.member_id)
+            return CoordinatorResult(response, applied.batches, origin="JoinGroup")
+        replaced = static if known is None else None
+        return self._classic_joined(group.group_id, r, answer.member_id or r.member_id, replaced, applied)
+
+    def _check_classic_join(self, group: ConsumerGroup, r: JoinGroupRequest) -> None:
+        """The group has room (Kafka ``throwIfConsumerGroupIsFull``) and speaks the member's protocols."""
+        if len(group.members) >= self.config.max_size and r.member_id not in group.members:
+            raise ApiError(
+                Errors.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {self.config.max_size} members.",
+            )
+        if not self._supports_classic_protocols(group, r):
+            raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Member {r.member_id}'s protocols are not supported.")
+
+    def _classic_join_heartbeat(
+        self,
+        group_id: str,
+        r: JoinGroupRequest,
+        known: ConsumerGroupMember | None,
+        subscription: ConsumerProtocolSubscription,
+    ) -> ConsumerGroupHeartbeatRequest:
+        """The JoinGroup as the consumer heartbeat it stands for: a join when the member is new, else a
+        heartbeat at its epoch owning the partitions its subscription lists."""
         joining = known is None
-        replaced = static if joining else None
         owned = self._partitions_by_id(subscription.owned_partitions)
-        heartbeat = ConsumerGroupHeartbeatRequest(
-            group_id=gid,
+        return ConsumerGroupHeartbeatRequest(
+            group_id=group_id,
             member_id=r.member_id,
-            member_epoch=JOIN_GROUP_MEMBER_EPOCH if joining else known.member_epoch,
+            member_epoch=JOIN_GROUP_MEMBER_EPOCH if known is None else known.member_epoch,
             instance_id=r.group_instance_id,
             rack_id=subscription.rack_id,
             rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else r.session_timeout_ms,
@@ -465,14 +491,18 @@ class OnlineMigration:
             client_id=r.client_id,
             client_host=r.client_host,
         )
-        classic = _classic_metadata(r.session_timeout_ms, r.protocols)
-        applied = self._apply(self._heartbeat(heartbeat, classic=classic))
-        answer: ConsumerGroupHeartbeatResponse = applied.response
-        if answer.error_code is not Errors.NONE:  # fenced while rejoining: removed
-            response = JoinGroupResponse(error_code=answer.error_code, member_id=r.member_id)
-            return CoordinatorResult(response, applied.batches, origin="JoinGroup")
-        member_id = answer.member_id or r.member_id
-        current = self.groups[gid]
+
+    def _classic_joined(
+        self,
+        group_id: str,
+        r: JoinGroupRequest,
+        member_id: str,
+        replaced: ConsumerGroupMember | None,
+        applied: CoordinatorResult,
+    ) -> CoordinatorResult:
+        """The JoinGroup response after the heartbeat went through; the sync timer starts, or a classic
+        member that replaced the last consumer-protocol one turns the group back into a classic group."""
+        current = self.groups[group_id]
         member = current.members[member_id]
         response = JoinGroupResponse(
             generation_id=member.member_epoch,
@@ -480,15 +510,15 @@ class OnlineMigration:
             protocol_name=r.protocols[0].name,
             member_id=member_id,
         )
-        self.scheduler.cancel(self, ("join", gid, member_id))
+        self.scheduler.cancel(self, timer_key("join", group_id, member_id))
         if replaced is not None and self._downgrade_allowed(current.members, replaced):
-            # The classic member replaced the last consumer-protocol one: back to a classic group, whose
-            # generation goes on without a rebalance (Kafka ``validateOnlineDowngradeWithReplacedMemberId``).
+            # The group's generation goes on without a rebalance (Kafka
+            # ``validateOnlineDowngradeWithReplacedMemberId``).
             converted = self._apply(
                 self._downgrade(current, None, None, origin="JoinGroup"), rebalance_downgraded=False
             )
             return CoordinatorResult(response, applied.batches + converted.batches, origin="JoinGroup")
-        self.scheduler.schedule(self, ("sync", gid, member_id), member.rebalance_timeout_ms)
+        self.scheduler.schedule(self, timer_key("sync", group_id, member_id), member.rebalance_timeout_ms)
         return CoordinatorResult(response, applied.batches, origin="JoinGroup")
 
     def _classic_sync_to_consumer_group(self, group: ConsumerGroup, r: SyncGroupRequest) -> CoordinatorResult:
@@ -510,7 +540,7 @@ class OnlineMigration:
             if self._behind(self._rejoin_epoch(group), member):
                 self._schedule_join_timeout_if_absent(group.group_id, member)
                 raise ApiError(Errors.REBALANCE_IN_PROGRESS)
-            self.scheduler.cancel(self, ("sync", group.group_id, member.member_id))
+            self.scheduler.cancel(self, timer_key("sync", group.group_id, member.member_id))
             self._schedule_session(group.group_id, member)
             version = ConsumerProtocolSubscription.decode(protocols[0].metadata).version  # checked at JoinGroup
             assignment = ConsumerProtocolAssignment(

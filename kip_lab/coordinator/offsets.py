@@ -9,9 +9,12 @@ from __future__ import annotations
 from functools import lru_cache
 from operator import attrgetter
 
+from kip_lab.cluster import Topic
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
+    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -78,6 +81,16 @@ def _commit_answer(
     )
 
 
+def _invalid_commit(request: OffsetCommitRequest) -> ApiError | None:
+    """INVALID_REQUEST for a topic without exactly one of name and id (an empty group id is allowed)."""
+    for topic in request.topics:
+        if topic.name and topic.topic_id:
+            return ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
+        if not topic.name and not topic.topic_id:
+            return ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
+    return None
+
+
 def _metadata_too_large(metadata: str | None, limit: int) -> bool:
     """Kafka ``OffsetMetadataManager.isMetadataInvalid``: longer than the limit in Java chars (UTF-16 units)."""
     return metadata is not None and len(metadata) > limit and len(metadata.encode("utf-16-le")) // 2 > limit
@@ -91,7 +104,7 @@ class GroupOffsets(dict):
     """
 
 
-class OffsetHandlers:
+class OffsetHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
@@ -115,69 +128,82 @@ class OffsetHandlers:
         An empty group id is a group like any other (Kafka ``GroupCoordinatorService.commitOffsets`` keeps
         it for backward compatibility).
         """
-        error: ApiError | None = None
-        try:
-            for topic in request.topics:
-                if topic.name and topic.topic_id:
-                    raise ApiError(Errors.INVALID_REQUEST, "A topic can't have both a name and a topic id.")
-                if not topic.name and not topic.topic_id:
-                    raise ApiError(Errors.INVALID_REQUEST, "A topic needs a name or a topic id.")
-        except ApiError as exc:
-            error = exc
-        resolved_topics = []
-        for topic in request.topics:
-            resolved, known = None, ()
-            if error is None:
-                if topic.topic_id is not None:
-                    resolved = self.cluster.topic_by_id(topic.topic_id)
-                elif topic.name in self.cluster:
-                    resolved = self.cluster.topic(topic.name or "")
-                if resolved is not None:
-                    known = range(resolved.num_partitions)
-            resolved_topics.append((topic, resolved, known))
+        invalid = _invalid_commit(request)
+        resolved_topics = [self._resolve_commit_topic(topic, invalid) for topic in request.topics]
         to_coordinator = any(
             p.partition_index in known for topic, _, known in resolved_topics for p in topic.partitions
         )
-        if error is None and to_coordinator:
-            try:
-                self._check_member_epoch(
-                    request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
-                )
-            except ApiError as exc:
-                error = exc
+        member_error = self._commit_member_error(request) if invalid is None and to_coordinator else None
         records: list[Record] = []
         topics = []
-        group_id, now, limit = request.group_id, self.now_ms, self.config.offset_metadata_max_bytes
         for topic, resolved, known in resolved_topics:
             indexes = tuple(map(_partition_index, topic.partitions))
-            if error is not None:
-                errors = (error.error,) * len(indexes)
-            elif resolved is None and topic.topic_id is not None:
-                errors = (Errors.UNKNOWN_TOPIC_ID,) * len(indexes)
-            else:
-                errors = tuple(
-                    Errors.UNKNOWN_TOPIC_OR_PARTITION
-                    if index not in known
-                    else Errors.OFFSET_METADATA_TOO_LARGE
-                    if _metadata_too_large(metadata, limit)
-                    else Errors.NONE
-                    for index, _, _, metadata in topic.partitions
-                )
-                keys = _commit_keys(group_id, resolved.name) if resolved is not None else None
-                # Record(key, OffsetCommitValue(...)), made by tuple.__new__ as those NamedTuples'
-                # own constructors do, minus two Python calls per partition of every commit.
-                new = tuple.__new__
-                records += [
-                    new(
-                        Record,
-                        (keys[index], new(OffsetCommitValue, (offset, now, leader_epoch, metadata, resolved.topic_id))),
-                    )
-                    for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)
-                    if code is Errors.NONE
-                ]
+            errors = self._commit_errors(topic, resolved, known, invalid, member_error)
+            if invalid is None and member_error is None and resolved is not None:
+                records += self._commit_records(request.group_id, topic, resolved, errors)
             topics.append((topic.name, topic.topic_id, indexes, errors))
         batches = (tuple(records),) if records else ()
         return self._apply(CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit"))
+
+    def _resolve_commit_topic(
+        self, topic: OffsetCommitRequestTopic, error: ApiError | None
+    ) -> tuple[OffsetCommitRequestTopic, Topic | None, range | tuple[()]]:
+        """The cluster's topic a commit names (by id, else by name) and its partition indexes."""
+        if error is not None:
+            return topic, None, ()
+        if topic.topic_id is not None:
+            resolved = self.cluster.topic_by_id(topic.topic_id)
+        else:
+            resolved = self.cluster.topic(topic.name or "") if topic.name in self.cluster else None
+        return topic, resolved, range(resolved.num_partitions) if resolved is not None else ()
+
+    def _commit_member_error(self, request: OffsetCommitRequest) -> ApiError | None:
+        """The member epoch check's error (a zombie's STALE_MEMBER_EPOCH), or None."""
+        try:
+            self._check_member_epoch(
+                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
+            )
+        except ApiError as exc:
+            return exc
+        return None
+
+    def _commit_errors(
+        self,
+        topic: OffsetCommitRequestTopic,
+        resolved: Topic | None,
+        known: range | tuple[()],
+        invalid: ApiError | None,
+        member_error: ApiError | None,
+    ) -> tuple[Errors, ...]:
+        """Each partition's error: an invalid request's; else an unknown topic or partition, answered
+        before the group is looked at (Kafka ``KafkaApis.handleOffsetCommitRequest``); else the member
+        check's; else metadata too large."""
+        if invalid is not None:
+            return (invalid.error,) * len(topic.partitions)
+        if resolved is None and topic.topic_id is not None:
+            return (Errors.UNKNOWN_TOPIC_ID,) * len(topic.partitions)
+        limit = self.config.offset_metadata_max_bytes
+        return tuple(
+            Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if index not in known
+            else member_error.error
+            if member_error is not None
+            else Errors.OFFSET_METADATA_TOO_LARGE
+            if _metadata_too_large(metadata, limit)
+            else Errors.NONE
+            for index, _, _, metadata in topic.partitions
+        )
+
+    def _commit_records(
+        self, group_id: str, topic: OffsetCommitRequestTopic, resolved: Topic, errors: tuple[Errors, ...]
+    ) -> list[Record]:
+        """One offset record per partition committed without error."""
+        keys, now = _commit_keys(group_id, resolved.name), self.now_ms
+        return [
+            Record(keys[index], OffsetCommitValue(offset, now, leader_epoch, metadata, resolved.topic_id))
+            for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)
+            if code is Errors.NONE
+        ]
 
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
@@ -186,46 +212,54 @@ class OffsetHandlers:
         )
 
     def _fetch_group(self, request: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
+        """One group's committed offsets: every stored topic, or the topics the request names."""
         try:
             if request.member_id is not None or request.member_epoch >= 0:
                 self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
         except ApiError as error:
             return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
-        stored = self.offsets.get(request.group_id, {})
-        requested = request.topics
-        if requested is None:
+        stored: dict[tuple[str, int], OffsetCommitValue] = self.offsets.get(request.group_id, {})
+        topics: list[tuple[str | None, str | None, list[int]]]
+        if request.topics is None:
             names = sorted({topic for topic, _ in stored})
             topics = [(name, None, sorted(p for t, p in stored if t == name)) for name in names]
         else:
-            topics = [(t.name, t.topic_id, t.partition_indexes) for t in requested]
-        out = []
-        for name, topic_id, indexes in topics:
-            current = (
-                self.cluster.topic_by_id(topic_id)
-                if topic_id
-                else (self.cluster.topic(name) if name in self.cluster else None)
-            )
-            lookup_name = current.name if current else name
-            partitions = []
-            for index in indexes:
-                value = stored.get((lookup_name or "", index))
-                fresh = value is not None and (
-                    value.topic_id is None or current is None or value.topic_id == current.topic_id
-                )
-                if topic_id is not None and current is None:
-                    partitions.append(
-                        OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID)
-                    )
-                elif fresh and value is not None:
-                    partitions.append(
-                        OffsetFetchResponsePartition(
-                            partition_index=index,
-                            committed_offset=value.offset,
-                            committed_leader_epoch=value.leader_epoch,
-                            metadata=value.metadata,
-                        )
-                    )
-                else:
-                    partitions.append(OffsetFetchResponsePartition(partition_index=index))
-            out.append(OffsetFetchResponseTopic(name=name, topic_id=topic_id, partitions=partitions))
+            topics = [(t.name, t.topic_id, t.partition_indexes) for t in request.topics]
+        out = [self._fetch_topic(stored, name, topic_id, indexes) for name, topic_id, indexes in topics]
         return OffsetFetchResponseGroup(group_id=request.group_id, topics=out)
+
+    def _fetch_topic(
+        self,
+        stored: dict[tuple[str, int], OffsetCommitValue],
+        name: str | None,
+        topic_id: str | None,
+        indexes: list[int],
+    ) -> OffsetFetchResponseTopic:
+        """A topic's offsets; one committed to another incarnation of the topic (another id) is not shown."""
+        if topic_id:
+            current = self.cluster.topic_by_id(topic_id)
+        else:
+            current = self.cluster.topic(name) if name is not None and name in self.cluster else None
+        lookup_name = current.name if current else name
+        partitions = []
+        for index in indexes:
+            value = stored.get((lookup_name or "", index))
+            fresh = value is not None and (
+                value.topic_id is None or current is None or value.topic_id == current.topic_id
+            )
+            if topic_id is not None and current is None:
+                partitions.append(
+                    OffsetFetchResponsePartition(partition_index=index, error_code=Errors.UNKNOWN_TOPIC_ID)
+                )
+            elif fresh and value is not None:
+                partitions.append(
+                    OffsetFetchResponsePartition(
+                        partition_index=index,
+                        committed_offset=value.offset,
+                        committed_leader_epoch=value.leader_epoch,
+                        metadata=value.metadata,
+                    )
+                )
+            else:
+                partitions.append(OffsetFetchResponsePartition(partition_index=index))
+        return OffsetFetchResponseTopic(name=name, topic_id=topic_id, partitions=partitions)

@@ -19,14 +19,16 @@ persister request to its response (the Lab routes it to the ``__share_group_stat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from kip_lab.cluster import Topic
 from kip_lab.coordinator.group import group_snapshot_head
+from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
+from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.common import Message, TopicPartitions, to_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
@@ -91,7 +93,6 @@ from kip_lab.share.group import ShareGroup, ShareGroupMember, ShareGroupState, c
 from kip_lab.share.group_assignor import SimpleAssignor
 from kip_lab.share.group_config import ShareGroupConfig
 
-SHARE_SESSION_TIMER = "share-session"
 ShareStateRpc = Callable[[Message], Any]  # a persister request -> its response
 TopicState = dict[str, tuple[str, frozenset[int]]]  # topic id -> (name, partitions)
 
@@ -201,17 +202,21 @@ def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     ]
 
 
-class ShareGroupHandlers:
+class ShareGroupHandlers(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its cluster, scheduler, log and ``_replay``."""
 
-    def _init_share_groups(self, share_config: ShareGroupConfig | None = None) -> None:
-        self.share_config = share_config or ShareGroupConfig()
+    def _init_share_groups(self) -> None:
         self.share_groups: dict[str, ShareGroup] = {}
         self.share_assignor = SimpleAssignor(fidelity=self.config.fidelity)
         self.share_state_rpc: ShareStateRpc | None = None
         # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
         self.share_state_calls: list[tuple[Message, Any]] = []
         self._share_metadata_checked: dict[str, int] = {}
+
+    @property
+    def share_config(self) -> ShareGroupConfig:
+        """The share-group settings: ``config.share``, so a failover (``from_log``) keeps them."""
+        return self.config.share
 
     # ------------------------------------------------------------------ the engine path
     def _apply_share(self, result: CoordinatorResult) -> CoordinatorResult:
@@ -244,8 +249,8 @@ class ShareGroupHandlers:
             group = self.share_groups[key.group_id] = ShareGroup(key.group_id)
         group.replay(key, value)
 
-    def _fire_share_timer(self, key: Hashable) -> CoordinatorResult:
-        _, group_id, member_id = key  # type: ignore[misc]
+    def _fire_share_timer(self, key: TimerKey) -> CoordinatorResult:
+        _, group_id, member_id = key
         group = self.share_groups.get(group_id)
         if group is None or member_id not in group.members:
             return CoordinatorResult(None, origin=f"share session timeout {group_id}/{member_id}")
@@ -284,7 +289,9 @@ class ShareGroupHandlers:
         return results
 
     def _schedule_share_session(self, group_id: str, member_id: str) -> None:
-        self.scheduler.schedule(self, (SHARE_SESSION_TIMER, group_id, member_id), self.share_config.session_timeout_ms)
+        self.scheduler.schedule(
+            self, timer_key("share-session", group_id, member_id), self.share_config.session_timeout_ms
+        )
 
     def _group_kind(self, group_id: str) -> str | None:
         """Which kind of group holds ``group_id``: one namespace, one kind per id (KIP-932)."""
@@ -577,7 +584,7 @@ class ShareGroupHandlers:
     ) -> CoordinatorResult:
         """Leave, fencing or session timeout: tombstones, then a group epoch bump."""
         group_id = group.group_id
-        self.scheduler.cancel(self, (SHARE_SESSION_TIMER, group_id, member.member_id))
+        self.scheduler.cancel(self, timer_key("share-session", group_id, member.member_id))
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         records = [
             Record(ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), None),

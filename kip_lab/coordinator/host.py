@@ -1,0 +1,122 @@
+"""What ``GroupCoordinator``'s handler parts rely on from the coordinator that hosts them.
+
+The coordinator is one class built from parts, each a mixin for one protocol area
+(``ClientSideAssignment``, ``OffsetHandlers``, ``DescribeHandler``, ``ShareGroupHandlers``,
+``ClassicGroupHandlers``, ``OnlineMigration``). Each part derives from ``CoordinatorHost``,
+which declares, for the type checker only, the state and the engine methods the parts use
+from one another: the contract a new part can rely on, checked by mypy. At run time the
+class adds nothing (the declarations are annotations, and the methods exist only under
+``TYPE_CHECKING``); ``GroupCoordinator`` and the parts provide them all.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kip_lab.assignors import PartitionAssignor
+    from kip_lab.cluster import ClusterMetadata
+    from kip_lab.coordinator.classic import _Outbox
+    from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, Parked
+    from kip_lab.coordinator.client_side import AssignmentRound
+    from kip_lab.coordinator.config import CoordinatorConfig
+    from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+    from kip_lab.coordinator.member import Assignment, ConsumerGroupMember
+    from kip_lab.coordinator.offsets import GroupOffsets
+    from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
+    from kip_lab.protocol.classic_group import (
+        HeartbeatRequest,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+    from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+    from kip_lab.protocol.records import ClassicMemberMetadata
+    from kip_lab.runtime.log import PartitionLog, Record
+    from kip_lab.runtime.scheduler import Scheduler
+    from kip_lab.share.group import ShareGroup
+
+    SubscriptionMetadata = dict[str, tuple[str, int]]
+
+
+class CoordinatorHost:
+    """The coordinator state and engine methods every handler part may use (declared, not defined here)."""
+
+    config: CoordinatorConfig
+    cluster: ClusterMetadata
+    scheduler: Scheduler
+    log: PartitionLog
+    assignors: dict[str, PartitionAssignor]
+    groups: dict[str, ConsumerGroup]
+    classic_groups: dict[str, ClassicGroup]
+    share_groups: dict[str, ShareGroup]
+    offsets: dict[str, GroupOffsets]
+    _rng: random.Random
+    _rounds: dict[str, AssignmentRound]
+    _initial_delays: dict[str, tuple[int, int]]
+    _target_computed_at: dict[str, int]
+
+    if TYPE_CHECKING:
+
+        def fire_timer(self, key: Hashable) -> CoordinatorResult: ...
+
+        def _apply(self, result: CoordinatorResult, rebalance_downgraded: bool = True) -> CoordinatorResult: ...
+        def _cancel_classic_timers(self, group_id: str) -> None: ...
+        def _cancel_member_timers(self, group_id: str, member_id: str) -> None: ...
+        def _classic_heartbeat_to_consumer_group(
+            self, group: ConsumerGroup, r: HeartbeatRequest
+        ) -> CoordinatorResult: ...
+        def _classic_join_to_consumer_group(self, group: ConsumerGroup, r: JoinGroupRequest) -> CoordinatorResult: ...
+        def _classic_leave_to_consumer_group(self, group: ConsumerGroup, r: LeaveGroupRequest) -> CoordinatorResult: ...
+        def _classic_sync_to_consumer_group(self, group: ConsumerGroup, r: SyncGroupRequest) -> CoordinatorResult: ...
+        @staticmethod
+        def _client_side_assignor(members: dict[str, ConsumerGroupMember]) -> str | None: ...
+        @staticmethod
+        def _complete_join(out: _Outbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None: ...
+        @staticmethod
+        def _complete_sync(out: _Outbox, member: ClassicGroupMember, response: SyncGroupResponse) -> bool: ...
+        def _consumer_group_tombstones(self, group: ConsumerGroup) -> list[Record]: ...
+        @staticmethod
+        def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record: ...
+        @staticmethod
+        def _group_epoch_record(group_id: str, epoch: int) -> Record: ...
+        def _heartbeat(
+            self,
+            r: ConsumerGroupHeartbeatRequest,
+            group: ConsumerGroup | None = None,
+            classic: ClassicMemberMetadata | None = None,
+        ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]: ...
+        @staticmethod
+        def _member_metadata_record(group_id: str, member: ConsumerGroupMember, group_epoch: int) -> Record: ...
+        @staticmethod
+        def _member_tombstones(group_id: str, member_id: str) -> list[Record]: ...
+        def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]: ...
+        def _new_member_id(self) -> str: ...
+        @staticmethod
+        def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record: ...
+        def _partitions_by_name(self, assignment: Assignment) -> list[tuple[str, int]]: ...
+        def _preferred_server_assignor(self, members: dict[str, ConsumerGroupMember]) -> str: ...
+        def _prepare_rebalance(self, out: _Outbox, group: ClassicGroup) -> None: ...
+        def _remove_member(
+            self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, origin: str
+        ) -> CoordinatorResult: ...
+        def _replay(self, record: Record) -> None: ...
+        def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
+        def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None: ...
+        @staticmethod
+        def _split_responses(
+            out: _Outbox, parked: Parked | None, response: Any
+        ) -> tuple[Any, tuple[DeferredResponse, ...]]: ...
+        def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> AssignmentRound: ...
+        def _subscription_metadata(self, members: dict[str, ConsumerGroupMember]) -> SubscriptionMetadata: ...
+        def _target_batch(
+            self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
+        ) -> tuple[Record, ...]: ...
+        def _target_due(self, group_id: str, interval: int | None = None) -> bool: ...
+        def _validate_heartbeat(self, r: ConsumerGroupHeartbeatRequest) -> None: ...
+        @property
+        def now_ms(self) -> int: ...
