@@ -256,7 +256,7 @@ class ShareConsumer(MemberPlumbing):
         target = group.target_of(self.member_id)
         return (
             member.member_epoch == self.member_epoch
-            and sorted(member.subscribed_topic_names) == sorted(self.config.subscribed_topic_names)
+            and set(member.subscribed_topic_names) == set(self.config.subscribed_topic_names)
             and self.assigned == {(t, p) for t, parts in member.assigned.items() for p in parts}
             and self.assigned == {(t, p) for t, parts in target.items() for p in parts}
         )
