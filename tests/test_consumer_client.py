@@ -599,6 +599,43 @@ def test_one_reconciliation_revokes_then_assigns(monkeypatch: pytest.MonkeyPatch
     assert partitions_of(lab, "A") == [1, 2]
 
 
+def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka ``AbstractMembershipManager.markPendingRevocationToPauseFetching`` (``SubscriptionState.isFetchable``
+    is false for a partition pending revocation) and ``ConsumerUtils.refreshCommittedOffsets`` (positions only for
+    assigned partitions): an OffsetFetch answer for a partition being revoked does not start fetching it."""
+    lab = make_lab(partitions=4, callbacks=CallbackConfig(on_partitions_revoked_ms=2_000))
+    assert partitions_of(lab, "A") == [0, 1]
+    forge_next_assignment(lab, monkeypatch, "A", [0, 1, 2])
+    step_until(
+        lab,
+        lambda evs: any(
+            e.actor == "A" and e.kind.value == "callback_invoked" and e.payload["partitions"] == ["foo-2"] for e in evs
+        ),
+    )
+    lab.delay_messages("A", 1, 1_000)  # the OffsetFetch for foo-2, about to go out
+    forge_next_assignment(lab, monkeypatch, "A", [0, 1])  # the acknowledgement's answer takes foo-2 back
+    since = lab.step_count
+    lab.run(until=lab.now + 5_000)
+    fetch = next(
+        e
+        for e in events(lab, "A", "message_delivered", since)
+        if e.payload["api"] == "OffsetFetch" and e.payload["to"] == "A"
+    )
+    revoke = next(
+        e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_revoked"
+    )
+    revoked = next(
+        e for e in events(lab, "A", "callback_completed", since) if e.payload["callback"] == "on_partitions_revoked"
+    )
+    assert revoke.payload["partitions"] == ["foo-2"]
+    assert revoke.step < fetch.step < revoked.step  # the position arrived during the revocation
+    a = lab.clients["A"]
+    assert partitions_of(lab, "A") == [0, 1]
+    assert set(a.fetching) == a.owned  # foo-2 never started fetching
+
+
 def test_slow_revoke_callback_delays_the_acknowledgement() -> None:
     """Kafka ``ConsumerMembershipManager.invokeOnPartitionsRevokedCallback``: the acknowledgement waits for the
     revocation callback."""

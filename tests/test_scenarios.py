@@ -463,3 +463,41 @@ def test_the_documented_example_runs_and_meets_its_expectations():
     section = api.split("## Scenarios and the command line", 1)[1]
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert run_scenario(scenario_from_yaml(example, "docs/api.md")).ok
+
+
+SHARE_SUBSCRIPTION = """\
+name: share-subscription
+topics: [{name: orders, partitions: 1}, {name: audit, partitions: 2}]
+share_members: {S: {subscribed_topic_names: [orders], group_id: queue}}
+events:
+  - {at_ms: 8000, action: change_subscription, member: S, topics: [orders, audit]}
+run: {until_ms: 30000}
+"""
+
+
+def test_a_share_member_may_change_its_subscription_in_a_scenario():
+    """Kafka ``ShareConsumerImpl.subscribe`` with a new list: the scenario validates, runs, and S ends on both
+    topics."""
+    result = run_scenario(scenario_from_yaml(SHARE_SUBSCRIPTION))
+    assert result.stopped is None and result.stable and not result.violations
+    lab = build_lab(scenario_from_yaml(SHARE_SUBSCRIPTION))
+    orders, audit = lab.topic_id("orders"), lab.topic_id("audit")
+    changes = [e for e in result.trace.of_kind(EventKind.ASSIGNMENT_CHANGED) if e.actor == "S"]
+    before = [e.payload["share_assigned"] for e in changes if e.time_ms < 8000]
+    held = [e.payload["share_assigned"] for e in changes]
+    assert before[-1] == [[orders, 0]]
+    assert sorted(held[-1]) == sorted([[orders, 0], [audit, 0], [audit, 1]])
+
+
+@pytest.mark.parametrize(
+    ("change", "where", "words"),
+    [
+        ("regex: 'ord.*'", "events.0.regex", "'S' is a share consumer: it subscribes to topic names"),
+        ("topics: []", "events.0.topics", "'S' is a share consumer: it needs at least one topic"),
+    ],
+)
+def test_a_share_member_subscription_change_needs_topic_names(change, where, words):
+    """``KafkaShareConsumer.subscribe`` takes topic names only: a pattern or no topics is refused at validation."""
+    text = SHARE_SUBSCRIPTION.replace("topics: [orders, audit]}", change + "}")
+    with pytest.raises(ScenarioError, match=rf"{where}: {words}"):
+        scenario_from_yaml(text)

@@ -301,3 +301,95 @@ def test_a_restarted_share_consumer_is_a_new_incarnation_that_rejoins():
     new = lab.clients["A"]
     assert new is not old and new.incarnation == 1 and new.outcomes == {"accept": 5}
     assert new.member_id in lab.coordinator.share_groups["queue"].members
+
+
+def _share_partitions(lab: Lab, name: str) -> list[str]:
+    return sorted(lab.world.partition_name(tp) for tp in lab.clients[name].assigned)
+
+
+def test_a_share_member_changes_its_subscription_and_takes_the_new_topics():
+    """Kafka ``ShareConsumerImpl.subscribe`` then ``AbstractMembershipManager.onSubscriptionUpdated``: the new topic
+    names go out alone with the next heartbeat, the coordinator initializes the new topic's share-partitions, and
+    the member consumes from it; the Lab is not stable until the member holds that newest target."""
+    lab = _lab()
+    lab.create_topic("audit", 3, produce_rate_per_s=0)
+    lab.add_share_consumer("S", group_id="queue", subscribed_topic_names=["orders"])
+    assert lab.run_until_stable()
+    assert _share_partitions(lab, "S") == ["orders-0"]
+    since = lab.step_count
+    lab.change_subscription("S", topics=["orders", "audit"])
+    assert lab.run_until_stable()
+    assert _share_partitions(lab, "S") == ["audit-0", "audit-1", "audit-2", "orders-0"]
+    sent = [
+        e.payload["body"]
+        for e in lab.trace
+        if e.step > since
+        and e.actor == "S"
+        and e.kind.value == "message_sent"
+        and e.payload["api"] == "ShareGroupHeartbeat"
+    ]
+    member_id = lab.clients["S"].member_id
+    assert sent[0] == {
+        "group_id": "queue",
+        "member_id": member_id,
+        "member_epoch": sent[0]["member_epoch"],
+        "subscribed_topic_names": ["orders", "audit"],
+    }
+    assert all("subscribed_topic_names" not in body for body in sent[1:])  # sent once, then only on change
+    assert lab.coordinator.share_groups["queue"].members[member_id].subscribed_topic_names == ("audit", "orders")
+    lab.produce_share_records("audit", 4, batch_size=4)
+    lab.run(until=lab.now + 10_000)
+    assert lab.clients["S"].outcomes == {"accept": 12}  # 4 records on each of the three audit partitions
+
+
+def test_a_closed_share_member_joins_again_with_its_new_subscription():
+    """Kafka ``AbstractMembershipManager.onSubscriptionUpdated``: a member out of the group joins on a new
+    subscribe."""
+    lab = _lab()
+    lab.create_topic("audit", 2, produce_rate_per_s=0)
+    lab.add_share_consumer("S", group_id="queue", subscribed_topic_names=["orders"])
+    assert lab.run_until_stable()
+    lab.close("S")
+    assert lab.run_until_stable() and lab.clients["S"].state.value == "UNSUBSCRIBED"
+    lab.change_subscription("S", topics=["audit"])
+    assert lab.run_until_stable()
+    assert lab.clients["S"].state.value == "STABLE"
+    assert _share_partitions(lab, "S") == ["audit-0", "audit-1"]
+    lab.produce_share_records("audit", 3, batch_size=3)
+    lab.run(until=lab.now + 10_000)
+    assert lab.clients["S"].outcomes == {"accept": 6}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"regex": "ord.*"}, "'S' is a share consumer: it subscribes to topic names, not to a regex"),
+        ({"topics": []}, "'S' is a share consumer: it needs at least one topic name"),
+        ({}, "'S' is a share consumer: it needs at least one topic name"),
+    ],
+)
+def test_a_share_member_refuses_a_pattern_or_no_topics_and_nothing_changes(change, words):
+    """Kafka ``ShareConsumerImpl.subscribe`` takes topic names only (KIP-932 has no pattern subscription for
+    share groups)."""
+    lab = _lab()
+    lab.add_share_consumer("S", group_id="queue", subscribed_topic_names=["orders"])
+    assert lab.run_until_stable()
+    steps, before = lab.step_count, lab.clients["S"].config
+    with pytest.raises(ValueError, match=words):
+        lab.change_subscription("S", **change)
+    assert lab.step_count == steps and lab.clients["S"].config == before
+
+
+def test_the_lab_is_stable_only_once_every_share_member_holds_its_target():
+    """Kafka ``GroupMetadataManager.shareGroupHeartbeat`` hands a member its target with the next heartbeat: until
+    then the group has not settled, even though each member matches its current assignment."""
+    lab = Lab(seed=7)
+    lab.create_topic("orders", 2, produce_rate_per_s=0)
+    for name in ("S", "T"):
+        lab.add_share_consumer(name, group_id="queue", subscribed_topic_names=["orders"])
+    assert lab.run_until_stable()
+    group = lab.coordinator.share_groups["queue"]
+    for client in lab.clients.values():
+        target = group.target_of(client.member_id)
+        assert client.assigned == {(t, p) for t, parts in target.items() for p in parts}
+        assert client.assigned  # with two partitions and two members, each holds some

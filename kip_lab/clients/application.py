@@ -66,6 +66,9 @@ class ApplicationLoop(MemberPlumbing):
     incarnation: int = 0
     owned: set[TP] = field(default_factory=set)
     fetching: dict[TP, Fetch] = field(default_factory=dict)
+    # Still owned but being revoked: not fetchable, and a position that arrives for one is ignored
+    # (Kafka ``SubscriptionState.markPendingRevocation``).
+    pending_revocation: set[TP] = field(default_factory=set)
     committed: dict[TP, int] = field(default_factory=dict)
     app_busy_until: int = 0
     paused: bool = False
@@ -251,9 +254,15 @@ class ApplicationLoop(MemberPlumbing):
         correlation = self._send("OffsetFetch", request, list(partitions))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
 
+    def _awaits_position(self, tp: TP) -> bool:
+        """Owned, not fetching and not being revoked: a committed offset for it starts fetching
+        (Kafka ``ConsumerUtils.refreshCommittedOffsets`` sets positions of assigned partitions only,
+        and ``SubscriptionState.isFetchable`` excludes those pending revocation)."""
+        return tp in self.owned and tp not in self.fetching and tp not in self.pending_revocation
+
     def _fetch_offsets_again(self, partitions: tuple[TP, ...]) -> None:
-        """The ``("fetch_offsets", partitions)`` timer: retry what is still owned and not fetching."""
-        still = [tp for tp in partitions if tp in self.owned and tp not in self.fetching]
+        """The ``("fetch_offsets", partitions)`` timer: retry what still awaits a position."""
+        still = [tp for tp in partitions if self._awaits_position(tp)]
         if still:
             self._fetch_offsets(still)
 
@@ -263,7 +272,7 @@ class ApplicationLoop(MemberPlumbing):
         Kafka keeps retrying to initialise positions (STALE_MEMBER_EPOCH until the heartbeat
         brings the new epoch, NOT_COORDINATOR across a failover, a lost response).
         """
-        still = tuple(tp for tp in partitions if tp in self.owned and tp not in self.fetching)
+        still = tuple(tp for tp in partitions if self._awaits_position(tp))
         if still:
             self._timer(("fetch_offsets", still), self.config.retry_backoff_ms)
 
@@ -287,7 +296,7 @@ class ApplicationLoop(MemberPlumbing):
         offsets = {(t.topic_id, p.partition_index): p.committed_offset for t in group.topics for p in t.partitions}
         started = False
         for tp in partitions:
-            if tp not in self.owned or tp in self.fetching:
+            if not self._awaits_position(tp):
                 continue
             committed = offsets.get(tp, -1)
             if committed < 0:

@@ -445,6 +445,9 @@ class Consumer(ApplicationLoop):
         seq = self._reconciliation
         revoked = sorted(self.owned - target)
         added = sorted(target - self.owned)
+        # Kafka ``AbstractMembershipManager.markPendingRevocationToPauseFetching``: from here until
+        # they leave ``owned``, the revoked partitions neither fetch nor take a late position.
+        self.pending_revocation = set(revoked)
         stopped = self._stop_fetching(set(revoked))
         then = partial(self._reconcile_after_commit, seq, target, revoked, added)
         # Kafka commits every consumed position before reconciling (auto-commit), and carries on
@@ -479,6 +482,7 @@ class Consumer(ApplicationLoop):
             self._reconcile_after_assign(seq, target, added, False)
             return
         self.owned -= set(revoked)
+        self.pending_revocation.clear()
         self._emit_assignment()
         # Kafka ``AbstractMembershipManager.revokeAndAssign``: on_partitions_assigned runs on every
         # reconciliation, with an empty list when nothing is added.

@@ -176,11 +176,28 @@ class ShareConsumer(MemberPlumbing):
 
     # ------------------------------------------------------------------ lifecycle
     def subscribe(self) -> None:
+        """Join the group (UNSUBSCRIBED -> JOINING) with an immediate heartbeat, and start polling."""
+        self.closing = False
         self.member_epoch = 0
         self._sent.clear()
         self._transition(MemberState.JOINING, "subscribe")
         self._timer("heartbeat", 0)
         self._timer("poll", 0)
+
+    def change_subscription(self, topics: list[str] | None, regex: str | None) -> None:
+        """subscribe() again with other topic names: a member in the group sends them with its next heartbeat and
+        takes the assignment that follows; one out of the group (not started, or closed) joins (Kafka
+        ``ShareConsumerImpl.subscribe``, then ``AbstractMembershipManager.onSubscriptionUpdated``).
+
+        A share consumer subscribes to topic names only: KIP-932's ``KafkaShareConsumer.subscribe`` takes no pattern.
+        """
+        if regex is not None:
+            raise ValueError(f"{self.name!r} is a share consumer: it subscribes to topic names, not to a regex")
+        if not topics:
+            raise ValueError(f"{self.name!r} is a share consumer: it needs at least one topic name (close it to leave)")
+        self.config = self.config.model_copy(update={"subscribed_topic_names": list(topics)})
+        if self.alive and self.state is MemberState.UNSUBSCRIBED:
+            self.subscribe()
 
     def close(self) -> None:
         """Send what is pending (releasing the rest) on the final request of every session, then leave."""
@@ -228,16 +245,20 @@ class ShareConsumer(MemberPlumbing):
                 self._timer("poll", 0)
 
     def settled(self) -> bool:
-        """In the group at the coordinator's epoch, fetching exactly what the coordinator assigned."""
+        """In the group at the coordinator's epoch and subscription, fetching exactly what the coordinator assigned,
+        and that is the group's latest target (a newer one reaches the member with its next heartbeat)."""
         if not self.alive or self.state in (MemberState.UNSUBSCRIBED, MemberState.FATAL):
             return True
         group = self.world.coordinator.share_groups.get(self.config.group_id)
         member = group.members.get(self.member_id) if group else None
+        if self.state is not MemberState.STABLE or member is None:
+            return False
+        target = group.target_of(self.member_id)
         return (
-            self.state is MemberState.STABLE
-            and member is not None
-            and member.member_epoch == self.member_epoch
+            member.member_epoch == self.member_epoch
+            and set(member.subscribed_topic_names) == set(self.config.subscribed_topic_names)
             and self.assigned == {(t, p) for t, parts in member.assigned.items() for p in parts}
+            and self.assigned == {(t, p) for t, parts in target.items() for p in parts}
         )
 
     # ------------------------------------------------------------------ timers

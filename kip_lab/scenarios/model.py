@@ -451,7 +451,11 @@ class Scenario(_Spec):
             raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
         member = getattr(event, "member", None)
         if member in self.share_members and isinstance(event, a.ChangeSubscription):
-            raise FieldError(("events", i, "member"), f"{member!r} is a share consumer; its subscription is fixed")
+            share_member = f"{member!r} is a share consumer"
+            if event.regex is not None:  # KafkaShareConsumer.subscribe takes topic names only
+                raise FieldError(("events", i, "regex"), f"{share_member}: it subscribes to topic names")
+            if not event.topics:
+                raise FieldError(("events", i, "topics"), f"{share_member}: it needs at least one topic")
         if member is None or member in self.share_members:
             return
         spec = self.members.get(member)
