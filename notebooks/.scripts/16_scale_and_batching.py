@@ -67,7 +67,7 @@ pd.set_option("display.width", 160)
 
 # %%
 runs = join_with_and_without_batching(members=500, partitions=5_000, interval_ms=1_000)
-runs.set_index("assignment_interval_ms")
+runs.set_index("assignment_interval_ms")[["targets_computed", "time_to_stable_ms", "steps", "cpu_s", "wall_s"]]
 
 # %% [markdown]
 # The counts, without the machine's timings:
