@@ -369,6 +369,44 @@ def test_a_subscription_change_revokes_before_joining_and_needs_one_rebalance():
     assert callbacks(lab, "C2", mark) == [("on_assignment", ["b-0", "b-1"]), ("on_partitions_assigned", ["b-0"])]
 
 
+def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored():
+    """Kafka ``ConsumerCoordinator.onJoinPrepare`` marks the revoked partitions pending revocation
+    (``SubscriptionState.markPendingRevocation``) before ``onPartitionsRevoked``, so
+    ``SubscriptionState.isFetchable`` is false for them: an OffsetFetch answer arriving during the
+    callback does not start fetching a partition about to leave the assignment."""
+    lab = strict_lab()
+    lab.create_topic("a", 1)
+    lab.create_topic("b", 1)
+    add(lab, "C1", COOPERATIVE, ["a", "b"], callbacks=CallbackConfig(on_partitions_revoked_ms=2_000))
+    for _ in range(10_000):
+        stepped = lab.step()
+        if any(e.actor == "C1" and e.payload.get("callback") == "on_partitions_assigned" for e in stepped):
+            break
+    lab.delay_messages("C1", 1, 1_000)  # the OffsetFetch for a-0 and b-0, about to go out
+    lab.change_subscription("C1", topics=["a"])
+    mark = lab.step_count
+    lab.run(until=lab.now + 10_000)
+    later = [e for e in lab.trace if e.step > mark]
+    fetched = next(
+        e
+        for e in later
+        if e.kind.value == "message_delivered" and e.payload["api"] == "OffsetFetch" and e.payload["to"] == "C1"
+    )
+    revoke, revoked = (
+        next(
+            e
+            for e in later
+            if e.actor == "C1" and e.kind.value == kind and e.payload["callback"] == "on_partitions_revoked"
+        )
+        for kind in ("callback_invoked", "callback_completed")
+    )
+    assert revoke.payload["partitions"] == ["b-0"]
+    assert revoke.step < fetched.step < revoked.step  # the position arrived during the revocation
+    c1 = lab.clients["C1"]
+    assert owned(lab, "C1") == ["a-0"]
+    assert set(c1.fetching) == c1.owned  # b-0 never started fetching
+
+
 def test_added_partitions_are_assigned_in_one_rebalance_without_revocation():
     """Kafka ``ConsumerCoordinator.rejoinNeededOrPending``: the leader notices added partitions and rejoins; nothing is
     revoked."""

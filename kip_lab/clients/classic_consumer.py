@@ -300,6 +300,7 @@ class ClassicConsumer(ApplicationLoop):
         self._round += 1
         self._in_rebalance_callbacks = False
         owned = sorted(self.owned)
+        self.pending_revocation |= self.owned
         stopped = self._stop_fetching(set(self.fetching))
         in_group = self.generation_id != NO_GENERATION and bool(self.member_id)
         then = partial(self._close_after_commit, owned, in_group)
@@ -317,8 +318,7 @@ class ClassicConsumer(ApplicationLoop):
 
     def _leave(self, _ok: bool) -> None:
         if self.owned:
-            self.owned.clear()
-            self._emit_assignment()
+            self._release(set(self.owned))
         if self.member_id and not self.is_static:
             self._send_leave_group("the consumer is being closed")
         self._transition(State.UNSUBSCRIBED, "close")
@@ -429,7 +429,7 @@ class ClassicConsumer(ApplicationLoop):
         fell_out = self.generation_id == NO_GENERATION or not self.member_id
         if fell_out:
             lost = sorted(self.owned)
-            self._stop_fetching(set(lost))
+            self._stop_for_revocation(set(lost))
             if lost:
                 self._call_back("on_partitions_lost", lost, partial(self._prepared, round_, lost))
             else:
@@ -439,7 +439,7 @@ class ClassicConsumer(ApplicationLoop):
             revoked = sorted(self.owned)
         else:
             revoked = sorted(tp for tp in self.owned if not self._subscribed(tp))
-        stopped = self._stop_fetching(set(revoked))
+        stopped = self._stop_for_revocation(set(revoked))
         then = partial(self._prepare_after_commit, round_, revoked)
         if self.config.enable_auto_commit and (self.fetching or stopped):
             self._commit(self.fetching, then, extra=stopped)
@@ -460,8 +460,7 @@ class ClassicConsumer(ApplicationLoop):
             return
         self._in_rebalance_callbacks = False
         if released:
-            self.owned -= set(released)
-            self._emit_assignment()
+            self._release(set(released))
         self._send_join_group("JoinGroup sent")
 
     def _send_join_group(self, trigger: str) -> None:
@@ -607,7 +606,7 @@ class ClassicConsumer(ApplicationLoop):
         self._in_rebalance_callbacks = True  # callbacks of this sync run before any rejoin
         # No commit here (Kafka ``onJoinComplete``): committing what a revoked partition consumed
         # is the listener's job; auto-commit only runs before JoinGroup (docs/decisions.md K5).
-        self._stop_fetching(set(revoked))
+        self._stop_for_revocation(set(revoked))
         then = partial(self._complete_after_revoke, round_, assignment, revoked, added)
         if revoked:
             self._call_back("on_partitions_revoked", revoked, then)
@@ -620,8 +619,7 @@ class ClassicConsumer(ApplicationLoop):
         if round_ != self._round:
             return
         if revoked:
-            self.owned -= set(revoked)
-            self._emit_assignment()
+            self._release(set(revoked))
         assignor = self._assignors.get(self.protocol_name or "")
         if assignor is not None:
             assignor.on_assignment(assignment, self.generation_id)
@@ -667,6 +665,24 @@ class ClassicConsumer(ApplicationLoop):
             self.poll_errors.append(self._rebalance_error)
             self._note(f"poll() raises {self._rebalance_error}", poll_error=self._rebalance_error)
             self._rebalance_error = None
+
+    def _stop_for_revocation(self, partitions: set[TP]) -> dict[TP, int]:
+        """Stop fetching partitions about to be revoked or lost; returns the positions reached.
+
+        Until they leave ``owned`` they are pending revocation: neither fetchable nor started by a
+        late OffsetFetch answer. Kafka marks them so before an EAGER revocation
+        (``ConsumerCoordinator.maybeMarkPartitionsPendingRevocation``, ``SubscriptionState.markPendingRevocation``);
+        in every other case its listener runs on the thread that would apply the answer, which
+        therefore lands only after they left the assignment and sets no position for them
+        (``ConsumerUtils.refreshCommittedOffsets`` checks ``SubscriptionState.isAssigned``)."""
+        self.pending_revocation |= partitions
+        return self._stop_fetching(partitions)
+
+    def _release(self, partitions: set[TP]) -> None:
+        """The revoked or lost ``partitions`` leave the assignment, and stop being pending revocation."""
+        self.owned -= partitions
+        self.pending_revocation -= partitions
+        self._emit_assignment()
 
     # ------------------------------------------------------------------ callbacks
     def _call_back(self, kind: str, partitions: list[TP], then: Any) -> None:
@@ -754,7 +770,7 @@ class ClassicConsumer(ApplicationLoop):
         gone = sorted(tp for tp in self.owned if cluster.topic_by_id(tp[0]) is None)
         if gone and self.world.coordinator.config.fidelity == "kip":
             self._in_rebalance_callbacks = True
-            self._stop_fetching(set(gone))
+            self._stop_for_revocation(set(gone))
             round_ = self._round
             self._call_back("on_partitions_lost", gone, partial(self._lost_gone_topics, round_, gone))
             return
@@ -765,8 +781,7 @@ class ClassicConsumer(ApplicationLoop):
         if round_ != self._round:
             return
         self._in_rebalance_callbacks = False
-        self.owned -= set(gone)
-        self._emit_assignment()
+        self._release(set(gone))
         self._request_rejoin("owned partitions no longer exist")
 
     # ------------------------------------------------------------------ responses
