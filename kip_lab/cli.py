@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ def _partitions(assignment: dict[str, list[int]]) -> str:
     return ", ".join(f"{topic}-{p}" for topic, parts in assignment.items() for p in parts) or "(none)"
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 

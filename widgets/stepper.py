@@ -229,7 +229,7 @@ def step_axis_svg(marks: dict[int, str], current: int, horizon: int, width: int 
         f'<g class="kip-step-cursor" data-step="{current}"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{top - 2}" '
         f'y2="{top + 16}" stroke="#000" stroke-width="2"/><path d="M{cx - 5:.1f},{top - 8} h10 l-5,6 z"/></g>'
     )
-    legend_x = left
+    legend_x: float = left
     for color, text in AXIS_KINDS.values():
         parts.append(f'<rect x="{legend_x}" y="2" width="8" height="8" fill="{color}"/>')
         parts.append(f'<text x="{legend_x + 11}" y="10" fill="#333">{html.escape(text)}</text>')

@@ -79,11 +79,16 @@ class ConsumerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _subscription(self) -> ConsumerConfig:
-        if not self.subscribed_topic_names and not self.subscribed_topic_regex:
-            raise ValueError("a consumer needs subscribed_topic_names or subscribed_topic_regex")
-        if self.subscribed_topic_names and self.subscribed_topic_regex:
-            raise ValueError("use subscribed_topic_names or subscribed_topic_regex, not both")
+        check_subscription(self.subscribed_topic_names, self.subscribed_topic_regex)
         return self
+
+
+def check_subscription(topic_names: list[str] | None, topic_regex: str | None) -> None:
+    """A consumer subscribes to topic names or to a regex: exactly one of them."""
+    if not topic_names and not topic_regex:
+        raise ValueError("a consumer needs subscribed_topic_names or subscribed_topic_regex")
+    if topic_names and topic_regex:
+        raise ValueError("use subscribed_topic_names or subscribed_topic_regex, not both")
 
 
 class RebalanceListener(Protocol):

@@ -299,6 +299,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             if not is_unknown:
                 return answer(Errors.UNKNOWN_MEMBER_ID)
             group = self.classic_groups[r.group_id] = ClassicGroup(r.group_id)
+        response: JoinGroupResponse | None
         if not self._accept_joining_member(group, r.member_id):
             group.remove(r.member_id)
             response = JoinGroupResponse(error_code=Errors.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID)
@@ -336,7 +337,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         if r.group_instance_id is not None:
             existing = group.static_members.get(r.group_instance_id)
             if existing is not None:
-                return self._replace_static_member(out, group, r, existing, new_id, parked)
+                return self._replace_static_member(out, group, r, r.group_instance_id, existing, new_id, parked)
             self._add_member(out, group, r, new_id, parked)
             return None
         # JoinGroup v4+ (KIP-394): hand out the id and have the member join again with it.
@@ -410,7 +411,14 @@ class ClassicGroupHandlers(CoordinatorHost):
         self._maybe_prepare_rebalance_or_complete_join(out, group)
 
     def _replace_static_member(
-        self, out: _Outbox, group: ClassicGroup, r: JoinGroupRequest, old_id: str, new_id: str, parked: Parked
+        self,
+        out: _Outbox,
+        group: ClassicGroup,
+        r: JoinGroupRequest,
+        instance_id: str,
+        old_id: str,
+        new_id: str,
+        parked: Parked,
     ) -> JoinGroupResponse | None:
         """KIP-345: a known instance id with an unknown member id takes over the old member's place.
 
@@ -422,7 +430,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         self.scheduler.cancel(self, timer_key("classic session", group.group_id, old_id))
         self._complete_join(out, old_member, JoinGroupResponse(error_code=Errors.FENCED_INSTANCE_ID, member_id=old_id))
         self._complete_sync(out, old_member, SyncGroupResponse(error_code=Errors.FENCED_INSTANCE_ID))
-        member = group.replace_static_member(r.group_instance_id, old_id, new_id)
+        member = group.replace_static_member(instance_id, old_id, new_id)
         self._schedule_classic_session(group, new_id, r.session_timeout_ms)
         self._update_member(out, group, member, r, parked)
         if group.state is ClassicGroupState.STABLE:

@@ -443,13 +443,12 @@ class GroupCoordinator(
     def _replay_offsets(self, records: Iterable[Record]) -> None:
         """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
         offsets = self.offsets
-        group_id = group = None
+        group_id: str | None = None
+        group = GroupOffsets()  # replaced at the first record, whose group is never None
         for key, value in records:
             if key.group != group_id:
                 group_id = key.group
-                group = offsets.get(group_id)
-                if group is None:
-                    group = offsets[group_id] = GroupOffsets()
+                group = offsets.setdefault(group_id, GroupOffsets())
             if value is None:
                 group.pop(key.partition_key, None)
             else:

@@ -3,7 +3,7 @@ DescribeGroups and ListGroups: the classic admin view, which also covers consume
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
@@ -47,7 +47,7 @@ class DescribeHandler(CoordinatorHost):
                 group_id=group_id, error_code=Errors.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."
             )
 
-        def described(assignment: dict[str, Iterable[int]]) -> DescribedAssignment:
+        def described(assignment: Mapping[str, Iterable[int]]) -> DescribedAssignment:
             return DescribedAssignment(
                 topic_partitions=[
                     DescribedTopicPartitions(

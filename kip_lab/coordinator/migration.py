@@ -99,7 +99,7 @@ class OnlineMigration(CoordinatorHost):
         return {t: frozenset(p) for t, p in out.items()}
 
     def _partitions_by_name(self, assignment: Assignment) -> list[tuple[str, int]]:
-        out = []
+        out: list[tuple[str, int]] = []
         for topic_id, parts in assignment.items():
             topic = self.cluster.topic_by_id(topic_id)
             if topic is not None:
@@ -270,9 +270,11 @@ class OnlineMigration(CoordinatorHost):
             )
         classic.protocol_name = classic.select_protocol()
         assignments = {}
-        for member_id, m in classic.members.items():
+        for member_id, classic_member in classic.members.items():
             version = decode_subscription(
-                m.metadata(classic.protocol_name), Errors.GROUP_ID_NOT_FOUND, f"Cannot downgrade group {gid}"
+                classic_member.metadata(classic.protocol_name),
+                Errors.GROUP_ID_NOT_FOUND,
+                f"Cannot downgrade group {gid}",
             ).version
             partitions = self._partitions_by_name(group.target_of(member_id))
             assignments[member_id] = ConsumerProtocolAssignment(
@@ -402,7 +404,7 @@ class OnlineMigration(CoordinatorHost):
         origin = f"classic {kind} timeout {group_id}/{member_id}"
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group else None
-        if member is None or not member.uses_classic_protocol:
+        if group is None or member is None or not member.uses_classic_protocol:
             return CoordinatorResult(None, origin=origin)
         return self._apply(self._remove_member(group, member, None, origin=origin))
 
@@ -418,9 +420,10 @@ class OnlineMigration(CoordinatorHost):
         names = {p.name for p in r.protocols}
         if r.protocol_type != CONSUMER_PROTOCOL_TYPE or not names:
             return False
-        classic_members = [m for m in group.members.values() if m.uses_classic_protocol]
+        members = group.members.values()
+        classic_metadata = [m.classic_member_metadata for m in members if m.classic_member_metadata is not None]
         return any(
-            all(name in {p.name for p in m.classic_member_metadata.supported_protocols} for m in classic_members)
+            all(name in {p.name for p in metadata.supported_protocols} for metadata in classic_metadata)
             for name in names
         )
 
@@ -532,7 +535,9 @@ class OnlineMigration(CoordinatorHost):
                     f"The request generation id {r.generation_id} is not equal to the member epoch "
                     f"{member.member_epoch} of member {member.member_id}.",
                 )
-            protocols = member.classic_member_metadata.supported_protocols
+            metadata = member.classic_member_metadata
+            assert metadata is not None, "_classic_member answers only a member of the classic protocol"
+            protocols = metadata.supported_protocols
             if (r.protocol_type is not None and r.protocol_type != CONSUMER_PROTOCOL_TYPE) or (
                 r.protocol_name is not None and r.protocol_name != protocols[0].name
             ):

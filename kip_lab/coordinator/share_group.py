@@ -879,6 +879,7 @@ class ShareGroupHandlers(CoordinatorHost):
                 DescribeShareGroupOffsetsResponse(error_code=error.error, error_message=error.message),
                 origin="DescribeShareGroupOffsets",
             )
+        asked: list[tuple[str, str | None, list[int]]]
         if request.topics is None:
             asked = [(name, tid, sorted(parts)) for tid, (name, parts) in sorted(group.initialized.items())]
         else:

@@ -29,8 +29,8 @@ def _numbers(values: Any) -> str:
 
 def member_cell(group: ConsumerGroup | None, member_id: str) -> str:
     """``e<epoch> [usable] p[pending] r[revoking]``, or ``-`` when the member is not in the group."""
-    member = group.members.get(member_id) if group else None
-    if member is None:
+    member = group.members.get(member_id) if group is not None else None
+    if group is None or member is None:
         return "-"
     assigned = sorted(p for parts in member.assigned.values() for p in parts)
     text = f"e{member.member_epoch} [{_numbers(assigned)}]"

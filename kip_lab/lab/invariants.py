@@ -20,8 +20,9 @@ Two ways to check, with the same verdicts at every step (``LabConfig(invariants=
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any, Literal
 
 from kip_lab.clients.member_state import MemberState as ClientState
@@ -30,7 +31,7 @@ from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.touched import Touched, actor_of
-from kip_lab.lab.trace import EventKind, TraceEvent
+from kip_lab.lab.trace import EventKind
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.protocol.records import OffsetCommitKey
 
@@ -62,7 +63,7 @@ OWNERSHIP_INPUTS = frozenset({"ConsumerGroupMemberMetadataKey", "ConsumerGroupCu
 ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
 NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
 NOTHING_WRITTEN: frozenset[str] = frozenset()
-_kind_of = TraceEvent.kind.fget  # the property's own getter: no descriptor call per event
+_kind_of = itemgetter(3)  # TraceEvent.kind, without the property call per event
 CheckMode = Literal["incremental", "full"]
 TP = tuple[str, int]
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
@@ -213,7 +214,7 @@ class InvariantChecker:
             memory[key] = epoch
         return found
 
-    def _group(self, group: Any, written: set[str] = ALL_RECORDS) -> list[tuple[str, str]]:
+    def _group(self, group: Any, written: Set[str] = ALL_RECORDS) -> list[tuple[str, str]]:
         """The group checks; a check whose inputs no written record type can change is skipped."""
         found = self._group_epochs(group)
         for member_id, member in group.members.items():
@@ -268,6 +269,7 @@ class InvariantChecker:
     def _ownership_incremental(self, world: Any) -> list[tuple[str, str]]:
         """single-owner and the clients' epochs, from the clients touched since the last check."""
         clients = world.clients
+        assert self._touched is not None, "the incremental checks run in mode 'incremental'"
         touched = self._touched.drain(clients)
         for name in touched:
             self._owners.update(name, clients[name])
@@ -277,14 +279,17 @@ class InvariantChecker:
             epochs.sort(key=lambda item: position[item[0]])
         return self._owners.findings(world) + [f for _, f in epochs]
 
-    def _groups_incremental(self, world: Any, written: set[str]) -> list[tuple[str, str]]:
+    def _groups_incremental(self, world: Any, written: Set[str]) -> list[tuple[str, str]]:
         """The group checks of the groups the step's records name, plus the lasting violations of
         the others (unchanged since their last check, as their state is)."""
         touched: dict[str, set[str]] = {}
         for batch in world.written_batches:
             for key, _ in batch:
                 if type(key).__name__ in ALL_RECORDS:
-                    touched.setdefault(key.group_id, set()).add(getattr(key, "member_id", None))
+                    member_ids = touched.setdefault(key.group_id, set())
+                    member_id = getattr(key, "member_id", None)  # None: a group-level record
+                    if member_id is not None:
+                        member_ids.add(member_id)
         groups = world.coordinator.groups
         for gid in [gid for gid in self._views if gid not in groups]:
             del self._views[gid]
@@ -316,8 +321,7 @@ class InvariantChecker:
             found += group_found
         return found
 
-    def _touched_members(self, view: _GroupView, group: Any, member_ids: set[str | None]) -> list[tuple[str, str]]:
-        member_ids.discard(None)
+    def _touched_members(self, view: _GroupView, group: Any, member_ids: set[str]) -> list[tuple[str, str]]:
         gid = group.group_id
         members = group.members
         found = []
@@ -534,7 +538,7 @@ class _GroupView:
     def stable(self) -> bool:
         return self.group.state is GroupState.STABLE  # kept by the group itself, member by member
 
-    def lasting(self, written: set[str]) -> list[tuple[str, str]]:
+    def lasting(self, written: Set[str]) -> list[tuple[str, str]]:
         """The violations that last while the group does not change, as the full check finds them."""
         group = self.group
         gid = group.group_id

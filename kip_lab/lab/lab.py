@@ -405,7 +405,7 @@ class Lab:
             every = -(-every // _WEIGH_EVERY) * _WEIGH_EVERY
         self._weigh_at = number + every
         cost = snapshot.size_bytes * self.config.stepping_per_snapshot / _SNAPSHOT_BYTES_PER_WORK
-        self._snapshot_due = self._work() + cost
+        self._snapshot_due: float = self._work() + cost
 
     def _restore(self, base: int) -> None:
         """Load the snapshot of step ``base``; the trace follows (keeping what a later seek needs)."""

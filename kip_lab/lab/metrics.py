@@ -261,7 +261,7 @@ class _Replay:
         member = payload.get("member")
         if action == "add_consumer":
             config = payload["config"]
-            self.clients[member] = _Client(
+            self.clients[payload["member"]] = _Client(
                 group=config["group_id"],
                 subscription=_subscription(config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")),
                 classic=config.get("group_protocol") == "classic",
@@ -295,7 +295,7 @@ class _Replay:
         elif action == "add_partitions" and payload.get("topic") in self.topics:
             self.topics[payload["topic"]] += payload["count"]
         elif action == "delete_topic":
-            self.topics.pop(payload.get("topic"), None)
+            self.topics.pop(payload["topic"], None)
         if action in ("delete_topic", "recreate_topic"):
             self._classic_topic_gone(payload["topic"], now)
 
@@ -305,6 +305,7 @@ class _Replay:
         if kind == "GroupMetadataKey":
             self._classic_record(key["group"], value)
             return
+        member: _Member | None
         group_id = key.get("group_id")
         if group_id is None:
             return  # an offset commit
@@ -418,18 +419,18 @@ class _Replay:
             if group.state != "Stable":
                 return False
             for member_id, member in group.members.items():
-                client = live.get((group_id, member_id))
-                if client is None or client.owned != member.assigned:
+                live_client = live.get((group_id, member_id))
+                if live_client is None or live_client.owned != member.assigned:
                     return False
-                if client.subscription != (tuple(sorted(member.subscribed)), member.regex):
+                if live_client.subscription != (tuple(sorted(member.subscribed)), member.regex):
                     return False  # a subscription change the coordinator has not heard yet
             if self._metadata_lags(group):
                 return False
         for group_id, member_id in live:
-            group = self.groups.get(group_id)
+            known_group = self.groups.get(group_id)
             if live[(group_id, member_id)].classic and group_id in self.classic_groups:
                 continue  # checked against its classic group above
-            if group is None or member_id not in group.members:
+            if known_group is None or member_id not in known_group.members:
                 return False  # a live client the coordinator does not know (yet)
         return True
 

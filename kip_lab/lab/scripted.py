@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from kip_lab.protocol import consumer_group as rpc
 
-REQUESTS = {
+REQUESTS: dict[str, type[BaseModel]] = {
     "ConsumerGroupHeartbeat": rpc.ConsumerGroupHeartbeatRequest,
     "ConsumerGroupDescribe": rpc.ConsumerGroupDescribeRequest,
     "ConsumerGroupPrepareAssignment": rpc.ConsumerGroupPrepareAssignmentRequest,

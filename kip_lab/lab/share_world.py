@@ -138,26 +138,27 @@ class ShareWorld:
     def serve(self, broker: str, api: str, request: Any) -> Any:
         """ShareFetch / ShareAcknowledge at ``broker``'s share-partition leader, traced."""
         leader = self.leaders[broker]
-        response = leader.share_fetch(request) if api == "ShareFetch" else leader.share_acknowledge(request)
-        if api == "ShareFetch":
-            for topic in response.responses:
-                for p in topic.partitions:
-                    if not p.acquired_records:
-                        continue
-                    sp = leader.partitions.get((request.group_id, topic.topic_id, p.partition_index))
-                    self.world.emit(
-                        broker,
-                        "share_acquired",
-                        {
-                            "group_id": request.group_id,
-                            "member_id": request.member_id,
-                            "topic_id": topic.topic_id,
-                            "partition": p.partition_index,
-                            "ranges": [[r.first_offset, r.last_offset, r.delivery_count] for r in p.acquired_records],
-                            "spso": sp.spso if sp else None,
-                            "speo": sp.speo if sp else None,
-                        },
-                    )
+        if api != "ShareFetch":
+            return leader.share_acknowledge(request)
+        response = leader.share_fetch(request)
+        for topic in response.responses:
+            for p in topic.partitions:
+                if not p.acquired_records:
+                    continue
+                sp = leader.partitions.get((request.group_id, topic.topic_id, p.partition_index))
+                self.world.emit(
+                    broker,
+                    "share_acquired",
+                    {
+                        "group_id": request.group_id,
+                        "member_id": request.member_id,
+                        "topic_id": topic.topic_id,
+                        "partition": p.partition_index,
+                        "ranges": [[r.first_offset, r.last_offset, r.delivery_count] for r in p.acquired_records],
+                        "spso": sp.spso if sp else None,
+                        "speo": sp.speo if sp else None,
+                    },
+                )
         return response
 
     # ------------------------------------------------------------------ actions

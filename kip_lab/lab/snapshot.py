@@ -53,7 +53,8 @@ def _log() -> PartitionLog:
 
 def _frozen_models() -> list[type]:
     """Every frozen pydantic model class defined so far (requests, records, configs, actions)."""
-    found, todo = [], [BaseModel]
+    found: list[type] = []
+    todo = [BaseModel]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
@@ -109,6 +110,9 @@ class Snapshot:
     """One saved state; ``restore()`` returns a fresh, independent copy every time."""
 
     __slots__ = ("_copy", "_data", "_log", "_shared", "size_bytes")
+    _copy: tuple[Any, Any] | None  # a deep copy, when the state does not pickle
+    _data: bytes | None
+    _shared: list[Any] | None
 
     def __init__(self, world: Any, invariants: Any) -> None:
         self._log = (world.log, world.log.batch_count)  # append-only: that prefix never changes
@@ -129,6 +133,7 @@ class Snapshot:
 
     def restore(self) -> tuple[Any, Any]:
         if self._data is None:
+            assert self._copy is not None, "a snapshot keeps its bytes or its copy"
             return copy.deepcopy(self._copy)
         _loading.shared, _loading.log = self._shared, self._log
         try:

@@ -69,7 +69,8 @@ class TraceEvent(tuple):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a trace event is immutable (cannot set {name!r})")
 
-    __delattr__ = __setattr__
+    def __delattr__(self, name: str) -> None:
+        self.__setattr__(name, None)  # refused like setting it
 
     def _fields(self) -> tuple[int, int, str, EventKind, dict[str, Any]]:
         return (self[0], self[1], self[2], self[3], self.payload)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
@@ -52,6 +53,8 @@ HANDLERS = {
     "LeaveGroup": "leave_group",
     "ShareGroupHeartbeat": "share_group_heartbeat",
 }
+
+Payload = dict[str, Any] | Callable[[], dict[str, Any]]  # an event's payload, or what makes it when first read
 
 
 PARKED_APIS = frozenset({"JoinGroup", "SyncGroup"})  # a classic rebalance's barrier parks them
@@ -168,7 +171,7 @@ class World:
         self.produce_rate: dict[str, float] = {}  # topic id -> records per ms per partition
         self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
         self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
-        self.events: list[tuple[str, str, dict[str, Any]]] = []  # this step's events, not yet in the trace
+        self.events: list[tuple[str, str, Payload]] = []  # this step's events, not yet in the trace
         self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
         self.written_batches: list[tuple] = []  # this step's record batches: the groups and members they name
         self.scheduled: dict[int, Any] = {}  # scheduled actions (faults, scripted requests) by number
@@ -188,7 +191,7 @@ class World:
         return clone
 
     # -- what actors call -------------------------------------------------------------
-    def emit(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
+    def emit(self, actor: str, kind: str, payload: Payload) -> None:
         self.events.append((actor, kind, payload))
 
     def emit_result(self, actor: str, result: CoordinatorResult, origin: str) -> None:
@@ -199,7 +202,7 @@ class World:
         result is frozen: the summary is the same whenever it is made); the invariants read
         the types of the records written this step from ``written_key_types`` instead."""
         for deferred in result.deferred:
-            client, correlation_id = deferred.ref
+            client, correlation_id = cast(tuple[str, int], deferred.ref)  # the ref the Lab parked it with
             self.network.send(actor, client, deferred.api, deferred.response, correlation_id)
         if result.response is None and not result.batches:
             return
@@ -338,7 +341,7 @@ class World:
         """Trace a coordinator timer and what its handler wrote (clients and the network trace
         their own timers' effects)."""
         if isinstance(fired.owner, GroupCoordinator):
-            self.emit("coordinator", "timer_fired", {"timer": list(fired.key)})
+            self.emit("coordinator", "timer_fired", {"timer": list(cast(tuple, fired.key))})  # a tuple key
             self.emit_result(self.coordinator_host, fired.result, "timer")
 
     def client(self, name: str) -> Any:

@@ -13,6 +13,7 @@ of many runs builds like a small one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import altair as alt
 import pandas as pd
@@ -39,7 +40,7 @@ METRIC_TITLES = {
     "share_records_acknowledged": "share records acknowledged",
     "share_records_archived": "share records archived",
 }
-COMPARE_SCHEME = "tableau10"
+COMPARE_SCHEME: Final = "tableau10"
 
 
 def metric_title(metric: str) -> str:

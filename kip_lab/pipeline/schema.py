@@ -30,6 +30,7 @@ events: one row per trace event (``kip_lab.lab.trace.TraceEvent``); payload is J
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -123,7 +124,7 @@ def param_value(value: Any, kind: pa.DataType) -> Any:
     return value
 
 
-def schema(columns: list[tuple[str, pa.DataType, str]], extra: list[tuple[str, pa.DataType]] = ()) -> pa.Schema:
+def schema(columns: list[tuple[str, pa.DataType, str]], extra: Sequence[tuple[str, pa.DataType]] = ()) -> pa.Schema:
     fields = [pa.field(n, t) for n, t, _ in columns] + [pa.field(n, t) for n, t in extra]
     return pa.schema(fields, metadata={"kip_lab.schema_version": str(SCHEMA_VERSION)})
 

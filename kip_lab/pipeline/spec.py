@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
@@ -186,6 +187,8 @@ class SweepSpec(BaseModel):
     @cached_property
     def base_scenario(self) -> Scenario:
         """A scenario sweep's scenario, as read (read once)."""
+        if self.scenario is None:
+            raise ValueError("a template sweep has no base scenario")
         return _resolve_scenario(self.scenario)
 
 
@@ -236,7 +239,7 @@ def load_sweep(source: str | Path | dict[str, Any]) -> SweepSpec:
         raise ScenarioError(name, [_problem(e) for e in exc.errors()]) from None
 
 
-def _problem(error: dict[str, Any]) -> Problem:
+def _problem(error: ErrorDetails) -> Problem:
     loc = tuple(element for element in error["loc"] if element not in ("list", "range"))  # the seeds' union tags
     message = error["msg"].removeprefix("Value error, ")
     ctx = error.get("ctx") or {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -64,7 +64,7 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol("cooperative", ("cooperative-sticky",), _classic_member, "classic, cooperative (KIP-429)"),
     )
 }
-SHARE_PROTOCOL = "share"  # KIP-932 share groups: the share_lock_timeouts template
+SHARE_PROTOCOL: Final = "share"  # KIP-932 share groups: the share_lock_timeouts template
 
 
 def member_names(count: int, prefix: str = "m") -> list[str]:
@@ -190,7 +190,7 @@ def rolling_bounce(params: RollingBounce, seed: int) -> Scenario:
 
 
 def member_failures(params: MemberFailures, seed: int) -> Scenario:
-    events = []
+    events: list[dict[str, Any]] = []
     for i, member in enumerate(member_names(params.members)[: params.failures]):
         at = params.first_failure_at_ms + i * params.failure_every_ms
         if params.fault == "partition_link":
@@ -272,7 +272,7 @@ class Template:
     """A named template: its parameter model and the function that builds the scenario."""
 
     name: str
-    params: type[NetworkParams]
+    params: type[GroupParams] | type[ShareLockTimeouts]
     build: Callable[[Any, int], Scenario]
 
     def scenario(self, params: dict[str, Any], seed: int) -> Scenario:

@@ -27,7 +27,7 @@ _COMPACT_SLACK = 64  # a small heap is never worth rebuilding
 class TimerOwner(Protocol):
     """Anything that can own timers: it is told which of its keys fired."""
 
-    def fire_timer(self, key: Hashable) -> Any: ...
+    def fire_timer(self, key: Any) -> Any: ...  # each owner has its own kind of key
 
 
 class FiredTimer(NamedTuple):

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
@@ -220,7 +221,7 @@ def _number_problem(node: yaml.ScalarNode) -> str | None:
     return None
 
 
-def _problem(root: yaml.Node, error: dict[str, Any]) -> Problem:
+def _problem(root: yaml.Node, error: ErrorDetails) -> Problem:
     loc: Loc = tuple(error["loc"])
     message = error["msg"]
     ctx = error.get("ctx") or {}

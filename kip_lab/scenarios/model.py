@@ -33,13 +33,13 @@ import operator
 from collections.abc import Mapping
 from functools import reduce
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.classic_member_state import ClassicMemberState
-from kip_lab.clients.consumer import ConsumerConfig
+from kip_lab.clients.consumer import ConsumerConfig, check_subscription
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupState
@@ -144,7 +144,7 @@ class MemberSpec(ConsumerConfig):
             if extra:
                 raise ValueError(f"a scripted member takes no consumer settings; remove {', '.join(extra)}")
             return self
-        ConsumerConfig._subscription(self)
+        check_subscription(self.subscribed_topic_names, self.subscribed_topic_regex)
         if self.subscribed_topic_regex is not None:
             _check_regex(self.subscribed_topic_regex)
         if self.group_protocol == "consumer":
@@ -202,7 +202,11 @@ EVENT_MODELS: dict[str, type[BaseModel]] = {
 }
 ACTION_OF: dict[type[BaseModel], type[BaseModel]] = dict(zip(EVENT_MODELS.values(), EVENT_ACTIONS, strict=True))
 
-Event = Annotated[reduce(operator.or_, EVENT_MODELS.values()), Field(discriminator="action")]
+if TYPE_CHECKING:
+    # The union is built at run time from EVENT_ACTIONS; readers narrow an event with isinstance on its action.
+    Event: TypeAlias = Any
+else:
+    Event = Annotated[reduce(operator.or_, EVENT_MODELS.values()), Field(discriminator="action")]
 
 
 def event_action(event: Any) -> Any:
@@ -250,7 +254,10 @@ class RunSpec(_Spec):
         return self.until_ms if self.until_ms is not None else self.timeout_ms
 
 
-ErrorName = Literal[tuple(e.name for e in Errors)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    ErrorName: TypeAlias = str  # at run time: a Literal of every error name, built from Errors
+else:
+    ErrorName = Literal[tuple(e.name for e in Errors)]
 PartitionsByTopic = dict[str, list[int]]
 
 
@@ -402,7 +409,7 @@ class Scenario(_Spec):
         untimed = [i for i, e in enumerate(self.events) if e.at_ms is None]
         for i in [*timed, *untimed]:  # at_step events: checked against the world after every timed one
             event = self.events[i]
-            topic = getattr(event, "topic", None)
+            topic: Any = getattr(event, "topic", None)  # a str on the events that name a topic
             if isinstance(event, a.CreateTopic):
                 if topic in partitions:
                     raise FieldError(("events", i, "topic"), f"topic {topic!r} already exists then")

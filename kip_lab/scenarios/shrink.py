@@ -176,7 +176,7 @@ def _fewer_members(data: Data, violation: Violation) -> Iterator[Data]:
     """Without each member (last first), and the events that act on it."""
     for field in ("members", "share_members"):
         for name in reversed(list(data.get(field, {}))):
-            yield _without(data, field, name, lambda event, name=name: event.get("member") == name)
+            yield _without(data, field, name, _acts_on_member(name))
 
 
 def _fewer_topics(data: Data, violation: Violation) -> Iterator[Data]:
@@ -207,6 +207,10 @@ def _calm(data: Data, violation: Violation) -> Iterator[Data]:
     for name, member in data.get("members", {}).items():
         if member.get("start_at_ms"):
             yield {**data, "members": {**data["members"], name: {**member, "start_at_ms": 0}}}
+
+
+def _acts_on_member(name: str) -> Callable[[Data], bool]:
+    return lambda event: event.get("member") == name
 
 
 def _without(data: Data, field: str, name: str, acts_on: Callable[[Data], bool]) -> Data:

@@ -15,7 +15,7 @@ remote URLs are refused), ``to_json`` gives the Vega-Lite JSON.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 import altair as alt
 import pandas as pd
@@ -41,7 +41,7 @@ STATUS_LEGEND = alt.Legend(
     title="status", symbolType="square", symbolFillColor="#4c78a8", symbolStrokeColor="#4c78a8", symbolSize=160
 )
 DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
-MEMBER_SCHEME = "tableau10"
+MEMBER_SCHEME: Final = "tableau10"
 TABLEAU10 = [  # Vega's tableau10, the MEMBER_SCHEME, for charts that give members colours by hand
     *("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b"),
     *("#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"),
@@ -425,6 +425,7 @@ def message_sequence(
     if width is None:
         width = max(360, 130 * len(lanes))
 
+    y_domain: list[float]
     if by_step:
         y_title, y_domain = "step", [0, max(last_step, 1)]
     else:
@@ -530,7 +531,7 @@ def message_sequence(
                 x=alt.value(0), y=alt.Y("y:Q", scale=y_scale, title=y_title), text="label:N", color=_marker_color()
             )
         )
-    if _in_range(cursor_ms, None if by_step else time_range):
+    if cursor_ms is not None and _in_range(cursor_ms, None if by_step else time_range):
         y_value = _step_of(frames, cursor_ms) if by_step else cursor_ms
         layers.append(
             alt.Chart(_values([{"cursor_ms": cursor_ms, "y": y_value}]))

@@ -79,6 +79,7 @@ SMALL_MACHINE_EDGES = 8  # up to this many edges a machine is drawn left to righ
 
 def _normalise_transition(machine: StateMachine, last: Any) -> tuple[str, str | None, str]:
     """(source, trigger or None, target) from a Transition, a 3-tuple or a (source, target) pair."""
+    trigger: str | None
     if isinstance(last, Transition):
         source, trigger, target = last.source, last.trigger, last.target
     elif isinstance(last, Mapping):  # a state_transition trace payload

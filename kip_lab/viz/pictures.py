@@ -58,9 +58,11 @@ def _dot_picture(dot_source: str) -> Picture:
     from kip_lab.viz.dot import DOT_MISSING_MESSAGE, render
 
     svg = render(dot_source, format="svg")
-    if isinstance(svg, str) and svg.startswith(DOT_MISSING_MESSAGE):
+    if not isinstance(svg, str) or svg.startswith(DOT_MISSING_MESSAGE):
         raise RuntimeError(DOT_MISSING_MESSAGE)
     png = render(dot_source.replace("  graph [", f"  graph [dpi={72 * PNG_SCALE}, ", 1), format="png")
+    if not isinstance(png, bytes):  # text instead of an image: the missing-graphviz message
+        raise RuntimeError(DOT_MISSING_MESSAGE)
     name = re.match(r'\s*digraph "((?:[^"\\]|\\.)*)"', dot_source)
     return Picture(svg, png, f"diagram: {name.group(1) if name else 'graph'}")
 

@@ -55,12 +55,12 @@ def codec_versions(api_key: int) -> tuple[int, int]:
 
 
 @cache
-def request_class(api_key: int, version: int) -> type:
+def request_class(api_key: int, version: int) -> type[Any]:  # kio's class for it, loaded by key
     return load_request_schema(api_key, version)
 
 
 @cache
-def response_class(api_key: int, version: int) -> type:
+def response_class(api_key: int, version: int) -> type[Any]:
     return load_response_schema(api_key, version)
 
 

@@ -82,14 +82,16 @@ def summary(lab: Lab) -> str:
             lines.append(
                 f"  {member.client_id or '?'} {member.member_id} epoch {member.member_epoch}: {', '.join(parts)}"
             )
-    for group_id, group in sorted(coordinator.classic_groups.items()):
-        lines.append(f"classic group {group_id}: {group.state.value}, generation {group.generation_id}")
-        for member_id, member in sorted(group.members.items()):
-            lines.append(f"  {member.client_id or '?'} {member_id}")
-    for group_id, group in sorted(coordinator.share_groups.items()):
-        lines.append(f"share group {group_id}: {group.state.value}, epoch {group.group_epoch}")
-        for member in sorted(group.members.values(), key=lambda m: m.client_id):
-            lines.append(f"  {member.client_id or '?'} {member.member_id} epoch {member.member_epoch}")
+    for group_id, classic_group in sorted(coordinator.classic_groups.items()):
+        lines.append(f"classic group {group_id}: {classic_group.state.value}, generation {classic_group.generation_id}")
+        for member_id, classic_member in sorted(classic_group.members.items()):
+            lines.append(f"  {classic_member.client_id or '?'} {member_id}")
+    for group_id, share_group in sorted(coordinator.share_groups.items()):
+        lines.append(f"share group {group_id}: {share_group.state.value}, epoch {share_group.group_epoch}")
+        for share_member in sorted(share_group.members.values(), key=lambda m: m.client_id):
+            lines.append(
+                f"  {share_member.client_id or '?'} {share_member.member_id} epoch {share_member.member_epoch}"
+            )
     violations = lab.invariants.violations
     lines.append("invariants: all held" if not violations else f"invariants: VIOLATED ({len(violations)})")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
 from kio.index import load_entity_schema
 from kio.serial import entity_reader, entity_writer
@@ -29,11 +30,11 @@ from kip_lab.protocol.consumer_protocol import (
 _VERSION = struct.Struct(">h")
 
 
-def _schema(name: str, version: int) -> type:
+def _schema(name: str, version: int) -> type[Any]:  # a kio class loaded by name: its fields are not declared
     return load_entity_schema(name, version, EntityType.data)
 
 
-def _read(name: str, data: bytes) -> tuple[int, object]:
+def _read(name: str, data: bytes) -> tuple[int, Any]:
     if len(data) < _VERSION.size:
         raise ConsumerProtocolError(f"{name}: {len(data)} bytes, no version")
     written = _VERSION.unpack_from(data)[0]

@@ -30,6 +30,7 @@ from kip_lab.wire.endpoint import WireClient
 from kip_lab.wire.records import RecordStore, record_count, split_batches
 
 if TYPE_CHECKING:
+    from kip_lab.lab.lab import Lab
     from kip_lab.wire.server import Connection, WireServer
 
 # API key -> (lowest, highest) version served. Each range is kio's, narrowed to the versions
@@ -98,6 +99,12 @@ class ClassicHandlers:
 
     The consumer protocol's embedded bytes are converted between Kafka's binary form and the
     Lab's (``consumer_protocol``) when the group's protocol type is ``consumer``."""
+
+    if TYPE_CHECKING:  # what the handlers class these are part of provides
+
+        @property
+        def lab(self) -> Lab: ...
+        async def to_lab(self, connection: Connection, header: Any, api: str, request: Any) -> Any: ...
 
     async def join_group(self, connection, header, request, response_class) -> Any:
         lab_request = codec.to_lab(
@@ -195,7 +202,7 @@ class Handlers(ClassicHandlers):
         self.records = RecordStore()
 
     @property
-    def lab(self):
+    def lab(self) -> Lab:
         return self.server.lab
 
     async def handle(self, connection: Connection, header: Any, request: Any) -> Any:

@@ -80,7 +80,7 @@ class RecordStore:
         index = bisect.bisect_right(stored.bases, offset) - 1
         if index < 0 or stored.lasts[index] < offset:
             index += 1
-        out = []
+        out: list[bytes] = []
         size = 0
         while index < len(stored.data):
             batch = stored.data[index]
@@ -97,7 +97,7 @@ class RecordStore:
         if stored is None:
             return b""
         index = max(bisect.bisect_right(stored.bases, first) - 1, 0)
-        out = []
+        out: list[bytes] = []
         while index < len(stored.data) and stored.bases[index] <= last:
             if stored.lasts[index] >= first:
                 out.append(stored.data[index])
