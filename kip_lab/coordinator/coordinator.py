@@ -597,9 +597,10 @@ class GroupCoordinator(
 
     @staticmethod
     def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record:
+        # Built from the coordinator's own state, already valid: not validated again (model_construct).
         return Record(
             ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id),
-            ConsumerGroupCurrentMemberAssignmentValue(
+            ConsumerGroupCurrentMemberAssignmentValue.model_construct(
                 member_epoch=member.member_epoch,
                 previous_member_epoch=member.previous_member_epoch,
                 state=member.state.value,
@@ -613,8 +614,11 @@ class GroupCoordinator(
         key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
         if target is None:
             return Record(key, None)
-        partitions = [TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p]
-        return Record(key, ConsumerGroupTargetAssignmentMemberValue(topic_partitions=partitions))
+        # The assignor's output, checked when computed: not validated again (model_construct).
+        partitions = [
+            TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p
+        ]
+        return Record(key, ConsumerGroupTargetAssignmentMemberValue.model_construct(topic_partitions=partitions))
 
     @staticmethod
     def _member_tombstones(group_id: str, member_id: str) -> list[Record]:

@@ -349,7 +349,8 @@ class ShareGroupHandlers(CoordinatorHost):
     def _share_current_assignment_record(group_id: str, member: ShareGroupMember) -> Record:
         return Record(
             ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id),
-            ShareGroupCurrentMemberAssignmentValue(
+            # Built from the coordinator's own state, already valid: not validated again (model_construct).
+            ShareGroupCurrentMemberAssignmentValue.model_construct(
                 member_epoch=member.member_epoch,
                 previous_member_epoch=member.previous_member_epoch,
                 assigned_partitions=to_topic_partitions(member.assigned),
@@ -376,8 +377,11 @@ class ShareGroupHandlers(CoordinatorHost):
             key = ShareGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
             if target is None:
                 return Record(key, None)
-            partitions = [TopicPartitions(topic_id=t, partitions=list(p)) for t, p in sorted(target.items())]
-            return Record(key, ShareGroupTargetAssignmentMemberValue(topic_partitions=partitions))
+            # The assignor's output, checked when computed: not validated again (model_construct).
+            partitions = [
+                TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in sorted(target.items())
+            ]
+            return Record(key, ShareGroupTargetAssignmentMemberValue.model_construct(topic_partitions=partitions))
 
         metadata = Record(
             ShareGroupTargetAssignmentMetadataKey(group_id=group_id),
