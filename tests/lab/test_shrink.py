@@ -1,6 +1,6 @@
 """``kip-lab shrink``: a run that violates an invariant is reduced to a smallest scenario that still does.
 
-The coordinator is broken on purpose the way tests/test_invariants.py breaks it: Kafka's
+The coordinator is broken on purpose the way tests/lab/test_invariants.py breaks it: Kafka's
 ``ConsumerGroup`` keeps each partition's owner epoch as ownership changes (the class's
 ``updateMember`` / partition epochs bookkeeping); here it forgets what member C holds, which the
 ``partition-epochs-match-ownership`` invariant catches.

@@ -48,7 +48,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pac
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
 pytest.importorskip("ipywidgets", reason="ipywidgets is not installed")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "tests" / "data" / "browser_stepper.ipynb"
 COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LAPTOP = {"width": 1366, "height": 768}

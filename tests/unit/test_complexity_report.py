@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "complexity_report.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "complexity_report.py"
 
 
 def _report(tmp_path: Path, source: str, *options: str) -> str:

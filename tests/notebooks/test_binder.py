@@ -28,7 +28,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 SMOKE_NOTEBOOK = ROOT / "tests" / "data" / "binder_smoke.ipynb"
 # the extras a Binder user needs: the engine, the notebooks, their pictures and notebook 14's Spark

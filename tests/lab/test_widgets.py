@@ -642,7 +642,7 @@ def test_widget_benchmark_quick_mode_runs() -> None:
     """``benchmarks/bench_widgets.py --quick`` end to end (its own process: it sets up an IPython shell)."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.bench_widgets", "--quick", "--clicks", "3"],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         timeout=300,

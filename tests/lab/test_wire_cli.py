@@ -15,7 +15,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kip_lab.cli import main
 from tests.wire_support import RawClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_serve_a_library_scenario_with_an_extra_topic_then_stop(tmp_path):

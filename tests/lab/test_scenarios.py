@@ -25,8 +25,8 @@ from kip_lab.scenarios import (
 )
 from kip_lab.scenarios.model import export_schema
 
-LIBRARY = Path(__file__).resolve().parents[1] / "kip_lab" / "scenarios" / "library"
-SCHEMA = Path(__file__).resolve().parents[1] / "kip_lab" / "scenarios" / "scenario.schema.json"
+LIBRARY = Path(__file__).resolve().parents[2] / "kip_lab" / "scenarios" / "library"
+SCHEMA = Path(__file__).resolve().parents[2] / "kip_lab" / "scenarios" / "scenario.schema.json"
 SHIPPED = [
     "basic",
     "classic_cooperative_rolling_bounce",
@@ -459,7 +459,7 @@ def test_other_bad_files(tmp_path):
 
 
 def test_the_documented_example_runs_and_meets_its_expectations():
-    api = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
     section = api.split("## Scenarios and the command line", 1)[1]
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     assert run_scenario(scenario_from_yaml(example, "docs/api.md")).ok

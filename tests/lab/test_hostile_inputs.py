@@ -21,11 +21,11 @@ import pytest
 
 from kip_lab import cli
 
-HERE = Path(__file__).parent
-CORPUS = sorted((HERE / "hostile").glob("*.yaml"))
+TESTS = Path(__file__).resolve().parents[1]
+CORPUS = sorted((TESTS / "hostile").glob("*.yaml"))
 SECONDS = 10
 MEMORY = 1 << 30  # 1 GiB
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def expectation(path: Path) -> tuple[int, str]:

@@ -62,7 +62,7 @@ def test_the_stepper_opens_a_shrunk_scenario_at_the_violating_step(monkeypatch: 
 
     real = ConsumerGroup._set_ownership
 
-    def set_ownership(self, old, new):  # the broken coordinator of tests/test_shrink.py
+    def set_ownership(self, old, new):  # the broken coordinator of tests/lab/test_shrink.py
         return real(self, old, None if new is not None and new.member_id == "C" and new.assigned else new)
 
     monkeypatch.setattr(ConsumerGroup, "_set_ownership", set_ownership)
