@@ -23,6 +23,8 @@ from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
+import property_profile  # noqa: F401  (Hypothesis' profile for every test: default, ci or long)
+
 GROUP = "g"
 REBALANCE_TIMEOUT_MS = 30_000
 

@@ -14,9 +14,13 @@ from hypothesis import settings
 
 LONG_EXAMPLES = 10_000
 settings.register_profile("long", max_examples=LONG_EXAMPLES, deadline=None, print_blob=True)
-PROFILE = os.environ.get("KIP_LAB_PROPERTIES", "default")
-if PROFILE not in ("default", "long"):
-    raise ValueError(f"KIP_LAB_PROPERTIES={PROFILE!r}: expected 'default' or 'long'")
+# CI runs the same examples every time (Hypothesis' advice for CI): a failure there is reproducible
+# and is not a coin toss; bugs are hunted with random examples locally and with the long profile.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+DEFAULT = "ci" if os.environ.get("CI", "").lower() == "true" else "default"
+PROFILE = os.environ.get("KIP_LAB_PROPERTIES", DEFAULT)
+if PROFILE not in ("default", "ci", "long"):
+    raise ValueError(f"KIP_LAB_PROPERTIES={PROFILE!r}: expected 'default', 'ci' or 'long'")
 settings.load_profile(PROFILE)
 
 
