@@ -40,7 +40,7 @@ from kip_lab.share.config import SharePartitionConfig
 
 _KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
-# under faults; records re-weighed in session 5): a step that changed what members own (a
+# under faults; see docs/performance.md): a step that changed what members own (a
 # rebalance's step) counts as 25 traced events, two records written as one, a record a
 # failover's new coordinator replays as one, and one unit of work as much CPU as pickling 430
 # bytes of snapshot.
