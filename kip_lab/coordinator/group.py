@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState
 from kip_lab.machines import StateMachine
-from kip_lab.protocol.common import Message, from_topic_partitions
+from kip_lab.protocol.common import Message, from_topic_partitions, target_from_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
@@ -190,9 +190,7 @@ class ConsumerGroup:
         if value is None:
             self.target.pop(key.member_id, None)
         else:
-            self.target[key.member_id] = {
-                tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
-            }
+            self.target[key.member_id] = target_from_topic_partitions(value.topic_partitions)
 
     def _replay_member_metadata(
         self, key: ConsumerGroupMemberMetadataKey, value: ConsumerGroupMemberMetadataValue | None

@@ -119,6 +119,12 @@ def to_topic_partitions(assignment: Mapping[str, Iterable[int]]) -> list[TopicPa
     ]
 
 
+def target_from_topic_partitions(items: Sequence[TopicPartitions]) -> dict[str, tuple[int, ...]]:
+    """A target assignment record's list as topic id -> partitions, in the order the record lists them
+    (the next target computation reads that order); topics with no partitions are left out."""
+    return {item.topic_id: tuple(item.partitions) for item in items if item.partitions}
+
+
 def from_topic_partitions(items: Sequence[TopicPartitions] | None) -> dict[str, frozenset[int]]:
     """The wire's list back to topic id -> partitions (an absent list is empty)."""
     out: dict[str, frozenset[int]] = {}

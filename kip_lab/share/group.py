@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from kip_lab.machines import StateMachine
-from kip_lab.protocol.common import Message, from_topic_partitions
+from kip_lab.protocol.common import Message, from_topic_partitions, target_from_topic_partitions
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
     RecordKey,
@@ -163,9 +163,7 @@ class ShareGroup:
         if value is None:
             self.target.pop(key.member_id, None)
         else:
-            self.target[key.member_id] = {
-                tp.topic_id: tuple(tp.partitions) for tp in value.topic_partitions if tp.partitions
-            }
+            self.target[key.member_id] = target_from_topic_partitions(value.topic_partitions)
 
     def _replay_current_assignment(
         self, key: ShareGroupCurrentMemberAssignmentKey, value: ShareGroupCurrentMemberAssignmentValue | None
