@@ -43,7 +43,7 @@ class RawClient:
             correlation_id=self.correlation_id,
             client_id=self.client_id,
         )
-        self.send_raw(codec.encode_request(header, body))
+        self.send_raw(codec.encode_frame(header, body))
         return self.read_response(body.__api_key__, body.__version__)
 
     def read_frame(self) -> bytes:

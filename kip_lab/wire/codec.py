@@ -103,17 +103,11 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     """A whole response frame: size, header and ``body`` (a kio response of that API and version)."""
     flexible_header = body.__flexible__ and api_key != API_VERSIONS_KEY
     header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=correlation_id)
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
-    entity_writer(type(header))(buffer, header)
-    entity_writer(type(body))(buffer, body)
-    frame = buffer.getbuffer()
-    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
-    return bytes(frame)
+    return encode_frame(header, body)
 
 
-def encode_request(header: Any, body: Any) -> bytes:
-    """A request frame (the tests' own client speaks through it)."""
+def encode_frame(header: Any, body: Any) -> bytes:
+    """A frame: its size, then ``header`` and ``body`` (requests from the tests' own client, and responses)."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     entity_writer(type(header))(buffer, header)

@@ -63,7 +63,7 @@ def test_unsupported_api_versions_version_is_answered_with_the_ranges(served):
     _, server = served
     client = RawClient(server.port)
     header = RequestHeader(request_api_key=18, request_api_version=99, correlation_id=41, client_id="t")
-    frame = codec.encode_request(header, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    frame = codec.encode_frame(header, ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     client.send_raw(frame)
     client.correlation_id = 41
     response = client.read_response(18, 0)
@@ -253,7 +253,7 @@ def test_a_reader_too_slow_to_take_its_answers_is_disconnected():
             topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
         )
         header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=1, client_id="slow")
-        frame = codec.encode_request(header, request)
+        frame = codec.encode_frame(header, request)
         for _ in range(300):  # about 60 kB of answer each; never read
             client.send_raw(frame)
         wait_until(lambda: any(k.startswith("slow reader") for k in server.stats.closed), 30, "the slow reader's close")
@@ -278,7 +278,7 @@ def test_a_request_the_labs_protocol_model_refuses_closes_the_connection_with_th
         protocols=(JoinGroupRequestProtocol(name="p", metadata=b""),),
     )
     header = RequestHeaderV1(request_api_key=11, request_api_version=5, correlation_id=1, client_id="bad")
-    client.send_raw(codec.encode_request(header, request))
+    client.send_raw(codec.encode_frame(header, request))
     _closed_with(server, client, "refused request")
     assert any("session_timeout_ms" in reason for reason in server.stats.reasons)
     _still_serving(server)
