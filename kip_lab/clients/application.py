@@ -325,11 +325,10 @@ class ApplicationLoop(MemberPlumbing):
             return
         # Built, not validated: the client's own positions, already of the wire's types; a
         # stable group commits every fetching partition every interval, so this is among the Lab's
-        # most frequent work. Each partition is made by tuple.__new__, as its NamedTuple would be.
-        new = tuple.__new__
+        # most frequent work.
         topics: dict[str, list[OffsetCommitRequestPartition]] = {}
         for (topic_id, p), offset in sorted(offsets.items()):  # the wire's order: by topic, then partition
-            topics.setdefault(topic_id, []).append(new(OffsetCommitRequestPartition, (p, offset, -1, None)))
+            topics.setdefault(topic_id, []).append(OffsetCommitRequestPartition(p, offset, -1, None))
         request = OffsetCommitRequest.model_construct(
             group_id=self.config.group_id,
             member_id=self.member_id,

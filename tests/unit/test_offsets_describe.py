@@ -387,40 +387,6 @@ def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields
     }
 
 
-def test_message_model_construct_is_pydantics_without_the_loop() -> None:
-    """``Message.model_construct`` builds what validation would from trusted values: defaults
-    filled in declaration order, factories called per model, the fields set recorded; an unknown
-    or a missing required field is an error instead of a half-built model."""
-    from kip_lab.protocol import ConsumerGroupHeartbeatRequest
-
-    built = ConsumerGroupHeartbeatRequest.model_construct(group_id="g", member_id="m", member_epoch=3)
-    validated = ConsumerGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=3)
-    assert built == validated and repr(built) == repr(validated)
-    assert list(built.__dict__) == list(ConsumerGroupHeartbeatRequest.model_fields)
-    assert built.model_fields_set == {"group_id", "member_id", "member_epoch"} == validated.model_fields_set
-    assert built.model_dump() == validated.model_dump()
-    assert OffsetFetchRequestGroup.model_construct(group_id="g") == OffsetFetchRequestGroup(group_id="g")
-    from kip_lab.protocol.records import ConsumerGroupMemberMetadataValue
-
-    a, b = (ConsumerGroupMemberMetadataValue.model_construct(group_epoch=1) for _ in range(2))
-    assert a.subscribed_topic_names == [] and a.subscribed_topic_names is not b.subscribed_topic_names
-    with pytest.raises(TypeError, match=r"unknown fields \['epoch'\], missing fields \['group_id'\]"):
-        OffsetFetchRequestGroup.model_construct(epoch=1)
-    from pydantic import Field
-
-    from kip_lab.protocol.common import Message
-
-    with pytest.raises(TypeError, match=r"no field aliases \(\['epoch'\]\)"):  # refused where it is defined
-
-        class Aliased(Message):
-            epoch: int = Field(alias="memberEpoch")
-    with pytest.raises(TypeError, match=r"default factories taking the other fields \(\['epochs'\]\)"):
-
-        class FactoryOfTheOthers(Message):
-            epoch: int = 0
-            epochs: list[int] = Field(default_factory=lambda data: [data["epoch"]])
-
-
 def test_the_clients_commit_request_is_what_validation_would_build(monkeypatch) -> None:
     """The consumer builds its OffsetCommit without validating it: each must equal the
     request validating its own dump gives back, its partitions the NamedTuple they claim to be."""
