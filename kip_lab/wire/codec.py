@@ -32,6 +32,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import uuid_zero
+from kio.static.primitive import i32
 from pydantic import BaseModel
 
 API_VERSIONS_KEY = 18
@@ -102,7 +103,7 @@ def read_correlation_id(frame: bytes) -> int | None:
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """A whole response frame: size, header and ``body`` (a kio response of that API and version)."""
     flexible_header = body.__flexible__ and api_key != API_VERSIONS_KEY
-    header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=correlation_id)
+    header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=i32(correlation_id))
     return encode_frame(header, body)
 
 

@@ -244,7 +244,7 @@ class Handlers(ClassicHandlers):
             done, _ = await asyncio.wait({answer}, timeout=EOF_CHECK_S)
             if done:
                 return answer.result()
-            if connection.reader is not None and connection.reader.at_eof():
+            if connection.reader.at_eof():
                 answer.cancel()
                 raise WireError(f"the client closed the connection while its {api} had no answer")
             if asyncio.get_running_loop().time() > deadline:
