@@ -123,6 +123,7 @@ class WireServer:
         return self._serving().clock
 
     def _serving(self) -> Running:
+        """The running state, for what only a serving front door can do."""
         if self._running is None:
             raise RuntimeError(NOT_STARTED if not self._started else "the wire server has stopped")
         return self._running
@@ -190,9 +191,9 @@ class WireServer:
 
     async def _main(self) -> None:
         running = self._running = Running(
-            threading.current_thread(),
-            asyncio.get_running_loop(),
-            RealTimeClock(self.lab),
+            thread=threading.current_thread(),
+            loop=asyncio.get_running_loop(),
+            clock=RealTimeClock(self.lab),
             wake=asyncio.Event(),
             stopping=asyncio.Event(),
         )
