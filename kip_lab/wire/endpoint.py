@@ -8,7 +8,7 @@ broker's handler (the group coordinator, a share-partition leader) answers, and 
 crosses the network back. Latency, loss, dropped or delayed messages, a cut link and a
 coordinator failover therefore apply to real clients exactly as to simulated ones.
 
-The answers wait in ``answers`` until the listener takes them to the client's connection.
+The answers wait in ``responses`` until the listener takes them to the client's connection.
 The actor holds no socket: it is plain data, so snapshots, time travel and forks copy it.
 """
 
@@ -23,13 +23,12 @@ from kip_lab.lab.scripted import ScriptedClient
 
 @dataclass
 class WireClient(ScriptedClient):
-    """The Lab's view of one real client: the requests it sent and the answers not yet sent back.
+    """The Lab's view of one real client: the requests it sent and the answers not yet sent back."""
 
-    A real client's answers leave the Lab once the listener has taken them to its connection:
-    until then they wait in ``answers``, by correlation id (``responses``, where a scripted client
-    keeps every answer for a reader, stays empty)."""
-
-    answers: list[tuple[int, Any]] = field(default_factory=list)  # (correlation id, response), not yet taken
+    # (correlation id, api, response): a real client's answers carry the correlation id its
+    # connection awaits them by, where a ScriptedClient's are (api, response); and World.scripted
+    # makes only ScriptedClients.
+    responses: list[tuple[int, str, Any]] = field(default_factory=list)  # type: ignore[assignment]
     last_correlation: int = 0
 
     def send(self, api: str, body: dict[str, Any]) -> None:
@@ -38,11 +37,11 @@ class WireClient(ScriptedClient):
         self.world.network.send(self.name, body["broker"], api, body["request"], self.last_correlation)
 
     def receive(self, envelope: Any) -> None:
-        self.answers.append((envelope.correlation_id, envelope.payload))
+        self.responses.append((envelope.correlation_id, envelope.api, envelope.payload))
 
     @property
     def last_response(self) -> Any:
-        return self.answers[-1][1] if self.answers else None
+        return self.responses[-1][2] if self.responses else None
 
 
 class WireRequest(SendRequest):
