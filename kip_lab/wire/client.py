@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
+from kio.static.primitive import i32
 
 from kip_lab.wire import codec
 
@@ -40,7 +41,7 @@ class RawClient:
         header = header_class(
             request_api_key=body.__api_key__,
             request_api_version=body.__version__,
-            correlation_id=self.correlation_id,
+            correlation_id=i32(self.correlation_id),
             client_id=self.client_id,
         )
         self.send_raw(codec.encode_frame(header, body))

@@ -20,6 +20,7 @@ import struct
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -32,6 +33,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import uuid_zero
+from kio.static.primitive import i32
 from pydantic import BaseModel
 
 API_VERSIONS_KEY = 18
@@ -102,7 +104,7 @@ def read_correlation_id(frame: bytes) -> int | None:
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """A whole response frame: size, header and ``body`` (a kio response of that API and version)."""
     flexible_header = body.__flexible__ and api_key != API_VERSIONS_KEY
-    header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=correlation_id)
+    header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=i32(correlation_id))
     return encode_frame(header, body)
 
 
@@ -132,16 +134,29 @@ def lab_topic_id(value: uuid.UUID | None) -> str:
     return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 
 
-# ---------------------------------------------------------------------- kio -> kip_lab
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model a field holds (alone, in a list, or optional), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+# ---------------------------------------------------------------------- field types
+def _class_in(annotation: Any, is_wanted: Callable[[type], bool]) -> Any:
+    """The class a field holds (alone, in a list or tuple, or optional) if it ``is_wanted``, else None."""
+    if isinstance(annotation, type) and is_wanted(annotation):
         return annotation
     for arg in typing.get_args(annotation):
-        found = _model_in(arg)
+        found = _class_in(arg, is_wanted)
         if found is not None:
             return found
     return None
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The kip_lab model (pydantic) a field of a kip_lab model holds, if any."""
+    return _class_in(annotation, lambda cls: issubclass(cls, BaseModel))
+
+
+def _nested_class(field_type: Any) -> type | None:
+    """The kio entity (a dataclass) a field of a kio entity holds, if any."""
+    return _class_in(field_type, dataclasses.is_dataclass)
+
+
+# ---------------------------------------------------------------------- kio -> kip_lab
 
 
 def _lab_value(value: Any, annotation: Any) -> Any:
@@ -173,16 +188,6 @@ def to_lab(entity: Any, model: type[BaseModel], **extra: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- kip_lab -> kio
-def _nested_class(field_type: Any) -> type | None:
-    if isinstance(field_type, type) and dataclasses.is_dataclass(field_type):
-        return field_type
-    for arg in typing.get_args(field_type):
-        found = _nested_class(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _is_optional(field_type: Any) -> bool:
     return isinstance(field_type, types.UnionType) and type(None) in typing.get_args(field_type)
 

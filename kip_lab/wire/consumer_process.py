@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+from typing import IO, Any
 
 
 def emit(kind: str, **fields: Any) -> None:
@@ -44,11 +44,14 @@ class ConsumerProcess:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None  # both are pipes (subprocess.PIPE)
+        self._stdin = stdin
+        self._reader = threading.Thread(target=self._read, args=(stdout,), daemon=True)
         self._reader.start()
 
-    def _read(self) -> None:
-        for line in self.process.stdout:
+    def _read(self, stdout: IO[str]) -> None:
+        for line in stdout:
             if line.startswith("{"):
                 self.events.append(json.loads(line))
 
@@ -69,7 +72,7 @@ class ConsumerProcess:
     def close(self, timeout_s: float = 20.0) -> None:
         """Stop polling and close the consumer (which leaves the group); wait for the process."""
         if self.process.poll() is None:
-            self.process.stdin.close()
+            self._stdin.close()
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -83,45 +86,68 @@ class ConsumerProcess:
 
 
 def main() -> None:
-    import confluent_kafka
-
     config = json.loads(sys.argv[1])
     topics = sys.argv[2:]
     share = config.pop("share", False)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    threading.Thread(target=_stop_at_end_of_input, args=(stop,), daemon=True).start()
     if share:
-        consumer = confluent_kafka.ShareConsumer(config)
-        consumer.subscribe(topics)
+        _consume_shared(config, topics, stop)
     else:
-        consumer = confluent_kafka.Consumer(config)
-        consumer.subscribe(
-            topics,
-            on_assign=lambda c, tps: emit("assigned", partitions=partitions(tps)),
-            on_revoke=lambda c, tps: emit("revoked", partitions=partitions(tps)),
-            on_lost=lambda c, tps: emit("lost", partitions=partitions(tps)),
-        )
+        _consume(config, topics, stop)
+    emit("closed")
+
+
+def _stop_at_end_of_input(stop: threading.Event) -> None:
+    sys.stdin.read()
+    stop.set()
+
+
+def _consume(config: dict[str, Any], topics: list[str], stop: threading.Event) -> None:
+    """A consumer group member (KIP-848 or classic): its rebalance callbacks are events too."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(config)
+    consumer.subscribe(
+        topics,
+        on_assign=lambda c, tps: emit("assigned", partitions=partitions(tps)),
+        on_revoke=lambda c, tps: emit("revoked", partitions=partitions(tps)),
+        on_lost=lambda c, tps: emit("lost", partitions=partitions(tps)),
+    )
     emit("started")
     while not stop.is_set():
-        if share:
-            batch = consumer.poll(0.2) or []
-            for message in batch:
-                if message.error():
-                    emit("error", error=str(message.error()))
-                    continue
-                emit("record", topic=message.topic(), partition=message.partition(), offset=message.offset())
-            continue
         message = consumer.poll(0.2)
         if message is None:
             continue
         if message.error():
             emit("error", error=str(message.error()))
             continue
-        value = message.value().decode() if message.value() is not None else None
-        emit("record", topic=message.topic(), partition=message.partition(), offset=message.offset(), value=value)
+        value = message.value()
+        emit(
+            "record",
+            topic=message.topic(),
+            partition=message.partition(),
+            offset=message.offset(),
+            value=value.decode() if value is not None else None,
+        )
     consumer.close()
-    emit("closed")
+
+
+def _consume_shared(config: dict[str, Any], topics: list[str], stop: threading.Event) -> None:
+    """A share group member (KIP-932): each poll returns a batch, acknowledged implicitly."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.ShareConsumer(config)
+    consumer.subscribe(topics)
+    emit("started")
+    while not stop.is_set():
+        for message in consumer.poll(0.2):
+            if message.error():
+                emit("error", error=str(message.error()))
+                continue
+            emit("record", topic=message.topic(), partition=message.partition(), offset=message.offset())
+    consumer.close()
 
 
 if __name__ == "__main__":

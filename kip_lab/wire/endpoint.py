@@ -25,7 +25,10 @@ from kip_lab.lab.scripted import ScriptedClient
 class WireClient(ScriptedClient):
     """The Lab's view of one real client: the requests it sent and the answers not yet sent back."""
 
-    responses: list[tuple[int, str, Any]] = field(default_factory=list)  # (correlation id, api, response)
+    # (correlation id, api, response): a real client's answers carry the correlation id its
+    # connection awaits them by, where a ScriptedClient's are (api, response); and World.scripted
+    # makes only ScriptedClients.
+    responses: list[tuple[int, str, Any]] = field(default_factory=list)  # type: ignore[assignment]
     last_correlation: int = 0
 
     def send(self, api: str, body: dict[str, Any]) -> None:
@@ -47,6 +50,8 @@ class WireRequest(SendRequest):
     The World makes the client's actor (a ``WireClient``) at its first request, in that step, so
     a seek replays it."""
 
-    action: Literal["wire_request"] = "wire_request"
-    api: str
+    # World.perform carries out a client's request when it is a SendRequest, so a WireRequest is
+    # one, with its own name in the trace and any API (SendRequest names the scripted ones):
+    action: Literal["wire_request"] = "wire_request"  # type: ignore[assignment]  # named apart in the trace
+    api: str  # type: ignore[assignment]  # any API a broker serves
     client_kind: ClassVar[type] = WireClient

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kio.schema.errors import ErrorCode
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kip_lab.lab import actions as a
 from kip_lab.protocol import classic_group as classic
@@ -63,6 +64,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 NO_ANSWER_TIMEOUT_S = 330.0  # longer than any rebalance a parked request may wait for
 EOF_CHECK_S = 0.5  # how often a request awaiting the Lab checks that its client is still there
 DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for CreateTopics with num_partitions -1
+
+T = TypeVar("T", bound=BaseModel)
 
 
 class WireError(Exception):
@@ -111,14 +114,9 @@ class ClassicHandlers:
             request, classic.JoinGroupRequest, client_id=header.client_id or "", client_host=connection.peer
         )
         if request.protocol_type == classic.CONSUMER_PROTOCOL_TYPE:
-            try:
-                protocols = [
-                    p.model_copy(update={"metadata": embedded.subscription_to_lab(p.metadata)})
-                    for p in lab_request.protocols
-                ]
-            except ConsumerProtocolError as error:
-                raise WireError(f"JoinGroup: {error}") from None
-            lab_request = lab_request.model_copy(update={"protocols": protocols})
+            lab_request = _embedded_to_lab(
+                "JoinGroup", lab_request, "protocols", "metadata", embedded.subscription_to_lab
+            )
         response = await self.to_lab(connection, header, "JoinGroup", lab_request)
         values = response.model_dump()
         if request.protocol_type == classic.CONSUMER_PROTOCOL_TYPE:
@@ -130,14 +128,9 @@ class ClassicHandlers:
     async def sync_group(self, connection, header, request, response_class) -> Any:
         lab_request = codec.to_lab(request, classic.SyncGroupRequest)
         if self._consumer_protocol(request.group_id, getattr(request, "protocol_type", None)):
-            try:
-                assignments = [
-                    a.model_copy(update={"assignment": embedded.assignment_to_lab(a.assignment)})
-                    for a in lab_request.assignments
-                ]
-            except ConsumerProtocolError as error:
-                raise WireError(f"SyncGroup: {error}") from None
-            lab_request = lab_request.model_copy(update={"assignments": assignments})
+            lab_request = _embedded_to_lab(
+                "SyncGroup", lab_request, "assignments", "assignment", embedded.assignment_to_lab
+            )
         response = await self.to_lab(connection, header, "SyncGroup", lab_request)
         values = response.model_dump()
         if self._consumer_protocol(request.group_id, response.protocol_type):
@@ -194,6 +187,19 @@ def _or_empty(convert, data: bytes) -> bytes:
     return convert(data) if data else data
 
 
+def _embedded_to_lab(api: str, request: T, items: str, embedded_field: str, convert: Callable[[bytes], Any]) -> T:
+    """``request`` with the consumer protocol's bytes in ``embedded_field`` of each of its ``items``
+    in the Lab's form; bytes that are not the consumer protocol's refuse the request."""
+    try:
+        converted = [
+            item.model_copy(update={embedded_field: convert(getattr(item, embedded_field))})
+            for item in getattr(request, items)
+        ]
+    except ConsumerProtocolError as error:
+        raise WireError(f"{api}: {error}") from None
+    return request.model_copy(update={items: converted})
+
+
 class Handlers(ClassicHandlers):
     """One method per API, named after it; each returns the kio response of the request's version."""
 
@@ -244,7 +250,7 @@ class Handlers(ClassicHandlers):
             done, _ = await asyncio.wait({answer}, timeout=EOF_CHECK_S)
             if done:
                 return answer.result()
-            if connection.reader is not None and connection.reader.at_eof():
+            if connection.reader.at_eof():
                 answer.cancel()
                 raise WireError(f"the client closed the connection while its {api} had no answer")
             if asyncio.get_running_loop().time() > deadline:

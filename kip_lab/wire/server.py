@@ -34,6 +34,7 @@ log = logging.getLogger("kip_lab.wire")
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 IDLE_TICK_S = 0.2  # the longest the driver sleeps when no timer is due sooner
+NOT_STARTED = "the wire server has not started: serve(lab) starts one"
 
 
 @dataclass
@@ -43,8 +44,8 @@ class Connection:
     number: int
     broker: str
     peer: str
-    writer: asyncio.StreamWriter | None = None
-    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter
+    reader: asyncio.StreamReader
     client_id: str | None = None  # from the last request's header
     closed_reason: str | None = None
     requests: int = 0
@@ -58,6 +59,18 @@ class ServerStats:
     requests: int = 0
     closed: dict[str, int] = field(default_factory=dict)  # kind of reason -> connections closed for it
     reasons: deque[str] = field(default_factory=lambda: deque(maxlen=100))  # the latest reasons, in full
+
+
+@dataclass
+class Running:
+    """What exists only while the front door serves, made as it starts on the loop's own thread:
+    the code that runs while it serves reads these, never a half-started server."""
+
+    thread: threading.Thread  # runs ``loop``, which owns the Lab
+    loop: asyncio.AbstractEventLoop
+    clock: RealTimeClock
+    wake: asyncio.Event  # set when the driver must look at the Lab's timers again
+    stopping: asyncio.Event  # set by ``stop``
 
 
 class WireServer:
@@ -79,17 +92,12 @@ class WireServer:
         self.write_timeout_s = write_timeout_s
         self.ports: dict[str, int] = {}  # broker -> port
         self.stats = ServerStats()
-        self.clock: RealTimeClock | None = None
         self.handlers = Handlers(self)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._servers: list[asyncio.base_events.Server] = []
+        self._running: Running | None = None  # from start to stop
+        self._started = False  # a server serves once
         self._connections: dict[int, Connection] = {}
         self._tasks: set[asyncio.Task] = set()  # one per connection being served
         self._pending: dict[tuple[str, int], asyncio.Future] = {}  # (actor, lab correlation id) -> answer
-        self._wake: asyncio.Event | None = None
-        self._stopping: asyncio.Event | None = None
-        self._driver: asyncio.Task | None = None
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
 
@@ -97,6 +105,8 @@ class WireServer:
     @property
     def port(self) -> int:
         """The bootstrap port (broker-0's)."""
+        if not self.ports:
+            raise RuntimeError(NOT_STARTED)
         return self.ports[self.broker_names[0]]
 
     @property
@@ -107,11 +117,25 @@ class WireServer:
     def broker_names(self) -> list[str]:
         return sorted(self.lab.world.brokers, key=node_id)
 
+    @property
+    def clock(self) -> RealTimeClock:
+        """The clock that moves the Lab with the wall clock while the server serves."""
+        return self._serving().clock
+
+    def _serving(self) -> Running:
+        """The running state, for what only a serving front door can do."""
+        if self._running is None:
+            raise RuntimeError(NOT_STARTED if not self._started else "the wire server has stopped")
+        return self._running
+
     def start(self) -> WireServer:
-        self._thread = threading.Thread(target=self._run_loop, name="kip-lab-wire", daemon=True)
-        self._thread.start()
+        if self._started:
+            raise RuntimeError("a wire server serves once: serve(lab) starts a new one")
+        self._started = True
+        threading.Thread(target=self._run_loop, name="kip-lab-wire", daemon=True).start()
         self._ready.wait(30)
         if self._startup_error is not None:
+            self._running = None
             raise self._startup_error
         if not self._ready.is_set():
             raise TimeoutError("the wire listener did not start within 30 s")
@@ -119,13 +143,13 @@ class WireServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Close every connection and listener and stop the clock; the Lab keeps its trace."""
-        loop = self._loop
-        if loop is None or self._thread is None:
+        running = self._running
+        if running is None:
             return
-        if loop.is_running():
-            loop.call_soon_threadsafe(self._stopping.set)
-        self._thread.join(timeout_s)
-        self._loop = None
+        if running.loop.is_running():
+            running.loop.call_soon_threadsafe(running.stopping.set)
+        running.thread.join(timeout_s)
+        self._running = None
 
     def __enter__(self) -> WireServer:
         return self
@@ -135,23 +159,25 @@ class WireServer:
 
     def call(self, function: Callable[[Lab], Any], timeout_s: float = 30.0) -> Any:
         """Run ``function(lab)`` on the thread that owns the Lab (the safe way to read or change
-        it while it serves: add a simulated consumer, inject a fault, read the trace)."""
-        if self._loop is None:
+        it while it serves: add a simulated consumer, inject a fault, read the trace). Before
+        ``start`` and after ``stop`` nothing else uses the Lab, and ``function`` runs at once."""
+        running = self._running
+        if running is None:
             return function(self.lab)
-        if not self._thread.is_alive():
+        if not running.thread.is_alive():
             raise RuntimeError("the wire listener has stopped (see the kip_lab.wire log); stop() it and serve again")
 
         async def run() -> Any:
-            self.clock.catch_up()
+            running.clock.catch_up()
             result = function(self.lab)
             self._deliver()
-            self._wake.set()
+            running.wake.set()
             return result
 
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout_s)
+        return asyncio.run_coroutine_threadsafe(run(), running.loop).result(timeout_s)
 
     def _run_loop(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
+        loop = asyncio.new_event_loop()
         try:
             loop.run_until_complete(self._main())
         except BaseException as error:  # reported to start(), or logged if it happens later
@@ -164,13 +190,42 @@ class WireServer:
             loop.close()
 
     async def _main(self) -> None:
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
+        running = self._running = Running(
+            thread=threading.current_thread(),
+            loop=asyncio.get_running_loop(),
+            clock=RealTimeClock(self.lab),
+            wake=asyncio.Event(),
+            stopping=asyncio.Event(),
+        )
+        servers = await self._listen()
+        driver = asyncio.create_task(self._drive(running))
+        self._ready.set()
+        await running.stopping.wait()
+        running.clock.advance()  # the Lab's clock ends where the wall clock is
+        driver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await driver
+        for server in servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2)
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+        for future in self._pending.values():
+            future.cancel()
+
+    async def _listen(self) -> list[asyncio.Server]:
+        """A listener for each broker, on its port (recorded in ``ports``)."""
+        servers: list[asyncio.Server] = []
         for number, broker in enumerate(self.broker_names):
             port = self.requested_port + number if self.requested_port else 0
 
-            async def accept(reader, writer, broker=broker):
+            async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, broker: str = broker) -> None:
                 task = asyncio.current_task()
+                assert task is not None  # asyncio serves each accepted connection in a task of its own
                 self._tasks.add(task)
                 try:
                     await self._serve_connection(broker, reader, writer)
@@ -180,43 +235,25 @@ class WireServer:
             try:
                 server = await asyncio.start_server(accept, self.host, port)
             except OSError:
-                for started in self._servers:  # a port taken: release the ones already bound
+                for started in servers:  # a port taken: release the ones already bound
                     started.close()
                 raise
-            self._servers.append(server)
+            servers.append(server)
             self.ports[broker] = server.sockets[0].getsockname()[1]
-        self.clock = RealTimeClock(self.lab)
-        self._driver = asyncio.create_task(self._drive())
-        self._ready.set()
-        await self._stopping.wait()
-        self.clock.advance()  # the Lab's clock ends where the wall clock is
-        self._driver.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._driver
-        for server in self._servers:
-            server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=2)
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2)
-        for future in self._pending.values():
-            future.cancel()
+        return servers
 
     # ------------------------------------------------------------------ the clock
-    async def _drive(self) -> None:
+    async def _drive(self, running: Running) -> None:
         """Step the Lab's timers as they come due and send the answers they complete."""
         while True:
             try:
-                self.clock.catch_up()
+                running.clock.catch_up()
                 self._deliver()
             except Exception:  # a Lab error must not stop the clock for every connection
                 log.exception("stepping the Lab failed")
-            self._wake.clear()
+            running.wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.clock.seconds_to_next_timer(IDLE_TICK_S))
+                await asyncio.wait_for(running.wake.wait(), running.clock.seconds_to_next_timer(IDLE_TICK_S))
 
     def _deliver(self) -> None:
         """Hand each answer the Lab's network delivered to a real client to the request awaiting it."""
@@ -232,13 +269,14 @@ class WireServer:
     def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future:
         """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the
         future is answered when the Lab's network brings the response back."""
-        self.clock.advance()
+        running = self._serving()
+        running.clock.advance()
         self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
         client = self.lab.world.clients[actor]
-        future = self._loop.create_future()
+        future = running.loop.create_future()
         self._pending[(actor, client.last_correlation)] = future
         self._deliver()
-        self._wake.set()
+        running.wake.set()
         return future
 
     def kill_connections(self, client_id: str | None = None) -> int:
@@ -254,9 +292,10 @@ class WireServer:
                     killed += 1
             return killed
 
-        if self._loop is None:
+        running = self._running
+        if running is None:
             return 0
-        return asyncio.run_coroutine_threadsafe(_call(kill), self._loop).result(10)
+        return asyncio.run_coroutine_threadsafe(_call(kill), running.loop).result(10)
 
     # ------------------------------------------------------------------ connections
     async def _serve_connection(self, broker: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -45,6 +45,30 @@ def test_listens_on_loopback_one_port_per_broker(served):
     assert server.port == server.ports["broker-0"]
 
 
+def test_a_server_not_yet_started_or_stopped_says_so_and_serves_once():
+    """What needs a serving front door (its ports, its clock) is a clear error before ``start``
+    and after ``stop``; ``call`` then runs at once, the Lab being the caller's; a stopped server
+    is not started again."""
+    from kip_lab.wire.server import WireServer
+
+    lab = Lab(seed=7)
+    server = WireServer(lab)
+    with pytest.raises(RuntimeError, match=r"has not started: serve\(lab\) starts one"):
+        _ = server.bootstrap_servers
+    with pytest.raises(RuntimeError, match="has not started"):
+        _ = server.clock
+    assert server.call(lambda lab: lab.now) == 0
+    assert server.kill_connections() == 0
+    with server.start():
+        assert server.clock.lab is lab
+    with pytest.raises(RuntimeError, match="has stopped"):
+        _ = server.clock
+    assert server.bootstrap_servers == f"127.0.0.1:{server.ports['broker-0']}"  # where it listened
+    assert server.call(lambda lab: lab.step_count) == lab.step_count
+    with pytest.raises(RuntimeError, match="serves once"):
+        server.start()
+
+
 def test_api_versions_lists_every_served_api(served):
     """Kafka `ApiVersionsRequest`/`ApiVersionsResponse`: each served API with its version range."""
     _, server = served
@@ -281,6 +305,61 @@ def test_a_request_the_labs_protocol_model_refuses_closes_the_connection_with_th
     client.send_raw(codec.encode_frame(header, request))
     _closed_with(server, client, "refused request")
     assert any("session_timeout_ms" in reason for reason in server.stats.reasons)
+    _still_serving(server)
+
+
+def _join_group_with_subscription(metadata: bytes):
+    from kio.schema.join_group.v5.request import JoinGroupRequest, JoinGroupRequestProtocol
+
+    return JoinGroupRequest(
+        group_id="g",
+        session_timeout=codec.datetime.timedelta(seconds=10),
+        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        member_id="",
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(JoinGroupRequestProtocol(name="range", metadata=metadata),),
+    )
+
+
+def _sync_group_with_assignment(assignment: bytes):
+    from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
+
+    return SyncGroupRequest(
+        group_id="g",
+        generation_id=1,
+        member_id="m",
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=(SyncGroupRequestAssignment(member_id="m", assignment=assignment),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("api_key", "request_of", "why"),
+    [
+        (11, _join_group_with_subscription, "JoinGroup: consumer_protocol_subscription: 1 bytes, no version"),
+        (14, _sync_group_with_assignment, "SyncGroup: consumer_protocol_assignment: 1 bytes, no version"),
+    ],
+)
+def test_consumer_protocol_bytes_that_do_not_decode_close_the_connection_naming_the_api(
+    served, api_key, request_of, why
+):
+    """A group of protocol type ``consumer`` carries Kafka `ConsumerProtocol`'s embedded bytes
+    (`ConsumerProtocol.deserializeSubscription`, `deserializeAssignment`: an int16 version, then
+    the fields). The front door reads them for the Lab's coordinator, so bytes that are not that
+    close the connection with the API and the reason, and the server goes on."""
+    from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+
+    _, server = served
+    client = RawClient(server.port)
+    request = request_of(b"\x00")
+    header_class = RequestHeader if request.__flexible__ else RequestHeaderV1
+    header = header_class(request_api_key=api_key, request_api_version=5, correlation_id=1, client_id="bad")
+    client.send_raw(codec.encode_frame(header, request))
+    _closed_with(server, client, "refused request")
+    assert f"refused request: {why}" in server.stats.reasons
     _still_serving(server)
 
 
