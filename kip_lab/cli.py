@@ -188,19 +188,37 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _summary(result: ScenarioResult, trace: Path | None) -> str:
+    """The run in a terminal's words: headline, groups, members, metrics, invariants, expectations, verdict."""
+    lines = [_headline(result)]
+    lines += [
+        f"group {gid}: {group['state']}, group epoch {group['group_epoch']}, "
+        f"assignment epoch {group['assignment_epoch']}"
+        for gid, group in result.groups.items()
+    ]
+    lines += ["", *_table(_member_table(result)), ""]
+    lines += _metrics_lines(result)
+    lines += _invariant_lines(result)
+    lines += _expectation_lines(result)
+    if trace is not None:
+        lines.append(f"trace: {len(result.trace)} events written to {trace}")
+    if result.stopped is not None:
+        lines.append(f"STOPPED: {result.stopped}")
+    lines.append("OK" if result.ok else "FAILED")
+    return "\n".join(lines)
+
+
+def _headline(result: ScenarioResult) -> str:
     scripted = any(m.client_state is None for m in result.members)
-    lines = [
+    return (
         f"scenario {result.scenario} (seed {result.seed}): {result.steps} steps, ended at {result.end_ms} ms, "
         + ("stable" if result.stable else "not stable")
         + ("" if result.stable or not scripted else " (the Lab does not judge scripted members: see the group state)")
         + ("" if result.time_to_stable_ms is None else f" ({result.time_to_stable_ms} ms after the last event)")
-    ]
-    for gid, group in result.groups.items():
-        lines.append(
-            f"group {gid}: {group['state']}, group epoch {group['group_epoch']}, "
-            f"assignment epoch {group['assignment_epoch']}"
-        )
-    rows = [("member", "member id", "epoch", "client state", "assignment")]
+    )
+
+
+def _member_table(result: ScenarioResult) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [("member", "member id", "epoch", "client state", "assignment")]
     for m in result.members:
         rows.append(
             (
@@ -211,30 +229,32 @@ def _summary(result: ScenarioResult, trace: Path | None) -> str:
                 "not in the group" if m.assignment is None else _partitions(m.assignment),
             )
         )
-    lines += ["", *_table(rows), ""]
+    return rows
+
+
+def _metrics_lines(result: ScenarioResult) -> list[str]:
     if result.metrics is None:
-        lines.append(result.metrics_note or "no metrics")
-    else:
-        lines.append("metrics:")
-        lines += [f"  {key}: {_compact(value)}" for key, value in sorted(result.metrics.items())]
-    if result.violations:
-        lines.append(f"invariants: VIOLATED ({len(result.violations)})")
-        lines += [
-            f"  step {v['step']} at {v['time_ms']} ms: {v['invariant']}: {v['explanation']}" for v in result.violations
-        ]
-    else:
-        lines.append("invariants: all held")
+        return [result.metrics_note or "no metrics"]
+    return ["metrics:", *(f"  {key}: {_compact(value)}" for key, value in sorted(result.metrics.items()))]
+
+
+def _invariant_lines(result: ScenarioResult) -> list[str]:
+    if not result.violations:
+        return ["invariants: all held"]
+    return [
+        f"invariants: VIOLATED ({len(result.violations)})",
+        *(f"  step {v['step']} at {v['time_ms']} ms: {v['invariant']}: {v['explanation']}" for v in result.violations),
+    ]
+
+
+def _expectation_lines(result: ScenarioResult) -> list[str]:
+    """How many expectations passed, then each: its value when it passed, expected and got when it failed."""
     passed = sum(e.passed for e in result.expectations)
-    lines.append(f"expectations: {passed}/{len(result.expectations)} passed")
+    lines = [f"expectations: {passed}/{len(result.expectations)} passed"]
     for e in result.expectations:
         detail = _compact(e.actual) if e.passed else f"expected {_compact(e.expected)}, got {_compact(e.actual)}"
         lines.append(f"  {'ok  ' if e.passed else 'FAIL'} {e.name}: {detail}")
-    if trace is not None:
-        lines.append(f"trace: {len(result.trace)} events written to {trace}")
-    if result.stopped is not None:
-        lines.append(f"STOPPED: {result.stopped}")
-    lines.append("OK" if result.ok else "FAILED")
-    return "\n".join(lines)
+    return lines
 
 
 def _partitions(assignment: dict[str, list[int]]) -> str:

@@ -286,10 +286,20 @@ class Stepper(W.VBox):
         self._rendered: dict[str, str] = {}
         self._timeline_shown: tuple | None = None
         self.errors = W.Output(layout=W.Layout(border="1px solid #d62728", display="none"))
-        self.play = W.Play(min=0, max=max(lab.horizon, 1), interval=500, description="Play", show_repeat=False)
+        self._make_controls(lab.horizon)
+        self._make_views(lab, member)
+        self.invariant_names = applicable_invariants(lab, group_id)
+        self.lights = W.HTML()
+        self._connect()
+        super().__init__(self._panels(), layout=W.Layout(width="100%"))
+        self.reload(start_step)
+
+    def _make_controls(self, horizon: int) -> None:
+        """Play, the step slider (linked to Play), the speed, and the Back, Step and Next change buttons."""
+        self.play = W.Play(min=0, max=max(horizon, 1), interval=500, description="Play", show_repeat=False)
         self.slider = W.IntSlider(
             min=0,
-            max=max(lab.horizon, 1),
+            max=max(horizon, 1),
             description="step",
             continuous_update=False,
             layout=W.Layout(flex="1 1 auto", min_width="200px"),
@@ -309,6 +319,9 @@ class Stepper(W.VBox):
             tooltip="to the next step that changes a state, an owner or an epoch",
             layout=W.Layout(width="140px"),
         )
+
+    def _make_views(self, lab: Lab, member: str | None) -> None:
+        """The step's counter and summary, the timeline with its choice, the diagram with its choices, the records."""
         self.counter = W.HTML()
         self.happened = W.HTML(layout=W.Layout(min_height="22px"))
         self.axis = W.HTML()
@@ -332,9 +345,8 @@ class Stepper(W.VBox):
         self.whole_machine = W.Checkbox(value=False, description="whole machine", indent=False)
         self.diagram = W.HTML(layout=W.Layout(width="100%"))
         self.records = W.HTML()
-        self.invariant_names = applicable_invariants(lab, group_id)
-        self.lights = W.HTML()
 
+    def _connect(self) -> None:
         self.speed.observe(self._on_speed, "value")
         self.slider.observe(self._on_slider, "value")
         self.back_button.on_click(self._on_back)
@@ -343,6 +355,8 @@ class Stepper(W.VBox):
         for choice in (self.timeline_choice, self.member_choice, self.diagram_choice, self.whole_machine):
             choice.observe(self._on_view, "value")
 
+    def _panels(self) -> list[W.Widget]:
+        """Controls on top; the timeline beside the diagram; the step's records beside the invariant lights."""
         controls = W.HBox(
             [self.play, self.back_button, self.step_button, self.next_button, self.slider, self.speed],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),
@@ -372,19 +386,15 @@ class Stepper(W.VBox):
                 ),
             ]
         )
-        super().__init__(
-            [
-                controls,
-                self.counter,
-                self.happened,
-                self.axis,
-                W.HBox([timeline_panel, diagram_panel], layout=W.Layout(width="100%")),
-                details,
-                self.errors,
-            ],
-            layout=W.Layout(width="100%"),
-        )
-        self.reload(start_step)
+        return [
+            controls,
+            self.counter,
+            self.happened,
+            self.axis,
+            W.HBox([timeline_panel, diagram_panel], layout=W.Layout(width="100%")),
+            details,
+            self.errors,
+        ]
 
     # ------------------------------------------------------------------ run bookkeeping
     def reload(self, step: int | None = None) -> None:
@@ -537,35 +547,55 @@ class Stepper(W.VBox):
         self._timeline_shown = key
 
     def _draw_diagram(self) -> None:
-        choice = self.diagram_choice.value
-        group = self.lab.coordinator.groups.get(self.group_id)
+        """The chosen diagram; a machine is drawn around its current state unless "whole machine" is ticked."""
+        draw = {
+            "member state": self._member_state_dot,
+            "reconciliation": self._reconciliation_dot,
+            "group state": self._group_state_dot,
+            "group": self._group_dot,
+            "record state": self._record_state_dot,
+        }[self.diagram_choice.value]
+        dot = draw(not self.whole_machine.value)
+        self.diagram.value = "<i>the group does not exist yet</i>" if dot is None else self._rendered_diagram(dot)
+
+    def _chosen_client(self) -> Any:
         name = self.member_choice.value
-        client = self.lab.clients.get(name) if name else None
-        focus = not self.whole_machine.value
-        if choice == "member state":
-            last = self._last_transition(name)
-            machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
-            current = client.state.value if client else None
-            dot = machine_dot(machine, current=current, last_transition=last, focus=focus)
-        elif choice == "reconciliation":
-            member = group.members.get(client.member_id) if group and client else None
-            dot = machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None, focus=focus)
-        elif choice == "group state" and self.group_id in self.lab.coordinator.share_groups:
-            share_group = self.lab.coordinator.share_groups[self.group_id]
-            dot = machine_dot(SHARE_GROUP_STATE_MACHINE, current=share_group.state.value)
-        elif choice == "group state" and self.group_id in self.lab.coordinator.classic_groups:
-            classic = self.lab.coordinator.classic_groups[self.group_id]
-            dot = machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value, focus=focus)
-        elif choice == "group state":
-            dot = machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None, focus=focus)
-        elif choice == "record state":
-            dot = machine_dot(RECORD_STATE_MACHINE)
-        else:
-            if group is None:
-                self.diagram.value = "<i>the group does not exist yet</i>"
-                return
-            dot = group_dot(group, self.lab.cluster)
-        self.diagram.value = self._rendered_diagram(dot)
+        return self.lab.clients.get(name) if name else None
+
+    def _member_state_dot(self, focus: bool) -> str:
+        """The chosen client's member machine (classic or consumer), with the transition it took last."""
+        client = self._chosen_client()
+        last = self._last_transition(self.member_choice.value)
+        machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
+        current = client.state.value if client else None
+        return machine_dot(machine, current=current, last_transition=last, focus=focus)
+
+    def _reconciliation_dot(self, focus: bool) -> str:
+        """The coordinator's reconciliation state of the chosen member."""
+        group = self.lab.coordinator.groups.get(self.group_id)
+        client = self._chosen_client()
+        member = group.members.get(client.member_id) if group and client else None
+        return machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None, focus=focus)
+
+    def _group_state_dot(self, focus: bool) -> str:
+        """The group's state machine: a share group's (three states, drawn whole), a classic or a consumer group's."""
+        coordinator = self.lab.coordinator
+        if self.group_id in coordinator.share_groups:
+            return machine_dot(SHARE_GROUP_STATE_MACHINE, current=coordinator.share_groups[self.group_id].state.value)
+        if self.group_id in coordinator.classic_groups:
+            classic = coordinator.classic_groups[self.group_id]
+            return machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value, focus=focus)
+        group = coordinator.groups.get(self.group_id)
+        return machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None, focus=focus)
+
+    def _group_dot(self, focus: bool) -> str | None:
+        """Members, partitions and who holds what; ``None`` before the group exists."""
+        group = self.lab.coordinator.groups.get(self.group_id)
+        return None if group is None else group_dot(group, self.lab.cluster)
+
+    def _record_state_dot(self, focus: bool) -> str:
+        """A share record's states (four, drawn whole)."""
+        return machine_dot(RECORD_STATE_MACHINE)
 
     def _rendered_diagram(self, dot: str) -> str:
         if dot not in self._rendered:

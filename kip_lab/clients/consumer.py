@@ -373,6 +373,8 @@ class Consumer(ApplicationLoop):
             self._on_fetch_response(envelope.payload, context)
 
     def _on_heartbeat_response(self, response: ConsumerGroupHeartbeatResponse, sent_epoch: int) -> None:
+        """Ignored when the member has left or is leaving (except a fencing error); otherwise a success,
+        a fencing, a retriable or a fatal error."""
         error = response.error_code
         if sent_epoch < 0:  # the answer to our leave heartbeat
             return
@@ -383,35 +385,43 @@ class Consumer(ApplicationLoop):
                 self._fenced(error)
             return
         if error is Errors.NONE:
-            self._backoff_ms = 0
-            if response.member_id:
-                self.member_id = response.member_id
-            self.member_epoch = response.member_epoch
-            self.heartbeat_interval_ms = response.heartbeat_interval_ms
-            if response.assignment is not None and self.state not in (
-                MemberState.PREPARE_LEAVING,
-                MemberState.LEAVING,
-                MemberState.UNSUBSCRIBED,
-                MemberState.STALE,
-            ):
-                self.target = frozenset(
-                    (tp.topic_id, p) for tp in response.assignment.assigned_topic_partitions for p in tp.partitions
-                )
-                self._on_new_target()
-            elif self.state is MemberState.JOINING:
-                self._transition(MemberState.STABLE, "joined, nothing to reconcile")
-            elif self.state is MemberState.RECONCILING and not self.reconciling:
-                self._reconcile()  # a failed reconciliation is retried (Kafka retries on the next poll)
-            self._timer("heartbeat", 0 if self.state is MemberState.ACKNOWLEDGING else self.heartbeat_interval_ms)
+            self._on_heartbeat_success(response)
         elif error in FENCING:
             self._fenced(error)
         elif error in RETRIABLE:
             self._retry_later()
         else:
-            self._note(f"fatal heartbeat error {error.name}: {response.error_message}")
-            self._transition(MemberState.FATAL, "fatal error")
-            self._stop_fetching(set(self.fetching))
-            self.world.scheduler.cancel_all(self)
+            self._on_fatal_heartbeat_error(response)
+
+    def _on_heartbeat_success(self, response: ConsumerGroupHeartbeatResponse) -> None:
+        """Take the member id, epoch and interval; reconcile a new assignment (or settle without one); heartbeat on."""
+        self._backoff_ms = 0
+        if response.member_id:
+            self.member_id = response.member_id
+        self.member_epoch = response.member_epoch
+        self.heartbeat_interval_ms = response.heartbeat_interval_ms
+        if response.assignment is not None and self.state not in (
+            MemberState.PREPARE_LEAVING,
+            MemberState.LEAVING,
+            MemberState.UNSUBSCRIBED,
+            MemberState.STALE,
+        ):
+            self.target = frozenset(
+                (tp.topic_id, p) for tp in response.assignment.assigned_topic_partitions for p in tp.partitions
+            )
+            self._on_new_target()
+        elif self.state is MemberState.JOINING:
+            self._transition(MemberState.STABLE, "joined, nothing to reconcile")
+        elif self.state is MemberState.RECONCILING and not self.reconciling:
+            self._reconcile()  # a failed reconciliation is retried (Kafka retries on the next poll)
+        self._timer("heartbeat", 0 if self.state is MemberState.ACKNOWLEDGING else self.heartbeat_interval_ms)
+
+    def _on_fatal_heartbeat_error(self, response: ConsumerGroupHeartbeatResponse) -> None:
+        """The member gives up: FATAL, nothing fetched, no timer left."""
+        self._note(f"fatal heartbeat error {response.error_code.name}: {response.error_message}")
+        self._transition(MemberState.FATAL, "fatal error")
+        self._stop_fetching(set(self.fetching))
+        self.world.scheduler.cancel_all(self)
 
     # ------------------------------------------------------------------ reconciliation
     def _on_new_target(self) -> None:

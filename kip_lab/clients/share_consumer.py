@@ -49,6 +49,7 @@ from kip_lab.protocol.share import (
     ShareFetchRequestPartition,
     ShareFetchRequestTopic,
     ShareFetchResponse,
+    ShareFetchResponsePartition,
 )
 from kip_lab.protocol.share_group import (
     SHARE_LEAVE_MEMBER_EPOCH,
@@ -404,48 +405,61 @@ class ShareConsumer(MemberPlumbing):
             by_broker.setdefault(self._leader(tp), set())
         sent = False
         for broker in sorted(set(by_broker) | set(self.sessions)):
-            session = self.sessions.setdefault(broker, ShareSession())
-            if session.in_flight is not None:
-                continue
-            wanted = by_broker.get(broker, set())
-            mine = {tp: b for tp, b in acks.items() if self._leader(tp) == broker}
-            if session.epoch == 0 and mine:
-                self._report(mine, Errors.INVALID_SHARE_SESSION_EPOCH, "no open share session to carry them")
-                mine = {}
-            if not wanted and not session.partitions and not mine:
-                continue
-            topics = []
-            for topic_id, parts in by_topic(wanted | set(mine)).items():
-                topics.append(
-                    ShareFetchRequestTopic(
-                        topic_id=topic_id,
-                        partitions=[
-                            ShareFetchRequestPartition(
-                                partition_index=p,
-                                partition_max_bytes=0 if (topic_id, p) not in wanted else INT32_MAX,
-                                acknowledgement_batches=mine.get((topic_id, p), []),
-                            )
-                            for p in parts
-                        ],
-                    )
-                )
-            forgotten = [
-                ForgottenTopic(topic_id=t, partitions=ps)
-                for t, ps in by_topic(session.partitions - wanted).items()
-                if session.epoch > 0
-            ]
-            request = ShareFetchRequest(
-                group_id=self.config.group_id,
-                member_id=self.member_id,
-                share_session_epoch=session.epoch,
-                max_records=self.config.max_poll_records,
-                topics=topics,
-                forgotten_topics_data=forgotten,
-            )
-            session.in_flight = self._send(broker, "ShareFetch", request, (broker, mine, frozenset(wanted)))
-            sent = True
+            sent |= self._fetch_from(broker, by_broker.get(broker, set()), acks)
         if not sent and not self.closing:
             self._timer("poll", self.config.idle_poll_ms)
+
+    def _fetch_from(self, broker: str, wanted: set[TP], acks: dict[TP, list[AcknowledgementBatch]]) -> bool:
+        """Send this leader a ShareFetch, unless one is out or there is nothing to fetch, acknowledge or forget.
+
+        Acknowledgements for a leader with no open share session fail at once: there is no session
+        to carry them (``INVALID_SHARE_SESSION_EPOCH``). Returns whether a request went out.
+        """
+        session = self.sessions.setdefault(broker, ShareSession())
+        if session.in_flight is not None:
+            return False
+        mine = {tp: b for tp, b in acks.items() if self._leader(tp) == broker}
+        if session.epoch == 0 and mine:
+            self._report(mine, Errors.INVALID_SHARE_SESSION_EPOCH, "no open share session to carry them")
+            mine = {}
+        if not wanted and not session.partitions and not mine:
+            return False
+        request = self._share_fetch_request(session, wanted, mine)
+        session.in_flight = self._send(broker, "ShareFetch", request, (broker, mine, frozenset(wanted)))
+        return True
+
+    def _share_fetch_request(
+        self, session: ShareSession, wanted: set[TP], mine: dict[TP, list[AcknowledgementBatch]]
+    ) -> ShareFetchRequest:
+        """The partitions wanted (at full size) and those only acknowledged (size 0); the session's others forgotten."""
+        topics = []
+        for topic_id, parts in by_topic(wanted | set(mine)).items():
+            topics.append(
+                ShareFetchRequestTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        ShareFetchRequestPartition(
+                            partition_index=p,
+                            partition_max_bytes=0 if (topic_id, p) not in wanted else INT32_MAX,
+                            acknowledgement_batches=mine.get((topic_id, p), []),
+                        )
+                        for p in parts
+                    ],
+                )
+            )
+        forgotten = [
+            ForgottenTopic(topic_id=t, partitions=ps)
+            for t, ps in by_topic(session.partitions - wanted).items()
+            if session.epoch > 0
+        ]
+        return ShareFetchRequest(
+            group_id=self.config.group_id,
+            member_id=self.member_id,
+            share_session_epoch=session.epoch,
+            max_records=self.config.max_poll_records,
+            topics=topics,
+            forgotten_topics_data=forgotten,
+        )
 
     def _on_share_fetch(self, response: ShareFetchResponse, context: Any) -> None:
         broker, acks, wanted = context
@@ -459,32 +473,23 @@ class ShareConsumer(MemberPlumbing):
         else:
             session.epoch = next_session_epoch(session.epoch)
             session.partitions = set(wanted)
-            ack_errors: dict[TP, tuple[Errors, str | None]] = {}
-            for topic in response.responses:
-                for p in topic.partitions:
-                    tp = (topic.topic_id, p.partition_index)
-                    ack_errors[tp] = (p.acknowledge_error_code, p.acknowledge_error_message)
-                    if p.error_code is not Errors.NONE or tp not in self.assigned:
-                        continue
-                    values = {r.offset: r for r in p.records}
-                    for acquired in p.acquired_records:
-                        for offset in range(acquired.first_offset, acquired.last_offset + 1):
-                            record = values.get(offset)
-                            self.fetched.append(
-                                DeliveredRecord(
-                                    tp[0],
-                                    tp[1],
-                                    offset,
-                                    acquired.delivery_count,
-                                    None if record is None else record.key,
-                                    None if record is None else record.value,
-                                )
-                            )
+            ack_errors = self._take_records(response)
             for tp in sorted(acks):
                 code, message = ack_errors.get(tp, (Errors.NONE, None))
                 self._report({tp: acks[tp]}, code, message)
         if all(s.in_flight is None for s in self.sessions.values()):
             self._timer("poll", 0 if self.fetched else self.config.idle_poll_ms)
+
+    def _take_records(self, response: ShareFetchResponse) -> dict[TP, tuple[Errors, str | None]]:
+        """Keep the acquired records of the partitions still assigned; return each partition's acknowledgement error."""
+        ack_errors: dict[TP, tuple[Errors, str | None]] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.topic_id, p.partition_index)
+                ack_errors[tp] = (p.acknowledge_error_code, p.acknowledge_error_message)
+                if p.error_code is Errors.NONE and tp in self.assigned:
+                    self.fetched += _acquired_records(tp, p)
+        return ack_errors
 
     def _process(self, records: list[DeliveredRecord]) -> None:
         """The application works through the batch: ``processing_ms_per_record`` each, failure rules apply."""
@@ -639,3 +644,23 @@ class ShareConsumer(MemberPlumbing):
             self._on_share_fetch(envelope.payload, context)
         elif api == "ShareAcknowledge":
             self._on_share_acknowledge(envelope.payload, context, envelope.correlation_id)
+
+
+def _acquired_records(tp: TP, partition: ShareFetchResponsePartition) -> list[DeliveredRecord]:
+    """Each acquired offset of a ShareFetch response partition, with its delivery count, key and value."""
+    values = {r.offset: r for r in partition.records}
+    delivered = []
+    for acquired in partition.acquired_records:
+        for offset in range(acquired.first_offset, acquired.last_offset + 1):
+            record = values.get(offset)
+            delivered.append(
+                DeliveredRecord(
+                    tp[0],
+                    tp[1],
+                    offset,
+                    acquired.delivery_count,
+                    None if record is None else record.key,
+                    None if record is None else record.value,
+                )
+            )
+    return delivered

@@ -6,7 +6,8 @@ same thing the same way. ``Lab.apply`` performs one, as its own step of the run.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -312,3 +313,12 @@ FAULTS = (
     FailOverShareCoordinator,
     MoveShareLeader,
 )
+
+
+Handler = TypeVar("Handler")
+
+
+def handler_for(handlers: Mapping[type, Handler], action: Any) -> Handler | None:
+    """The handler registered for the action's class, or for its nearest base class (a real client's
+    ``WireRequest`` is a ``SendRequest``); ``None`` when there is none."""
+    return next((handlers[cls] for cls in type(action).__mro__ if cls in handlers), None)

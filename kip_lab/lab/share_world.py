@@ -16,6 +16,8 @@ timeouts) is a consumer setting (``processing_ms_per_record``, a ``hang`` failur
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from kip_lab.coordinator.share_group import call_share_coordinator
@@ -163,57 +165,65 @@ class ShareWorld:
 
     # ------------------------------------------------------------------ actions
     def perform(self, action: Any) -> None:
+        """Carry out one share action (KIP-932); what each kind does: ``_share_action_handlers``."""
         from kip_lab.lab import actions as a
 
-        world = self.world
-        if isinstance(action, a.AddShareConsumer):
-            world.add_client(action.member, action.config, action.start)
-        elif isinstance(action, a.ProduceShareRecords):
-            self._produce(action)
-        elif isinstance(action, a.FailOverShareCoordinator):
-            names = sorted(world.brokers)
-            target = action.to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
-            if target not in world.brokers:
-                raise ValueError(f"unknown broker {target!r}; brokers: {names}")
-            self.coordinator_host = target
-            self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
-            world.emit(target, "note", {"text": f"share coordinator loaded {self.log.end_offset} records"})
-        elif isinstance(action, a.MoveShareLeader):
-            topic = world.cluster.topic(action.topic)
-            tp = (topic.topic_id, action.partition)
-            old, epoch = self.leadership.get(tp) or (self.leader_of(tp), 0)
-            names = sorted(world.brokers)
-            target = action.to_broker or names[(names.index(old) + 1) % len(names)]
-            if target not in world.brokers or target == old:
-                raise ValueError(f"cannot move {action.topic}-{action.partition} from {old} to {target!r}")
-            self.leadership[tp] = (target, epoch + 1)
-            self.leaders[target].add_log(self.topic_log(tp), epoch + 1)
-            world.emit(
-                "lab",
-                "note",
-                {
-                    "text": f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
-                    f"{old} is a zombie until it learns so",
-                    "share_leader_moved": list(tp),
-                },
-            )
-        elif isinstance(action, a.ResetShareGroupOffsets):
-            topic = world.cluster.topic(action.topic)
-            for partition in range(topic.num_partitions):  # a partition nothing was produced to has an empty log
-                self.topic_log((topic.topic_id, partition))
-            admin = self.admin()
-            spec = ResetSpec(to=action.to, timestamp_ms=action.timestamp_ms)
-            outcome = admin.reset_share_group_offsets(action.group_id, action.topic, spec, action.partitions)
-            for result in admin.results:
-                world.emit_result(world.coordinator_host, result, "admin")
-            errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
-            world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
-        elif isinstance(action, a.SetShareAutoOffsetReset):
-            self.admin().set_auto_offset_reset(action.group_id, action.value)
-            for leader in self.leaders.values():  # each broker holds its own copy of the group configs
-                leader.group_configs[action.group_id] = self.group_configs[action.group_id]
-        else:
+        handler = a.handler_for(_share_action_handlers(), action)
+        if handler is None:
             raise TypeError(f"not a share action: {action!r}")
+        handler(self, action)
+
+    def _fail_over_coordinator(self, action: Any) -> None:
+        """``__share_group_state`` moves to the next broker (or the one named); the new share coordinator replays it."""
+        world = self.world
+        names = sorted(world.brokers)
+        target = action.to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
+        if target not in world.brokers:
+            raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+        self.coordinator_host = target
+        self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
+        world.emit(target, "note", {"text": f"share coordinator loaded {self.log.end_offset} records"})
+
+    def _move_leader(self, action: Any) -> None:
+        """A partition's leadership moves, leader epoch + 1; the old leader serves on as a zombie until it learns so."""
+        world = self.world
+        topic = world.cluster.topic(action.topic)
+        tp = (topic.topic_id, action.partition)
+        old, epoch = self.leadership.get(tp) or (self.leader_of(tp), 0)
+        names = sorted(world.brokers)
+        target = action.to_broker or names[(names.index(old) + 1) % len(names)]
+        if target not in world.brokers or target == old:
+            raise ValueError(f"cannot move {action.topic}-{action.partition} from {old} to {target!r}")
+        self.leadership[tp] = (target, epoch + 1)
+        self.leaders[target].add_log(self.topic_log(tp), epoch + 1)
+        world.emit(
+            "lab",
+            "note",
+            {
+                "text": f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
+                f"{old} is a zombie until it learns so",
+                "share_leader_moved": list(tp),
+            },
+        )
+
+    def _reset_offsets(self, action: Any) -> None:
+        """The admin's reset of an empty share group's start offsets on a topic, traced with its records."""
+        world = self.world
+        topic = world.cluster.topic(action.topic)
+        for partition in range(topic.num_partitions):  # a partition nothing was produced to has an empty log
+            self.topic_log((topic.topic_id, partition))
+        admin = self.admin()
+        spec = ResetSpec(to=action.to, timestamp_ms=action.timestamp_ms)
+        outcome = admin.reset_share_group_offsets(action.group_id, action.topic, spec, action.partitions)
+        for result in admin.results:
+            world.emit_result(world.coordinator_host, result, "admin")
+        errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
+        world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
+
+    def _set_auto_offset_reset(self, action: Any) -> None:
+        self.admin().set_auto_offset_reset(action.group_id, action.value)
+        for leader in self.leaders.values():  # each broker holds its own copy of the group configs
+            leader.group_configs[action.group_id] = self.group_configs[action.group_id]
 
     def _produce(self, action: Any) -> None:
         world = self.world
@@ -237,3 +247,18 @@ class ShareWorld:
         if action.repeat > 1:
             again = action.model_copy(update={"repeat": action.repeat - 1})
             world.schedule_action(again, world.scheduler.now_ms + action.every_ms)
+
+
+@cache
+def _share_action_handlers() -> dict[type, Callable[[ShareWorld, Any], object]]:
+    """What ``ShareWorld.perform`` does for each share action."""
+    from kip_lab.lab import actions as a
+
+    return {
+        a.AddShareConsumer: lambda share, action: share.world.add_client(action.member, action.config, action.start),
+        a.ProduceShareRecords: ShareWorld._produce,
+        a.FailOverShareCoordinator: ShareWorld._fail_over_coordinator,
+        a.MoveShareLeader: ShareWorld._move_leader,
+        a.ResetShareGroupOffsets: ShareWorld._reset_offsets,
+        a.SetShareAutoOffsetReset: ShareWorld._set_auto_offset_reset,
+    }

@@ -12,7 +12,7 @@ import copy
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from operator import attrgetter
 from typing import Any, cast
 
@@ -246,68 +246,58 @@ class World:
         self.scheduler.schedule(self.action_timers, number, max(0, at_ms - self.scheduler.now_ms))
 
     def perform(self, action: Any) -> None:
-        """Carry out one action on this world and record it in the trace."""
+        """Carry out one action on this world and record it in the trace (what each kind does: ``_action_handlers``)."""
         from kip_lab.lab import actions as a
 
         kind = "fault_injected" if isinstance(action, a.FAULTS) and self.clients else "action_applied"
         self.emit("lab", kind, action.model_dump(mode="json"))
-        if isinstance(action, a.AddConsumer):
-            self.add_client(action.member, action.config, action.start)
-        elif isinstance(action, a.AdvanceTo):
-            if action.time_ms > self.scheduler.now_ms:
-                self.advance_to(action.time_ms)
-        elif isinstance(action, a.Start):
-            self.client(action.member).subscribe()
-        elif isinstance(action, a.Close):
-            self.client(action.member).close()
-        elif isinstance(action, a.Crash):
-            self.client(action.member).crash()
-        elif isinstance(action, a.Restart):
-            old = self.client(action.member)
-            if old.alive:
-                old.crash()
-            client = self.new_client(action.member, action.config or old.config, incarnation=old.incarnation + 1)
-            self.clients[action.member] = client
-            client.subscribe()
-        elif isinstance(action, a.Pause):
-            self.client(action.member).pause()
-        elif isinstance(action, a.Resume):
-            self.client(action.member).resume()
-        elif isinstance(action, a.DropMessages):
-            self.network.link_faults(action.member, self.coordinator_host).drop_next += action.count
-        elif isinstance(action, a.DelayMessages):
-            faults = self.network.link_faults(action.member, self.coordinator_host)
-            faults.delay_next += action.count
-            faults.delay_ms = action.delay_ms
-        elif isinstance(action, a.PartitionLink):
-            for broker in self.brokers:
-                self.network.link_faults(action.member, broker).down_until_ms = (
-                    self.scheduler.now_ms + action.duration_ms
-                )
-        elif isinstance(action, a.ConfigureLink):
-            for broker in self.brokers:
-                self.network.configure(action.member, broker, action.link)
-        elif isinstance(action, a.FailOver):
-            self.fail_over(action.to_broker)
-        elif isinstance(action, a.CreateTopic):
-            topic_id = self.cluster.create_topic(action.topic, action.partitions)
-            self.produce_rate[topic_id] = action.produce_rate_per_s / 1000.0
-        elif isinstance(action, a.AddPartitions):
-            self.cluster.add_partitions(action.topic, action.count)
-        elif isinstance(action, a.DeleteTopic):
-            self.cluster.delete_topic(action.topic)
-        elif isinstance(action, a.RecreateTopic):
-            rate = self.produce_rate.get(self.cluster.topic(action.topic).topic_id, 0.0)
-            topic_id = self.cluster.recreate_topic(action.topic, action.partitions)
-            self.produce_rate[topic_id] = rate
-        elif isinstance(action, a.ChangeSubscription):
-            self.client(action.member).change_subscription(action.topics, action.regex)
-        elif isinstance(action, a.SHARE_ACTIONS):
-            self.share.perform(action)
-        elif isinstance(action, a.SendRequest):  # by a scripted client, or the kind the action names (a real client's)
-            self.scripted(action.member, getattr(action, "client_kind", None)).send(action.api, action.body)
-        else:
+        handler = a.handler_for(_action_handlers(), action)
+        if handler is None:
             raise TypeError(f"unknown action {action!r}")
+        handler(self, action)
+
+    def _advance_clock(self, action: Any) -> None:
+        if action.time_ms > self.scheduler.now_ms:
+            self.advance_to(action.time_ms)
+
+    def _restart(self, action: Any) -> None:
+        """The process dies (if it still runs) and comes back as a new incarnation, with its old config by default."""
+        old = self.client(action.member)
+        if old.alive:
+            old.crash()
+        client = self.new_client(action.member, action.config or old.config, incarnation=old.incarnation + 1)
+        self.clients[action.member] = client
+        client.subscribe()
+
+    def _drop_messages(self, action: Any) -> None:
+        self.network.link_faults(action.member, self.coordinator_host).drop_next += action.count
+
+    def _delay_messages(self, action: Any) -> None:
+        faults = self.network.link_faults(action.member, self.coordinator_host)
+        faults.delay_next += action.count
+        faults.delay_ms = action.delay_ms
+
+    def _partition_link(self, action: Any) -> None:
+        for broker in self.brokers:
+            self.network.link_faults(action.member, broker).down_until_ms = self.scheduler.now_ms + action.duration_ms
+
+    def _configure_link(self, action: Any) -> None:
+        for broker in self.brokers:
+            self.network.configure(action.member, broker, action.link)
+
+    def _create_topic(self, action: Any) -> None:
+        topic_id = self.cluster.create_topic(action.topic, action.partitions)
+        self.produce_rate[topic_id] = action.produce_rate_per_s / 1000.0
+
+    def _recreate_topic(self, action: Any) -> None:
+        """A new topic id under the old name; the producer keeps its rate."""
+        rate = self.produce_rate.get(self.cluster.topic(action.topic).topic_id, 0.0)
+        topic_id = self.cluster.recreate_topic(action.topic, action.partitions)
+        self.produce_rate[topic_id] = rate
+
+    def _send_request(self, action: Any) -> None:
+        """By a scripted client, or by the kind of client the action names (a real client's)."""
+        self.scripted(action.member, getattr(action, "client_kind", None)).send(action.api, action.body)
 
     def add_client(self, name: str, config: Any, start: bool) -> None:
         """A new consumer process named ``name`` (any kind, by its config); ``start`` subscribes it at once."""
@@ -375,6 +365,39 @@ class World:
         self.coordinator.share_state_rpc = self.share.call_share_coordinator
         for result in self.coordinator.load_results + self.coordinator.sync_share_state():
             self.emit_result(target, result, "load")
+
+
+@cache
+def _action_handlers() -> dict[type, Callable[[World, Any], object]]:
+    """What ``World.perform`` does for each kind of action; the share actions go to the ``ShareWorld``."""
+    from kip_lab.lab import actions as a
+
+    handlers: dict[type, Callable[[World, Any], object]] = {
+        a.AddConsumer: lambda world, action: world.add_client(action.member, action.config, action.start),
+        a.AdvanceTo: World._advance_clock,
+        a.Start: lambda world, action: world.client(action.member).subscribe(),
+        a.Close: lambda world, action: world.client(action.member).close(),
+        a.Crash: lambda world, action: world.client(action.member).crash(),
+        a.Restart: World._restart,
+        a.Pause: lambda world, action: world.client(action.member).pause(),
+        a.Resume: lambda world, action: world.client(action.member).resume(),
+        a.DropMessages: World._drop_messages,
+        a.DelayMessages: World._delay_messages,
+        a.PartitionLink: World._partition_link,
+        a.ConfigureLink: World._configure_link,
+        a.FailOver: lambda world, action: world.fail_over(action.to_broker),
+        a.CreateTopic: World._create_topic,
+        a.AddPartitions: lambda world, action: world.cluster.add_partitions(action.topic, action.count),
+        a.DeleteTopic: lambda world, action: world.cluster.delete_topic(action.topic),
+        a.RecreateTopic: World._recreate_topic,
+        a.ChangeSubscription: lambda world, action: world.client(action.member).change_subscription(
+            action.topics, action.regex
+        ),
+        a.SendRequest: World._send_request,
+    }
+    for share_action in a.SHARE_ACTIONS:
+        handlers[share_action] = lambda world, action: world.share.perform(action)
+    return handlers
 
 
 class ScheduledActions:

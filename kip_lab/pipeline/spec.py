@@ -73,17 +73,35 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _valid_runs(self) -> SweepSpec:
+        """The rules, in this order: the family, the grid's values, the number of runs, every grid point built."""
+        self._check_family()
+        for key, values in self.grid.items():
+            self._check_grid_values(key, values)
+        self._check_run_count()
+        if self.scenario is not None:
+            self.base_scenario  # noqa: B018 (a missing file or library name is named now)
+        for index in range(len(self.points)):
+            self._point_identity(index)  # builds (so validates) every grid point
+        return self
+
+    def _check_family(self) -> None:
+        """Exactly one of a known template or a scenario."""
         if (self.template is None) == (self.scenario is None):
             raise FieldError(("template",), "give exactly one of template or scenario")
         if self.template is not None and self.template not in TEMPLATES:
             raise FieldError(("template",), f"unknown template {self.template!r}; have: {', '.join(TEMPLATES)}")
-        for key, values in self.grid.items():
-            if not values:
-                raise FieldError(("grid", key), "needs at least one value")
-            if len({json.dumps(v, sort_keys=True) for v in values}) < len(values):
-                raise FieldError(("grid", key), f"lists a value twice: {values}")
-            if key in self.params:
-                raise FieldError(("grid", key), "is also in params; give it in one place")
+
+    def _check_grid_values(self, key: str, values: list[Any]) -> None:
+        """A grid parameter lists at least one value, none twice, and is not also fixed in params."""
+        if not values:
+            raise FieldError(("grid", key), "needs at least one value")
+        if len({json.dumps(v, sort_keys=True) for v in values}) < len(values):
+            raise FieldError(("grid", key), f"lists a value twice: {values}")
+        if key in self.params:
+            raise FieldError(("grid", key), "is also in params; give it in one place")
+
+    def _check_run_count(self) -> None:
+        """At most ``MAX_GRID_POINTS`` grid points and ``MAX_RUNS`` runs, and no seed twice."""
         points = math.prod(len(values) for values in self.grid.values())
         if points > MAX_GRID_POINTS:
             raise FieldError(("grid",), f"crosses to {points:,} points; at most {MAX_GRID_POINTS:,}")
@@ -93,11 +111,6 @@ class SweepSpec(BaseModel):
             raise FieldError(("seeds",), f"{runs}; at most {MAX_RUNS:,}")
         if len(set(self.seed_list)) < len(self.seed_list):
             raise FieldError(("seeds",), "lists a seed twice")
-        if self.scenario is not None:
-            self.base_scenario  # noqa: B018 (a missing file or library name is named now)
-        for index in range(len(self.points)):
-            self._point_identity(index)  # builds (so validates) every grid point
-        return self
 
     # ------------------------------------------------------------------ the grid
     @property

@@ -345,6 +345,17 @@ class Scenario(_Spec):
 
     @model_validator(mode="after")
     def _references(self) -> Scenario:
+        """The rules across fields, in this order: names, numbers, members, events, the world, expectations."""
+        self._check_names()
+        self._check_numbers()
+        self._check_members()
+        self._check_events()
+        self._check_world()
+        self._check_expect()
+        return self
+
+    def _check_names(self) -> None:
+        """A topic is declared once; a share consumer's name is not a member's or a broker's."""
         names = [t.name for t in self.topics]
         for i, name in enumerate(names):
             if name in names[:i]:
@@ -352,34 +363,39 @@ class Scenario(_Spec):
         for name in self.share_members:
             if name in self.members or name in self._brokers():
                 raise FieldError(("share_members", name), f"{name!r} is already a member's or a broker's name")
-        self._check_numbers()
+
+    def _check_members(self) -> None:
+        """A member's name is not a broker's, and it starts before the run ends."""
         for name, member in self.members.items():
             if name in self._brokers():
                 raise FieldError(("members", name), f"{name!r} is a broker's name")
             if member.start_at_ms > self.run.end_ms:
                 raise FieldError(("members", name, "start_at_ms"), f"{self._ends()}, before {member.start_at_ms} ms")
+
+    def _check_events(self) -> None:
+        """Each event on its own (``_check_event``), and each ``at_step`` on a free step of its own."""
         steps: set[int] = set()
         setup_steps = self.setup_steps
         known_topics = {t.name for t in self.topics} | {e.topic for e in self.events if isinstance(e, a.CreateTopic)}
         for i, event in enumerate(self.events):
             self._check_event(i, event, known_topics)
             if event.at_step is not None:
-                if event.at_step <= setup_steps:
-                    raise FieldError(
-                        ("events", i, "at_step"),
-                        f"step {event.at_step} is taken by setup (steps 1-{setup_steps}); "
-                        f"the first free step is {setup_steps + 1}",
-                    )
-                if event.at_step > self.run.max_steps:
-                    raise FieldError(
-                        ("events", i, "at_step"), f"the run stops at step {self.run.max_steps} (run.max_steps), before"
-                    )
-                if event.at_step in steps:
-                    raise FieldError(("events", i, "at_step"), f"two events at step {event.at_step}")
+                self._check_step(i, event.at_step, setup_steps, steps)
                 steps.add(event.at_step)
-        self._check_world()
-        self._check_expect()
-        return self
+
+    def _check_step(self, i: int, step: int, setup_steps: int, taken: set[int]) -> None:
+        """An ``at_step`` comes after setup, before the run stops, and on a step no other event has."""
+        if step <= setup_steps:
+            raise FieldError(
+                ("events", i, "at_step"),
+                f"step {step} is taken by setup (steps 1-{setup_steps}); the first free step is {setup_steps + 1}",
+            )
+        if step > self.run.max_steps:
+            raise FieldError(
+                ("events", i, "at_step"), f"the run stops at step {self.run.max_steps} (run.max_steps), before"
+            )
+        if step in taken:
+            raise FieldError(("events", i, "at_step"), f"two events at step {step}")
 
     def _ends(self) -> str:
         field = "run.until_ms" if self.run.until_ms is not None else "run.timeout_ms"
@@ -409,40 +425,18 @@ class Scenario(_Spec):
         untimed = [i for i, e in enumerate(self.events) if e.at_ms is None]
         for i in [*timed, *untimed]:  # at_step events: checked against the world after every timed one
             event = self.events[i]
-            topic: Any = getattr(event, "topic", None)  # a str on the events that name a topic
-            if isinstance(event, a.CreateTopic):
-                if topic in partitions:
-                    raise FieldError(("events", i, "topic"), f"topic {topic!r} already exists then")
-                partitions[topic] = event.partitions
-            elif topic is not None and topic not in partitions:
-                raise FieldError(("events", i, "topic"), f"topic {topic!r} does not exist then (deleted before?)")
-            if isinstance(event, a.DeleteTopic):
-                del partitions[topic]
-            elif isinstance(event, a.AddPartitions):
-                partitions[topic] += event.count
-            elif isinstance(event, a.RecreateTopic) and event.partitions is not None:
-                partitions[topic] = event.partitions
+            _follow_topics(i, event, partitions)
             if sum(partitions.values()) > MAX_TOTAL_PARTITIONS:
                 raise FieldError(("events", i), f"the topics would have more than {MAX_TOTAL_PARTITIONS:,} partitions")
-            field, named = _partitions_named(event)
-            missing = [p for p in named if p >= partitions[topic]]
-            if missing:
-                raise FieldError(
-                    ("events", i, field), f"{topic!r} has partitions 0-{partitions[topic] - 1} then, not {missing}"
-                )
-            if isinstance(event, a.ProduceShareRecords):
-                records = event.count * event.repeat * (1 if event.partition is not None else partitions[topic])
-                if records > MAX_PRODUCED_RECORDS:
-                    raise FieldError(
-                        ("events", i, "count"),
-                        f"count x repeat x partitions is {records:,} records; at most {MAX_PRODUCED_RECORDS:,}",
-                    )
+            _check_partitions_exist(i, event, partitions)
+            _check_share_records_produced(i, event, partitions)
             share_admin = isinstance(event, a.ResetShareGroupOffsets | a.SetShareAutoOffsetReset)
             if share_admin and event.group_id in consumer_groups:
                 group = event.group_id
                 raise FieldError(("events", i, "group_id"), f"{group!r} is a consumer group, not a share group")
 
     def _check_event(self, i: int, event: Any, known_topics: set[str]) -> None:
+        """One event's own fields and the names it refers to (topic, broker, member)."""
         if event.at_ms is not None and event.at_ms > self.run.end_ms:
             raise FieldError(("events", i, "at_ms"), f"{self._ends()}, before this event")
         if isinstance(event, a.ChangeSubscription) and event.regex is not None:
@@ -457,43 +451,41 @@ class Scenario(_Spec):
         if broker is not None and broker not in self._brokers():
             raise FieldError(("events", i, "to_broker"), f"no broker named {broker!r}; brokers: {self._brokers()}")
         member = getattr(event, "member", None)
-        if member in self.share_members and isinstance(event, a.ChangeSubscription):
-            share_member = f"{member!r} is a share consumer"
-            if event.regex is not None:  # KafkaShareConsumer.subscribe takes topic names only
-                raise FieldError(("events", i, "regex"), f"{share_member}: it subscribes to topic names")
-            if not event.topics:
-                raise FieldError(("events", i, "topics"), f"{share_member}: it needs at least one topic")
-        if member is None or member in self.share_members:
-            return
+        if member in self.share_members:
+            _check_share_subscription(i, event, member)
+        elif member is not None:
+            self._check_member_event(i, event, member)
+
+    def _check_member_event(self, i: int, event: Any, member: str) -> None:
+        """An event on a member: the member exists, and is scripted exactly when the event is a raw request."""
         spec = self.members.get(member)
         if spec is None:
             raise FieldError(("events", i, "member"), f"no member named {member!r}; members: {sorted(self.members)}")
         if isinstance(event, a.SendRequest):
-            if not spec.scripted:
-                raise FieldError(
-                    ("events", i, "member"), f"send_request needs a scripted member (scripted: true), not {member!r}"
-                )
-            body = resolve_topic_refs(event.body, {t.name: f"<{t.name}>" for t in self.topics}, ("events", i, "body"))
-            if body.get("member_id") not in (None, "", member):
-                raise FieldError(
-                    ("events", i, "body", "member_id"), f"a scripted member's requests use its name {member!r}"
-                )
-            try:
-                REQUESTS[event.api].model_validate(body)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                raise FieldError(("events", i, "body", *first["loc"]), f"{event.api}: {first['msg']}") from None
+            self._check_scripted_request(i, event, member, spec)
         elif spec.scripted:
             raise FieldError(
                 ("events", i, "member"), f"{event.action} acts on a consumer; {member!r} is a scripted member"
             )
-        elif isinstance(event, a.ChangeSubscription):  # the member's config with the new subscription must hold
-            changed = {"subscribed_topic_names": event.topics, "subscribed_topic_regex": event.regex}
-            try:
-                MemberSpec.model_validate({**spec.model_dump(exclude_unset=True), **changed})
-            except ValidationError as exc:
-                message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-                raise FieldError(("events", i), f"{member!r} cannot take this subscription: {message}") from None
+        elif isinstance(event, a.ChangeSubscription):
+            _check_new_subscription(i, event, member, spec)
+
+    def _check_scripted_request(self, i: int, event: Any, member: str, spec: MemberSpec) -> None:
+        """A raw request comes from a scripted member, under its own name, with a body its API accepts."""
+        if not spec.scripted:
+            raise FieldError(
+                ("events", i, "member"), f"send_request needs a scripted member (scripted: true), not {member!r}"
+            )
+        body = resolve_topic_refs(event.body, {t.name: f"<{t.name}>" for t in self.topics}, ("events", i, "body"))
+        if body.get("member_id") not in (None, "", member):
+            raise FieldError(
+                ("events", i, "body", "member_id"), f"a scripted member's requests use its name {member!r}"
+            )
+        try:
+            REQUESTS[event.api].model_validate(body)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise FieldError(("events", i, "body", *first["loc"]), f"{event.api}: {first['msg']}") from None
 
     def _brokers(self) -> list[str]:
         return [f"broker-{i}" for i in range(self.lab.brokers)]
@@ -514,6 +506,68 @@ class Scenario(_Spec):
         for i, name in enumerate(expect.members_in_group or []):
             if name not in self.members:
                 raise FieldError(("expect", "members_in_group", i), f"no member named {name!r}")
+
+
+def _follow_topics(i: int, event: Any, partitions: dict[str, int]) -> None:
+    """Apply the event's change to the topics that exist (name -> partition count); refuse a topic
+    created twice or used when it does not exist (yet, or any more)."""
+    topic: Any = getattr(event, "topic", None)  # a str on the events that name a topic
+    if isinstance(event, a.CreateTopic):
+        if topic in partitions:
+            raise FieldError(("events", i, "topic"), f"topic {topic!r} already exists then")
+        partitions[topic] = event.partitions
+    elif topic is not None and topic not in partitions:
+        raise FieldError(("events", i, "topic"), f"topic {topic!r} does not exist then (deleted before?)")
+    if isinstance(event, a.DeleteTopic):
+        del partitions[topic]
+    elif isinstance(event, a.AddPartitions):
+        partitions[topic] += event.count
+    elif isinstance(event, a.RecreateTopic) and event.partitions is not None:
+        partitions[topic] = event.partitions
+
+
+def _check_partitions_exist(i: int, event: Any, partitions: Mapping[str, int]) -> None:
+    """The partitions an event names exist in its topic when it happens."""
+    field, named = _partitions_named(event)
+    topic: Any = getattr(event, "topic", None)
+    missing = [p for p in named if p >= partitions[topic]]
+    if missing:
+        raise FieldError(
+            ("events", i, field), f"{topic!r} has partitions 0-{partitions[topic] - 1} then, not {missing}"
+        )
+
+
+def _check_share_records_produced(i: int, event: Any, partitions: Mapping[str, int]) -> None:
+    """A produce_share_records event writes at most ``MAX_PRODUCED_RECORDS`` records."""
+    if not isinstance(event, a.ProduceShareRecords):
+        return
+    records = event.count * event.repeat * (1 if event.partition is not None else partitions[event.topic])
+    if records > MAX_PRODUCED_RECORDS:
+        raise FieldError(
+            ("events", i, "count"),
+            f"count x repeat x partitions is {records:,} records; at most {MAX_PRODUCED_RECORDS:,}",
+        )
+
+
+def _check_share_subscription(i: int, event: Any, member: str) -> None:
+    """A share consumer subscribes to at least one topic, by name."""
+    if not isinstance(event, a.ChangeSubscription):
+        return
+    share_member = f"{member!r} is a share consumer"
+    if event.regex is not None:  # KafkaShareConsumer.subscribe takes topic names only
+        raise FieldError(("events", i, "regex"), f"{share_member}: it subscribes to topic names")
+    if not event.topics:
+        raise FieldError(("events", i, "topics"), f"{share_member}: it needs at least one topic")
+
+
+def _check_new_subscription(i: int, event: Any, member: str, spec: MemberSpec) -> None:
+    """The member's config with the new subscription must hold."""
+    changed = {"subscribed_topic_names": event.topics, "subscribed_topic_regex": event.regex}
+    try:
+        MemberSpec.model_validate({**spec.model_dump(exclude_unset=True), **changed})
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise FieldError(("events", i), f"{member!r} cannot take this subscription: {message}") from None
 
 
 def _partitions_named(event: Any) -> tuple[str, list[int]]:

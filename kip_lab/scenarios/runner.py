@@ -20,7 +20,7 @@ from kip_lab.lab import EventKind, Lab, Trace
 from kip_lab.lab import actions as a
 from kip_lab.lab.share_invariants import at_least_once
 from kip_lab.scenarios.loading import Problem, ScenarioError
-from kip_lab.scenarios.model import Scenario, event_action, resolve_topic_refs
+from kip_lab.scenarios.model import RunSpec, Scenario, event_action, resolve_topic_refs
 
 
 @dataclass(frozen=True)
@@ -219,25 +219,36 @@ def _drive(
                     break
         due = lab.world.scheduler.peek()
         if due is None or due > limit:
-            if pending:
-                step, index, _ = pending[0]
-                raise ScenarioError(
-                    scenario.name,
-                    [
-                        Problem(
-                            f"events.{index}.at_step",
-                            None,
-                            f"step {step} is never reached: after step {lab.step_count} the run has nothing "
-                            f"left to do before {limit} ms",
-                        )
-                    ],
-                )
+            _refuse_unreached_steps(lab, scenario, pending, limit)
             break
         lab.step()
+    _run_until_ms(lab, spec, budget)
+    return quiet_at, stable_at
+
+
+def _refuse_unreached_steps(lab: Lab, scenario: Scenario, pending: list[tuple[int, int, Any]], limit: int) -> None:
+    """The run has nothing left to do before ``limit``: an ``at_step`` event still waiting would never happen."""
+    if not pending:
+        return
+    step, index, _ = pending[0]
+    raise ScenarioError(
+        scenario.name,
+        [
+            Problem(
+                f"events.{index}.at_step",
+                None,
+                f"step {step} is never reached: after step {lab.step_count} the run has nothing "
+                f"left to do before {limit} ms",
+            )
+        ],
+    )
+
+
+def _run_until_ms(lab: Lab, spec: RunSpec, budget: _Budget) -> None:
+    """Run on to ``until_ms`` (when set) unless the budget runs out first."""
     while spec.until_ms is not None and lab.now < spec.until_ms and not budget.spent(lab):
         every = budget.CHECK_MEMORY_EVERY  # stop at each multiple, where the budget looks at the memory
         lab.run(until=spec.until_ms, steps=min(every - lab.step_count % every, budget.max_steps - lab.step_count))
-    return quiet_at, stable_at
 
 
 def _metrics(trace: Trace, first_event_ms: int | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -289,22 +300,46 @@ def _member_rows(lab: Lab, scenario: Scenario) -> list[MemberRow]:
 
 
 def _expectations(scenario: Scenario, lab: Lab, result: ScenarioResult) -> list[ExpectationResult]:
+    """Each expectation the scenario sets, against the run: the group's, each member's, then the whole run's."""
+    group = lab.coordinator.groups.get(scenario.expect.group_id)
+    checks = [
+        *_group_checks(scenario, lab, result, group),
+        *_member_checks(scenario, lab, group),
+        *_run_checks(scenario, lab, result),
+    ]
+    return [ExpectationResult(name, want, got, _passed(name, want, got)) for name, want, got in checks]
+
+
+_Check = tuple[str, Any, Any]  # (name, expected, actual)
+
+
+def _if_set(checks: list[_Check], name: str, expected: Any, actual: Any) -> None:
+    """Add the check when the scenario sets the expectation (``expected`` is not None)."""
+    if expected is not None:
+        checks.append((name, expected, actual))
+
+
+def _group_checks(scenario: Scenario, lab: Lab, result: ScenarioResult, group: Any) -> list[_Check]:
+    """Whether the run ended stable; the group's state, epochs and members."""
     expect = scenario.expect
-    group = lab.coordinator.groups.get(expect.group_id)
-    members = {} if group is None else group.members
-    checks: list[tuple[str, Any, Any]] = []  # (name, expected, actual)
-
-    def scalar(name: str, expected: Any, actual: Any) -> None:
-        if expected is not None:
-            checks.append((name, expected, actual))
-
-    scalar("stable", expect.stable, result.stable)
-    scalar("group_state", None if expect.group_state is None else expect.group_state.value, group and group.state.value)
-    scalar("group_epoch", expect.group_epoch, group and group.group_epoch)
-    scalar("assignment_epoch", expect.assignment_epoch, group and group.assignment_epoch)
+    checks: list[_Check] = []
+    _if_set(checks, "stable", expect.stable, result.stable)
+    state = None if expect.group_state is None else expect.group_state.value
+    _if_set(checks, "group_state", state, group and group.state.value)
+    _if_set(checks, "group_epoch", expect.group_epoch, group and group.group_epoch)
+    _if_set(checks, "assignment_epoch", expect.assignment_epoch, group and group.assignment_epoch)
     if expect.members_in_group is not None:
+        members = {} if group is None else group.members
         ids = {_member_id(lab, name): name for name in scenario.members}
         checks.append(("members_in_group", sorted(expect.members_in_group), sorted(ids.get(m, m) for m in members)))
+    return checks
+
+
+def _member_checks(scenario: Scenario, lab: Lab, group: Any) -> list[_Check]:
+    """Each named member's assignment and epoch in the group, and its client's state."""
+    expect = scenario.expect
+    members = {} if group is None else group.members
+    checks: list[_Check] = []
     for name, parts in (expect.assignment or {}).items():
         member = members.get(_member_id(lab, name))
         wanted = {topic: sorted(p) for topic, p in sorted(parts.items()) if p}
@@ -314,19 +349,26 @@ def _expectations(scenario: Scenario, lab: Lab, result: ScenarioResult) -> list[
         checks.append((f"member_epochs.{name}", epoch, None if member is None else member.member_epoch))
     for name, state in (expect.member_states or {}).items():
         checks.append((f"member_states.{name}", state.value, lab.clients[name].state.value))
+    return checks
+
+
+def _run_checks(scenario: Scenario, lab: Lab, result: ScenarioResult) -> list[_Check]:
+    """What the whole run did: time to stable, errors answered, messages dropped, invariants, share records."""
+    expect = scenario.expect
+    checks: list[_Check] = []
     if expect.max_time_to_stable_ms is not None:
         actual = result.time_to_stable_ms
         checks.append(("max_time_to_stable_ms", expect.max_time_to_stable_ms, actual))
     if expect.absent_errors is not None:
         seen = sorted({e.payload["error"] for e in lab.trace.of_kind(EventKind.HANDLER_RESULT) if "error" in e.payload})
         checks.append(("absent_errors", sorted(expect.absent_errors), [e for e in seen if e in expect.absent_errors]))
-    scalar("messages_dropped", expect.messages_dropped, len(lab.trace.of_kind(EventKind.MESSAGE_DROPPED)))
-    scalar("no_invariant_violations", expect.no_invariant_violations, not result.violations)
-    if expect.share_at_least_once is not None:
-        scalar("share_at_least_once", expect.share_at_least_once, not at_least_once(lab.world))
+    _if_set(checks, "messages_dropped", expect.messages_dropped, len(lab.trace.of_kind(EventKind.MESSAGE_DROPPED)))
+    _if_set(checks, "no_invariant_violations", expect.no_invariant_violations, not result.violations)
+    if expect.share_at_least_once is not None:  # walks every share-partition: only when asked
+        _if_set(checks, "share_at_least_once", expect.share_at_least_once, not at_least_once(lab.world))
     archived = (result.metrics or {}).get("share_records_archived")
-    scalar("share_records_archived", expect.share_records_archived, archived)
-    return [ExpectationResult(name, want, got, _passed(name, want, got)) for name, want, got in checks]
+    _if_set(checks, "share_records_archived", expect.share_records_archived, archived)
+    return checks
 
 
 def _passed(name: str, expected: Any, actual: Any) -> bool:

@@ -15,6 +15,7 @@ remote URLs are refused), ``to_json`` gives the Vega-Lite JSON.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 import altair as alt
@@ -185,44 +186,62 @@ def ownership_swimlanes(
     frames = _frames(frames)
     if view not in ("client", "coordinator"):
         raise ValueError(f"view must be 'client' or 'coordinator', got {view!r}")
-    data = frames.ownership if view == "client" else frames.ownership_coordinator
-    gaps = frames.gaps if view == "client" else frames.gaps.iloc[0:0]
-    partitions = frames.partitions or sorted(set(data["partition"]))
-    groups = sorted(set(data["group_id"]) | set(gaps["group_id"]))
-    if len(groups) > 1:  # the same partition in two groups: one lane per (group, partition)
-        data = data.assign(partition=data["group_id"] + ": " + data["partition"])
-        gaps = gaps.assign(partition=gaps["group_id"] + ": " + gaps["partition"])
-        partitions = [f"{g}: {p}" for g in groups for p in partitions]
+    data, gaps, partitions = _ownership_lanes(frames, view)
     members = sorted(set(data["member"]))
     if height is None:
         height = max(120, len(partitions) * max(18, 10 * max(1, len(members))))
     x = alt.X("start_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
     y = alt.Y("partition:N", sort=partitions, scale=alt.Scale(domain=partitions), title="partition")
 
-    layers: list[alt.Chart] = []
-    if not gaps.empty:
-        layers.append(
-            alt.Chart(_values(gaps))
-            .transform_calculate(gap=f"'{GAP_LABEL}'")
-            .mark_rect(opacity=0.15, clip=True)
-            .encode(
-                x=x,
-                x2="end_ms:Q",
-                y=y,
-                fill=alt.Fill(
-                    "gap:N",
-                    scale=alt.Scale(domain=[GAP_LABEL], range=[GAP_COLOR]),
-                    legend=alt.Legend(title=None, orient="top"),
-                ),
-                tooltip=[
-                    alt.Tooltip("partition:N"),
-                    alt.Tooltip("start_ms:Q", title="unassigned from (ms)"),
-                    alt.Tooltip("end_ms:Q", title="until (ms)"),
-                    alt.Tooltip("duration_ms:Q", title="duration (ms)"),
-                ],
-            )
+    layers = [] if gaps.empty else [_gap_layer(gaps, x, y)]
+    layers.append(_ownership_bars(data, members, x, y))
+    layers += _vertical_markers(frames, markers, time_range, width)
+    layers += _vertical_cursor(cursor_ms, time_range)
+    title = "partition ownership" + (" (coordinator records)" if view == "coordinator" else "")
+    return _layer(layers, title, width, height)
+
+
+def _ownership_lanes(frames: TraceFrames, view: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(ownership intervals, gaps, lane names) of the view; one lane per (group, partition) when groups share topics."""
+    data = frames.ownership if view == "client" else frames.ownership_coordinator
+    gaps = frames.gaps if view == "client" else frames.gaps.iloc[0:0]
+    partitions = frames.partitions or sorted(set(data["partition"]))
+    groups = sorted(set(data["group_id"]) | set(gaps["group_id"]))
+    if len(groups) > 1:
+        data = data.assign(partition=data["group_id"] + ": " + data["partition"])
+        gaps = gaps.assign(partition=gaps["group_id"] + ": " + gaps["partition"])
+        partitions = [f"{g}: {p}" for g in groups for p in partitions]
+    return data, gaps, partitions
+
+
+def _gap_layer(gaps: pd.DataFrame, x: alt.X, y: alt.Y) -> alt.Chart:
+    """Red shading, with its own legend entry, while no member has the partition assigned."""
+    return (
+        alt.Chart(_values(gaps))
+        .transform_calculate(gap=f"'{GAP_LABEL}'")
+        .mark_rect(opacity=0.15, clip=True)
+        .encode(
+            x=x,
+            x2="end_ms:Q",
+            y=y,
+            fill=alt.Fill(
+                "gap:N",
+                scale=alt.Scale(domain=[GAP_LABEL], range=[GAP_COLOR]),
+                legend=alt.Legend(title=None, orient="top"),
+            ),
+            tooltip=[
+                alt.Tooltip("partition:N"),
+                alt.Tooltip("start_ms:Q", title="unassigned from (ms)"),
+                alt.Tooltip("end_ms:Q", title="until (ms)"),
+                alt.Tooltip("duration_ms:Q", title="duration (ms)"),
+            ],
         )
-    layers.append(
+    )
+
+
+def _ownership_bars(data: pd.DataFrame, members: list[str], x: alt.X, y: alt.Y) -> alt.Chart:
+    """A bar per holding: a sub-row and colour per member, opacity and dash per status."""
+    return (
         alt.Chart(_values(data))
         .mark_bar(strokeWidth=1, clip=True)
         .encode(
@@ -255,10 +274,6 @@ def ownership_swimlanes(
             ],
         )
     )
-    layers += _vertical_markers(frames, markers, time_range, width)
-    layers += _vertical_cursor(cursor_ms, time_range)
-    title = "partition ownership" + (" (coordinator records)" if view == "coordinator" else "")
-    return _layer(layers, title, width, height)
 
 
 # ---------------------------------------------------------------------------- epochs
@@ -343,6 +358,40 @@ def _step_of(frames: TraceFrames, cursor_ms: float) -> float:
     return (float(before["step"].max()) if len(before) else 0.0) + 0.5
 
 
+MESSAGE_COLUMNS = [  # the message fields the sequence diagram draws or shows on hover
+    *("api", "direction", "from", "to", "status", "error", "sent_ms", "delivered_ms", "member_epoch"),
+    *("correlation_id", "body_short", "from_x", "end_x", "y0", "y1", "category", "head"),
+]
+
+
+@dataclass(frozen=True)
+class _SequenceAxes:
+    """The sequence diagram's shared axes: a lane per actor across (named on top), time or step down the page."""
+
+    lanes: list[str]
+    y_title: str
+    y_domain: list[float]
+
+    def x(self, field: str) -> alt.X:
+        axis = alt.Axis(
+            orient="top",
+            values=list(range(len(self.lanes))),
+            labelExpr=f"{json.dumps(self.lanes)}[datum.value]",
+            grid=False,
+            title=None,
+            labelAngle=0,
+            labelFontWeight="bold",
+            ticks=False,
+            domain=False,
+        )
+        return alt.X(field, scale=alt.Scale(domain=[-0.5, len(self.lanes) - 0.5], nice=False, zero=False), axis=axis)
+
+    def y(self, field: str) -> alt.Y:
+        return alt.Y(
+            field, scale=alt.Scale(domain=self.y_domain, reverse=True, nice=False, zero=False), title=self.y_title
+        )
+
+
 def message_sequence(
     frames: Any,
     cursor_ms: float | None = None,
@@ -366,21 +415,58 @@ def message_sequence(
         raise ValueError(f"y_axis must be 'time' or 'step', got {y_axis!r}")
     frames = _frames(frames)
     lanes = _lanes(frames)
-    lane_of = {name: i for i, name in enumerate(lanes)}
+    by_step = y_axis == "step"
+    last_step = _last_step(frames)
+    messages = _arrow_geometry(_shown_messages(frames, apis, time_range), frames, lanes, by_step, last_step)
+    if width is None:
+        width = max(360, 130 * len(lanes))
+    if by_step:
+        axes = _SequenceAxes(lanes, "step", [0, max(last_step, 1)])
+    else:
+        axes = _SequenceAxes(
+            lanes, "time (ms)", list(time_range) if time_range is not None else [0, max(frames.end_ms, 1)]
+        )
+
+    layers = [_lifelines(axes)]
+    if not messages.empty:
+        layers += _message_arrows(messages, sorted(set(frames.messages["api"])), axes)
+    layers += _sequence_markers(frames, markers, None if by_step else time_range, by_step, axes)
+    if cursor_ms is not None and _in_range(cursor_ms, None if by_step else time_range):
+        layers.append(_sequence_cursor(cursor_ms, _step_of(frames, cursor_ms) if by_step else cursor_ms, axes))
+    return _layer(layers, "messages", width, height)
+
+
+def _shown_messages(
+    frames: TraceFrames, apis: list[str] | None, time_range: tuple[float, float] | None
+) -> pd.DataFrame:
+    """The messages of the wanted APIs that are in the air at some time inside the range."""
     data = frames.messages.copy()
     if apis is not None:
         data = data[data["api"].isin(apis)]
     if time_range is not None:
         data = data[(data["sent_ms"] <= time_range[1]) & (data["delivered_ms"].fillna(frames.end_ms) >= time_range[0])]
-    api_names = sorted(set(frames.messages["api"]))
+    return data
 
-    by_step = y_axis == "step"
+
+def _last_step(frames: TraceFrames) -> int:
+    """The last step a marker or message is drawn at: where an arrow still in flight ends on a step axis."""
     last_step = int(frames.markers["step"].max()) if not frames.markers.empty else 0
     if not frames.messages.empty:
         last_step = max(last_step, int(frames.messages["sent_step"].max()))
         if frames.messages["delivered_step"].notna().any():
             last_step = max(last_step, int(frames.messages["delivered_step"].max()))
+    return last_step
 
+
+def _arrow_geometry(
+    data: pd.DataFrame, frames: TraceFrames, lanes: list[str], by_step: bool, last_step: int
+) -> pd.DataFrame:
+    """Where each arrow starts and ends, its colour category and its head.
+
+    A dropped message stops ``DROP_REACH`` of the way across, level, under a cross; one still in
+    flight runs to the end of the diagram.
+    """
+    lane_of = {name: i for i, name in enumerate(lanes)}
     messages = data.assign(
         from_x=data["from"].map(lane_of).astype(float),
         to_x=data["to"].map(lane_of).astype(float),
@@ -402,48 +488,24 @@ def message_sequence(
         messages["to_x"] < messages["from_x"], "triangle-right"
     )
     head = head.where(~dropped, "cross")
-    messages = messages.assign(end_x=end_x, y0=y0, y1=y1, category=category, head=head)
-    columns = [
-        "api",
-        "direction",
-        "from",
-        "to",
-        "status",
-        "error",
-        "sent_ms",
-        "delivered_ms",
-        "member_epoch",
-        "correlation_id",
-        "body_short",
-        "from_x",
-        "end_x",
-        "y0",
-        "y1",
-        "category",
-        "head",
-    ]
-    if width is None:
-        width = max(360, 130 * len(lanes))
+    return messages.assign(end_x=end_x, y0=y0, y1=y1, category=category, head=head)
 
-    y_domain: list[float]
-    if by_step:
-        y_title, y_domain = "step", [0, max(last_step, 1)]
-    else:
-        y_title = "time (ms)"
-        y_domain = list(time_range) if time_range is not None else [0, max(frames.end_ms, 1)]
-    y_scale = alt.Scale(domain=y_domain, reverse=True, nice=False, zero=False)
-    x_scale = alt.Scale(domain=[-0.5, len(lanes) - 0.5], nice=False, zero=False)
-    x_axis = alt.Axis(
-        orient="top",
-        values=list(range(len(lanes))),
-        labelExpr=f"{json.dumps(lanes)}[datum.value]",
-        grid=False,
-        title=None,
-        labelAngle=0,
-        labelFontWeight="bold",
-        ticks=False,
-        domain=False,
+
+def _lifelines(axes: _SequenceAxes) -> alt.Chart:
+    """A grey vertical rule down each actor's lane."""
+    lanes = axes.lanes
+    lifelines = pd.DataFrame(
+        {"lane": list(range(len(lanes))), "actor": lanes, "y0": axes.y_domain[0], "y1": axes.y_domain[1]}
     )
+    return (
+        alt.Chart(_values(lifelines))
+        .mark_rule(color="#bdbdbd", strokeWidth=1)
+        .encode(x=axes.x("lane:Q"), y=axes.y("y0:Q"), y2="y1:Q", tooltip=[alt.Tooltip("actor:N")])
+    )
+
+
+def _message_arrows(messages: pd.DataFrame, api_names: list[str], axes: _SequenceAxes) -> list[alt.Chart]:
+    """Each message as a shaft (solid request, dashed response) and a head, coloured by API, error or drop."""
     categories = [*api_names, "error", "dropped"]
     palette = [API_PALETTE[i % len(API_PALETTE)] for i in range(len(api_names))] + [ERROR_COLOR, DROPPED_COLOR]
     color = alt.Color(
@@ -462,85 +524,77 @@ def message_sequence(
         alt.Tooltip("correlation_id:Q", title="correlation id"),
         alt.Tooltip("body_short:N", title="body"),
     ]
-
-    lifelines = pd.DataFrame({"lane": list(range(len(lanes))), "actor": lanes, "y0": y_domain[0], "y1": y_domain[1]})
-    layers: list[alt.Chart] = [
-        alt.Chart(_values(lifelines))
-        .mark_rule(color="#bdbdbd", strokeWidth=1)
+    base = alt.Chart(_values(messages, MESSAGE_COLUMNS))
+    shafts = (
+        base.mark_rule(strokeWidth=1.5, clip=True)
         .encode(
-            x=alt.X("lane:Q", scale=x_scale, axis=x_axis),
-            y=alt.Y("y0:Q", scale=y_scale, title=y_title),
+            x=axes.x("from_x:Q"),
+            x2="end_x:Q",
+            y=axes.y("y0:Q"),
             y2="y1:Q",
-            tooltip=[alt.Tooltip("actor:N")],
+            color=color,
+            strokeDash=alt.StrokeDash(
+                "direction:N",
+                scale=alt.Scale(domain=["request", "response"], range=[[1, 0], [5, 3]]),
+                legend=alt.Legend(title="direction"),
+            ),
+            tooltip=tooltip,
         )
-    ]
-    if not messages.empty:
-        base = alt.Chart(_values(messages, columns))
-        layers.append(
-            base.mark_rule(strokeWidth=1.5, clip=True)
-            .encode(
-                x=alt.X("from_x:Q", scale=x_scale, axis=x_axis),
-                x2="end_x:Q",
-                y=alt.Y("y0:Q", scale=y_scale, title=y_title),
-                y2="y1:Q",
-                color=color,
-                strokeDash=alt.StrokeDash(
-                    "direction:N",
-                    scale=alt.Scale(domain=["request", "response"], range=[[1, 0], [5, 3]]),
-                    legend=alt.Legend(title="direction"),
-                ),
-                tooltip=tooltip,
-            )
-            .interactive(bind_x=False)
-        )
-        layers.append(
-            base.mark_point(filled=True, size=45, opacity=1, clip=True).encode(
-                x=alt.X("end_x:Q", scale=x_scale, axis=x_axis),
-                y=alt.Y("y1:Q", scale=y_scale, title=y_title),
-                shape=alt.Shape(
-                    "head:N",
-                    scale=alt.Scale(
-                        domain=["triangle-right", "triangle-left", "cross"],
-                        range=["triangle-right", "triangle-left", "cross"],
-                    ),
-                    legend=None,
-                ),
-                color=color,
-                tooltip=tooltip,
-            )
-        )
+        .interactive(bind_x=False)
+    )
+    heads = base.mark_point(filled=True, size=45, opacity=1, clip=True).encode(
+        x=axes.x("end_x:Q"),
+        y=axes.y("y1:Q"),
+        shape=alt.Shape(
+            "head:N",
+            scale=alt.Scale(
+                domain=["triangle-right", "triangle-left", "cross"],
+                range=["triangle-right", "triangle-left", "cross"],
+            ),
+            legend=None,
+        ),
+        color=color,
+        tooltip=tooltip,
+    )
+    return [shafts, heads]
 
-    marks = _markers(frames, markers, time_range if not by_step else None)
-    if not marks.empty:
-        marks = marks.assign(y=marks["step"] if by_step else marks["time_ms"])
-        base = alt.Chart(_values(marks))
-        layers.append(
-            base.mark_rule(strokeDash=[4, 3], strokeWidth=1.2).encode(
-                y=alt.Y("y:Q", scale=y_scale, title=y_title),
-                color=_marker_color(),
-                tooltip=[
-                    alt.Tooltip("kind:N"),
-                    alt.Tooltip("label:N"),
-                    alt.Tooltip("time_ms:Q"),
-                    alt.Tooltip("detail:N"),
-                ],
-            )
-        )
-        layers.append(
-            base.mark_text(align="left", baseline="bottom", dx=2, dy=-2, fontSize=9).encode(
-                x=alt.value(0), y=alt.Y("y:Q", scale=y_scale, title=y_title), text="label:N", color=_marker_color()
-            )
-        )
-    if cursor_ms is not None and _in_range(cursor_ms, None if by_step else time_range):
-        y_value = _step_of(frames, cursor_ms) if by_step else cursor_ms
-        layers.append(
-            alt.Chart(_values([{"cursor_ms": cursor_ms, "y": y_value}]))
-            .mark_rule(color=CURSOR_COLOR, strokeWidth=2)
-            .encode(
-                y=alt.Y("y:Q", scale=y_scale, title=y_title), tooltip=[alt.Tooltip("cursor_ms:Q", title="cursor (ms)")]
-            )
-        )
-    return _layer(layers, "messages", width, height)
+
+def _sequence_markers(
+    frames: TraceFrames,
+    kinds: list[str] | None,
+    time_range: tuple[float, float] | None,
+    by_step: bool,
+    axes: _SequenceAxes,
+) -> list[alt.Chart]:
+    """Faults, timers and invariant violations as labelled horizontal rules across the lanes."""
+    marks = _markers(frames, kinds, time_range)
+    if marks.empty:
+        return []
+    marks = marks.assign(y=marks["step"] if by_step else marks["time_ms"])
+    base = alt.Chart(_values(marks))
+    rules = base.mark_rule(strokeDash=[4, 3], strokeWidth=1.2).encode(
+        y=axes.y("y:Q"),
+        color=_marker_color(),
+        tooltip=[
+            alt.Tooltip("kind:N"),
+            alt.Tooltip("label:N"),
+            alt.Tooltip("time_ms:Q"),
+            alt.Tooltip("detail:N"),
+        ],
+    )
+    labels = base.mark_text(align="left", baseline="bottom", dx=2, dy=-2, fontSize=9).encode(
+        x=alt.value(0), y=axes.y("y:Q"), text="label:N", color=_marker_color()
+    )
+    return [rules, labels]
+
+
+def _sequence_cursor(cursor_ms: float, y_value: float, axes: _SequenceAxes) -> alt.Chart:
+    """The cursor as a black horizontal rule (at ``y_value``: its time, or just after its step)."""
+    return (
+        alt.Chart(_values([{"cursor_ms": cursor_ms, "y": y_value}]))
+        .mark_rule(color=CURSOR_COLOR, strokeWidth=2)
+        .encode(y=axes.y("y:Q"), tooltip=[alt.Tooltip("cursor_ms:Q", title="cursor (ms)")])
+    )
 
 
 # ---------------------------------------------------------------------------- share groups (KIP-932)
@@ -569,35 +623,47 @@ def record_state_strip(
     one in it.
     """
     frames = source if isinstance(source, ShareFrames) else share_frames(source)
-    records, offsets = frames.records, frames.offsets
-    if records.empty:
+    if frames.records.empty:
         raise ValueError("no share records in this trace (no share_acquired or share_state_write events)")
-    first = records.iloc[0]
+    first = frames.records.iloc[0]
     key = (
         group_id if group_id is not None else first["group_id"],
         topic_id if topic_id is not None else first["topic_id"],
         int(first["partition"]) if partition is None else partition,
     )
-
-    def chosen(frame: pd.DataFrame) -> pd.DataFrame:
-        keep = (frame["group_id"] == key[0]) & (frame["topic_id"] == key[1]) & (frame["partition"] == key[2])
-        return frame[keep]
-
-    records, offsets = chosen(records).copy(), chosen(offsets)
+    records, offsets = _of_share_partition(frames.records, key).copy(), _of_share_partition(frames.offsets, key)
     if records.empty:
         raise ValueError(f"no records for share-partition {key}")
-    records["offset_end"] = records["offset"] + 1
-    records["label"] = records["delivery_count"].astype(str)
     if time_range is None:  # from the first record to a little after the last change
         lo, last = float(records["start_ms"].min()), float(records["start_ms"].max())
         time_range = (lo, last + max(1.0, (last - lo) * 0.1))
     lo, hi = time_range
+    records["offset_end"] = records["offset"] + 1
+    records["label"] = records["delivery_count"].astype(str)
     records["end_ms"] = records["end_ms"].clip(upper=hi)
     x_scale = alt.Scale(domain=[lo, hi], nice=False, zero=False)
     top = int(max(records["offset_end"].max(), offsets["speo"].max() if not offsets.empty else 0))
     bottom = int(min(records["offset"].min(), offsets["spso"].min() if not offsets.empty else top))
     y_scale = alt.Scale(domain=[bottom, top], nice=False, zero=False)
-    y_axis = alt.Axis(title="offset", tickMinStep=1)
+
+    layers = _record_intervals(records, x_scale, y_scale)
+    if not offsets.empty:
+        layers.append(_spso_speo_lines(offsets, hi, x_scale, y_scale))
+    if not isinstance(source, ShareFrames):  # faults (a failover, a leader moving) as labelled rules
+        layers += _vertical_markers(_frames(source), ["fault"], time_range, width)
+    layers += _vertical_cursor(cursor_ms, None, clip=True)  # clipped to the strip's time range
+    name = title or f"share-partition {key[1][:8]}-{key[2]} of group {key[0]}: record states"
+    return _layer(layers, name, width, height)
+
+
+def _of_share_partition(frame: pd.DataFrame, key: tuple[str, str, int]) -> pd.DataFrame:
+    """The rows of one (group id, topic id, partition)."""
+    keep = (frame["group_id"] == key[0]) & (frame["topic_id"] == key[1]) & (frame["partition"] == key[2])
+    return frame[keep]
+
+
+def _record_intervals(records: pd.DataFrame, x_scale: alt.Scale, y_scale: alt.Scale) -> list[alt.Chart]:
+    """A cell per record and interval, coloured by state and labelled with its delivery count."""
     tooltip = [
         alt.Tooltip("offset:Q"),
         alt.Tooltip("state:N"),
@@ -607,11 +673,11 @@ def record_state_strip(
         alt.Tooltip("end_ms:Q", title="to (ms)"),
     ]
     base = alt.Chart(_values(records))
-    layers = [
+    return [
         base.mark_rect(stroke="white", strokeWidth=0.5, clip=True).encode(
             x=alt.X("start_ms:Q", title="time (ms)", scale=x_scale),
             x2="end_ms:Q",
-            y=alt.Y("offset:Q", scale=y_scale, axis=y_axis),
+            y=alt.Y("offset:Q", scale=y_scale, axis=alt.Axis(title="offset", tickMinStep=1)),
             y2="offset_end:Q",
             color=alt.Color(
                 "state:N",
@@ -624,30 +690,28 @@ def record_state_strip(
         .encode(x=alt.X("start_ms:Q", scale=x_scale), y=alt.Y("offset_mid:Q", scale=y_scale), text="label:N")
         .transform_calculate(offset_mid="datum.offset + 0.5"),
     ]
-    if not offsets.empty:
-        lines = offsets.melt(
-            id_vars=["time_ms"], value_vars=["spso", "speo"], var_name="bound", value_name="offset"
-        ).dropna()
-        lines = pd.concat([lines, lines.groupby("bound", as_index=False).last().assign(time_ms=hi)], ignore_index=True)
-        layers.append(
-            alt.Chart(_values(lines))
-            .mark_line(interpolate="step-after", strokeWidth=2, color="#000000", clip=True)
-            .encode(
-                x=alt.X("time_ms:Q", scale=x_scale),
-                y=alt.Y("offset:Q", scale=y_scale),
-                strokeDash=alt.StrokeDash(
-                    "bound:N",
-                    scale=alt.Scale(domain=["spso", "speo"], range=[[1, 0], [5, 3]]),
-                    legend=alt.Legend(title="SPSO / SPEO"),
-                ),
-                tooltip=[alt.Tooltip("bound:N"), alt.Tooltip("offset:Q"), alt.Tooltip("time_ms:Q", title="time (ms)")],
-            )
+
+
+def _spso_speo_lines(offsets: pd.DataFrame, end_ms: float, x_scale: alt.Scale, y_scale: alt.Scale) -> alt.Chart:
+    """The start (solid) and end (dashed) offsets as step lines, each carried on to ``end_ms``."""
+    lines = offsets.melt(
+        id_vars=["time_ms"], value_vars=["spso", "speo"], var_name="bound", value_name="offset"
+    ).dropna()
+    lines = pd.concat([lines, lines.groupby("bound", as_index=False).last().assign(time_ms=end_ms)], ignore_index=True)
+    return (
+        alt.Chart(_values(lines))
+        .mark_line(interpolate="step-after", strokeWidth=2, color="#000000", clip=True)
+        .encode(
+            x=alt.X("time_ms:Q", scale=x_scale),
+            y=alt.Y("offset:Q", scale=y_scale),
+            strokeDash=alt.StrokeDash(
+                "bound:N",
+                scale=alt.Scale(domain=["spso", "speo"], range=[[1, 0], [5, 3]]),
+                legend=alt.Legend(title="SPSO / SPEO"),
+            ),
+            tooltip=[alt.Tooltip("bound:N"), alt.Tooltip("offset:Q"), alt.Tooltip("time_ms:Q", title="time (ms)")],
         )
-    if not isinstance(source, ShareFrames):  # faults (a failover, a leader moving) as labelled rules
-        layers += _vertical_markers(_frames(source), ["fault"], time_range, width)
-    layers += _vertical_cursor(cursor_ms, None, clip=True)  # clipped to the strip's time range
-    name = title or f"share-partition {key[1][:8]}-{key[2]} of group {key[0]}: record states"
-    return _layer(layers, name, width, height)
+    )
 
 
 def placeholder_chart(

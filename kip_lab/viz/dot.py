@@ -15,7 +15,8 @@ id, partitions by (topic name, partition). Every node and edge carries an ``id``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kip_lab.machines import StateMachine, Transition
@@ -137,30 +138,49 @@ def machine_dot(
     if current is not None and current not in machine.states:
         raise ValueError(f"{machine.name}: current state {current!r} is not a state of the machine")
     taken = None if last_transition is None else _normalise_transition(machine, last_transition)
-    edges = machine_edges(machine)
-    states = list(machine.states)
+    states, edges = list(machine.states), machine_edges(machine)
     if focus:
-        center = current if current is not None else machine.initial  # before the machine exists: its start
-        near = {center} | {t for s, t, _ in edges if s == center} | ({taken[0]} if taken else set())
-        states = [s for s in machine.states if s in near]
-        edges = [(s, t, triggers) for s, t, triggers in edges if s in near and t in near and center in (s, t)]
+        states, edges = _focused(machine, edges, current, taken)
     if rankdir is None:
         rankdir = "LR" if len(edges) <= SMALL_MACHINE_EDGES else "TB"
+    lines = _header(machine.name, _machine_graph_attrs(machine, rankdir))
+    lines += _state_lines(machine, states, current)
+    lines += [
+        _edge(source, target, **_edge_attrs(source, target, triggers, taken)) for source, target, triggers in edges
+    ]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
-    lines = _header(
-        machine.name,
-        {
-            "rankdir": rankdir,
-            "nodesep": 0.25,
-            "ranksep": 0.35,
-            "label": machine.name,
-            "labelloc": "t",
-            "fontname": FONT,
-            "tooltip": machine.description or machine.name,
-        },
-    )
-    if machine.initial in states:
-        lines.append(_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label=""))
+
+def _focused(
+    machine: StateMachine,
+    edges: list[tuple[str, str, list[str]]],
+    current: str | None,
+    taken: tuple[str, str | None, str] | None,
+) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+    """The states one transition away from the centre (and the source of the edge just taken), with their edges."""
+    center = current if current is not None else machine.initial  # before the machine exists: its start
+    near = {center} | {t for s, t, _ in edges if s == center} | ({taken[0]} if taken else set())
+    states = [s for s in machine.states if s in near]
+    return states, [(s, t, triggers) for s, t, triggers in edges if s in near and t in near and center in (s, t)]
+
+
+def _machine_graph_attrs(machine: StateMachine, rankdir: str) -> dict[str, Any]:
+    return {
+        "rankdir": rankdir,
+        "nodesep": 0.25,
+        "ranksep": 0.35,
+        "label": machine.name,
+        "labelloc": "t",
+        "fontname": FONT,
+        "tooltip": machine.description or machine.name,
+    }
+
+
+def _state_lines(machine: StateMachine, states: list[str], current: str | None) -> list[str]:
+    """The state nodes; the initial state, when drawn, also gets its start point and arrow."""
+    starts = machine.initial in states
+    lines = [_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label="")] if starts else []
     for state in states:
         attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": state}
         if state == machine.initial:
@@ -168,17 +188,21 @@ def machine_dot(
         if state == current:
             attrs.update(style="rounded,filled", fillcolor=CURRENT_FILL, penwidth=2)
         lines.append(_node(state, **attrs))
-    if machine.initial in states:
+    if starts:
         lines.append(_edge(INITIAL_NODE, machine.initial, id="initial-edge", arrowhead="normal"))
-    for source, target, triggers in edges:
-        attrs = {"id": f"edge:{source}->{target}", "label": "\n".join(triggers)}
-        if taken is not None and (taken[0], taken[2]) == (source, target):
-            if taken[1] is not None and len(triggers) > 1:
-                attrs["label"] = "\n".join(TAKEN_MARK + t if t == taken[1] else t for t in triggers)
-            attrs.update(color=TAKEN_COLOR, fontcolor=TAKEN_COLOR, penwidth=2.5, style="bold")
-        lines.append(_edge(source, target, **attrs))
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _edge_attrs(
+    source: str, target: str, triggers: list[str], taken: tuple[str, str | None, str] | None
+) -> dict[str, Any]:
+    """An edge labelled with its triggers; the edge just taken is bold red, its trigger marked if it shares the edge."""
+    attrs: dict[str, Any] = {"id": f"edge:{source}->{target}", "label": "\n".join(triggers)}
+    if taken is not None and (taken[0], taken[2]) == (source, target):
+        if taken[1] is not None and len(triggers) > 1:
+            attrs["label"] = "\n".join(TAKEN_MARK + t if t == taken[1] else t for t in triggers)
+        attrs.update(color=TAKEN_COLOR, fontcolor=TAKEN_COLOR, penwidth=2.5, style="bold")
+    return attrs
 
 
 # ---------------------------------------------------------------------------- consumer groups
@@ -202,6 +226,22 @@ def _pairs(assignment: Mapping[str, Iterable[int]]) -> set[tuple[str, int]]:
     return {(t, int(p)) for t, parts in assignment.items() for p in parts}
 
 
+@dataclass(frozen=True)
+class _PartitionNames:
+    """How the group diagram sorts, identifies and labels a (topic id, partition)."""
+
+    topic_name: Callable[[str], str]
+
+    def key(self, tp: tuple[str, int]) -> tuple[str, str, int]:
+        return (self.topic_name(tp[0]), tp[0], tp[1])
+
+    def node(self, tp: tuple[str, int]) -> str:
+        return f"partition:{tp[0]}:{tp[1]}"
+
+    def label(self, tp: tuple[str, int]) -> str:
+        return f"{self.topic_name(tp[0])}-{tp[1]}"
+
+
 def group_dot(group: Any, cluster: Any = None, *, rankdir: str = "LR") -> str:
     """A consumer group's members, partitions and who holds what, as a DOT digraph.
 
@@ -221,121 +261,128 @@ def group_dot(group: Any, cluster: Any = None, *, rankdir: str = "LR") -> str:
     Members are labelled with their epoch and reconciliation state; partitions nobody holds
     are filled red. The graph label carries the group state, group epoch and assignment epoch.
     """
-    topic_name = _topic_namer(group, cluster)
+    names = _PartitionNames(_topic_namer(group, cluster))
     members = sorted(group.members.values(), key=lambda m: m.member_id)
+    targets = {member.member_id: _pairs(group.target_of(member.member_id)) for member in members}
+    partitions = sorted(_group_partitions(group, members, targets), key=names.key)
+    held = {tp for m in members for tp in _pairs(m.owned())}
 
+    lines = _header(f"group {group.group_id}", _group_graph_attrs(group, rankdir))
+    lines += _subgraph("members", [_member_node(group, member) for member in members])
+    lines += _subgraph("partitions", [_partition_node(tp, held, names) for tp in partitions])
+    for member in members:
+        lines += _member_edges(member, targets[member.member_id], held, names)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _group_partitions(
+    group: Any, members: list[Any], targets: Mapping[str, set[tuple[str, int]]]
+) -> set[tuple[str, int]]:
+    """Every partition of the subscribed topics, plus any a member holds, is revoking or is targeted."""
     partitions: set[tuple[str, int]] = set()
     for _name, (topic_id, count) in getattr(group, "subscription_metadata", {}).items():
         partitions.update((topic_id, p) for p in range(count))
-    targets: dict[str, set[tuple[str, int]]] = {}
     for member in members:
-        targets[member.member_id] = _pairs(group.target_of(member.member_id))
         partitions |= _pairs(member.assigned) | _pairs(member.pending_revocation) | targets[member.member_id]
+    return partitions
 
-    def pkey(tp: tuple[str, int]) -> tuple[str, str, int]:
-        return (topic_name(tp[0]), tp[0], tp[1])
 
-    ordered = sorted(partitions, key=pkey)
-    held = {tp for m in members for tp in _pairs(m.owned())}
-    state = group.state
-    state_name = getattr(state, "value", state)
+def _group_graph_attrs(group: Any, rankdir: str) -> dict[str, Any]:
+    """Layout, and a title with the group's state and epochs and a key to the edge styles."""
+    state_name = getattr(group.state, "value", group.state)
+    return {
+        "rankdir": rankdir,
+        "labelloc": "t",
+        "fontname": FONT,
+        "nodesep": "0.25",
+        "ranksep": "1.4",
+        "label": (
+            f"group {group.group_id} \u00b7 {state_name}\n"
+            f"group epoch {group.group_epoch} \u00b7 assignment epoch {group.assignment_epoch}\n"
+            "solid: assigned \u00b7 dashed: pending (target not yet usable) \u00b7 bold red: revoking"
+        ),
+    }
 
-    def node_of(tp: tuple[str, int]) -> str:
-        return f"partition:{tp[0]}:{tp[1]}"
 
-    def plabel(tp: tuple[str, int]) -> str:
-        return f"{topic_name(tp[0])}-{tp[1]}"
+def _subgraph(label: str, nodes: list[str]) -> list[str]:
+    """A dashed box around ``nodes``, titled ``label``."""
+    return [
+        f'  subgraph "cluster_{label}" {{',
+        f"    graph{_attrs({'label': label, 'style': 'dashed', 'color': '#9e9e9e'})};",
+        *("  " + node for node in nodes),
+        "  }",
+    ]
 
-    lines = _header(
-        f"group {group.group_id}",
-        {
-            "rankdir": rankdir,
-            "labelloc": "t",
-            "fontname": FONT,
-            "nodesep": "0.25",
-            "ranksep": "1.4",
-            "label": (
-                f"group {group.group_id} \u00b7 {state_name}\n"
-                f"group epoch {group.group_epoch} \u00b7 assignment epoch {group.assignment_epoch}\n"
-                "solid: assigned \u00b7 dashed: pending (target not yet usable) \u00b7 bold red: revoking"
-            ),
-        },
+
+def _member_node(group: Any, member: Any) -> str:
+    """A member with its static id, epoch and reconciliation state, and its target epoch while it lags."""
+    state_value = getattr(member.state, "value", member.state)
+    label = member.member_id
+    if getattr(member, "instance_id", None):
+        label += f"\n(static: {member.instance_id})"
+    label += f"\nepoch {member.member_epoch} \u00b7 {state_value}"
+    if member.member_epoch != group.assignment_epoch:
+        label += f"\n(target epoch {group.assignment_epoch})"
+    return _node(
+        f"member:{member.member_id}",
+        id=f"member:{member.member_id}",
+        shape="box",
+        style="rounded,filled",
+        fillcolor=MEMBER_FILLS.get(str(state_value), "#ffffff"),
+        label=label,
     )
-    lines.append('  subgraph "cluster_members" {')
-    lines.append(f"    graph{_attrs({'label': 'members', 'style': 'dashed', 'color': '#9e9e9e'})};")
-    for member in members:
-        state_value = getattr(member.state, "value", member.state)
-        label = member.member_id
-        if getattr(member, "instance_id", None):
-            label += f"\n(static: {member.instance_id})"
-        label += f"\nepoch {member.member_epoch} \u00b7 {state_value}"
-        if member.member_epoch != group.assignment_epoch:
-            label += f"\n(target epoch {group.assignment_epoch})"
-        lines.append(
-            "  "
-            + _node(
-                f"member:{member.member_id}",
-                id=f"member:{member.member_id}",
-                shape="box",
-                style="rounded,filled",
-                fillcolor=MEMBER_FILLS.get(str(state_value), "#ffffff"),
-                label=label,
-            )
-        )
-    lines.append("  }")
-    lines.append('  subgraph "cluster_partitions" {')
-    lines.append(f"    graph{_attrs({'label': 'partitions', 'style': 'dashed', 'color': '#9e9e9e'})};")
-    for tp in ordered:
-        attrs: dict[str, Any] = {"id": node_of(tp), "shape": "ellipse", "label": plabel(tp)}
-        if tp not in held:
-            attrs.update(style="filled", fillcolor=UNOWNED_FILL, tooltip=f"{plabel(tp)}: held by no member")
-        lines.append("  " + _node(node_of(tp), **attrs))
-    lines.append("  }")
 
-    for member in members:
-        mid = member.member_id
-        assigned = _pairs(member.assigned)
-        revoking = _pairs(member.pending_revocation)
-        pending = targets[mid] - assigned - revoking
-        for tp in sorted(assigned, key=pkey):
-            lines.append(
-                _edge(
-                    f"member:{mid}",
-                    node_of(tp),
-                    id=f"assigned:{mid}:{plabel(tp)}",
-                    color=ASSIGNED_COLOR,
-                    style="solid",
-                    tooltip=f"{mid} holds {plabel(tp)}",
-                )
-            )
-        for tp in sorted(pending, key=pkey):
-            holder = tp in held
-            why = "not yet released by its previous owner" if holder else "not yet reconciled"
-            lines.append(
-                _edge(
-                    f"member:{mid}",
-                    node_of(tp),
-                    id=f"pending:{mid}:{plabel(tp)}",
-                    color=PENDING_COLOR,
-                    style="dashed",
-                    tooltip=f"{plabel(tp)} is in {mid}'s target, {why}",
-                )
-            )
-        for tp in sorted(revoking, key=pkey):
-            lines.append(
-                _edge(
-                    f"member:{mid}",
-                    node_of(tp),
-                    id=f"revoking:{mid}:{plabel(tp)}",
-                    color=REVOKING_COLOR,
-                    style="bold",
-                    penwidth=2,
-                    arrowhead="tee",
-                    tooltip=f"{mid} must revoke {plabel(tp)}",
-                )
-            )
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+
+def _partition_node(tp: tuple[str, int], held: set[tuple[str, int]], names: _PartitionNames) -> str:
+    attrs: dict[str, Any] = {"id": names.node(tp), "shape": "ellipse", "label": names.label(tp)}
+    if tp not in held:
+        attrs.update(style="filled", fillcolor=UNOWNED_FILL, tooltip=f"{names.label(tp)}: held by no member")
+    return _node(names.node(tp), **attrs)
+
+
+def _member_edges(
+    member: Any, target: set[tuple[str, int]], held: set[tuple[str, int]], names: _PartitionNames
+) -> list[str]:
+    """The member's assigned, then pending, then revoking edges, each kind in partition order."""
+    mid = member.member_id
+    assigned = _pairs(member.assigned)
+    revoking = _pairs(member.pending_revocation)
+    pending = target - assigned - revoking
+
+    def edge(kind: str, tp: tuple[str, int], tooltip: str, **style: Any) -> str:
+        return _edge(f"member:{mid}", names.node(tp), id=f"{kind}:{mid}:{names.label(tp)}", **style, tooltip=tooltip)
+
+    def why_pending(tp: tuple[str, int]) -> str:
+        return "not yet released by its previous owner" if tp in held else "not yet reconciled"
+
+    lines = [
+        edge("assigned", tp, f"{mid} holds {names.label(tp)}", color=ASSIGNED_COLOR, style="solid")
+        for tp in sorted(assigned, key=names.key)
+    ]
+    lines += [
+        edge(
+            "pending",
+            tp,
+            f"{names.label(tp)} is in {mid}'s target, {why_pending(tp)}",
+            color=PENDING_COLOR,
+            style="dashed",
+        )
+        for tp in sorted(pending, key=names.key)
+    ]
+    lines += [
+        edge(
+            "revoking",
+            tp,
+            f"{mid} must revoke {names.label(tp)}",
+            color=REVOKING_COLOR,
+            style="bold",
+            penwidth=2,
+            arrowhead="tee",
+        )
+        for tp in sorted(revoking, key=names.key)
+    ]
+    return lines
 
 
 # ---------------------------------------------------------------------------- rendering

@@ -34,6 +34,7 @@ import json
 from abc import abstractmethod
 from collections import defaultdict, deque
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kip_lab.assignors.client.api import ConsumerPartitionAssignor, MemberPartitions, RebalanceProtocol
 from kip_lab.assignors.client.sticky_balance import sticky_balance
@@ -122,8 +123,29 @@ def constrained_assign(
     """
     members = string_key_order(owned, capacity_after_puts(len(owned)))
     total = sum(partitions_per_topic.values())
-    min_quota, max_quota = total // len(members), -(-total // len(members))
-    expected_over_min = total % len(members)  # members that end with max_quota (0 when the quotas are equal)
+    quotas = _Quotas(total // len(members), -(-total // len(members)), total % len(members))
+    assignment, under_min, exactly_min = _keep_owned(members, owned, quotas)
+    kept = {tp for partitions in assignment.values() for tp in partitions}
+    free = [(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t]) if (t, p) not in kept]
+    _deal_free(free, assignment, sorted(under_min), sorted(exactly_min), quotas.min)
+    return {member_id: sorted(partitions) for member_id, partitions in assignment.items()}
+
+
+@dataclass(frozen=True)
+class _Quotas:
+    """How many partitions a member ends with: ``min`` or ``max``; ``over_min`` members get ``max``."""
+
+    min: int
+    max: int
+    over_min: int  # 0 when the quotas are equal
+
+
+def _keep_owned(
+    members: list[str], owned: dict[str, dict[str, list[int]]], quotas: _Quotas
+) -> tuple[dict[str, list[TopicPartition]], list[str], list[str]]:
+    """Each member keeps what it owns up to its quota, in ``members`` order (the first ``over_min`` members
+    owning enough keep ``max``). Returns the assignment so far, the members still under the lower quota,
+    and those at exactly the lower quota that may yet get one more."""
     over_min = 0
     assignment: dict[str, list[TopicPartition]] = {member_id: [] for member_id in members}
     under_min: list[str] = []
@@ -133,22 +155,30 @@ def constrained_assign(
             ((topic, p) for topic, partitions in owned[member_id].items() for p in partitions),
             key=lambda tp: (tp[1], tp[0]),
         )
-        if len(mine) < min_quota:
+        if len(mine) < quotas.min:
             assignment[member_id] += mine
             under_min.append(member_id)
-        elif len(mine) >= max_quota and over_min < expected_over_min:
+        elif len(mine) >= quotas.max and over_min < quotas.over_min:
             over_min += 1
-            if over_min == expected_over_min:
+            if over_min == quotas.over_min:
                 exactly_min.clear()
-            assignment[member_id] += mine[:max_quota]
+            assignment[member_id] += mine[: quotas.max]
         else:
-            assignment[member_id] += mine[:min_quota]
-            if over_min < expected_over_min:
+            assignment[member_id] += mine[: quotas.min]
+            if over_min < quotas.over_min:
                 exactly_min.append(member_id)
-    under_min.sort()
-    exactly_min.sort()
-    kept = {tp for partitions in assignment.values() for tp in partitions}
-    free = [(t, p) for t in sorted(partitions_per_topic) for p in range(partitions_per_topic[t]) if (t, p) not in kept]
+    return assignment, under_min, exactly_min
+
+
+def _deal_free(
+    free: list[TopicPartition],
+    assignment: dict[str, list[TopicPartition]],
+    under_min: list[str],
+    exactly_min: list[str],
+    min_quota: int,
+) -> None:
+    """Deal the free partitions round robin to the members under the lower quota (a member reaching it
+    leaves the round and waits for one more), then one each to the members waiting for the higher quota."""
     waiting_for_max = deque(exactly_min)
     position = 0  # the round robin's place in ``under_min``
     for tp in free:
@@ -164,7 +194,6 @@ def constrained_assign(
             position -= 1
             under_min.pop(position)
             waiting_for_max.append(member_id)
-    return {member_id: sorted(partitions) for member_id, partitions in assignment.items()}
 
 
 class StickyAssignor(_AbstractStickyAssignor):

@@ -299,23 +299,42 @@ def _balance_topic(topic_id: TopicId, topic_subscribers: list[int], assignment: 
     heapify(receivers)
     moved = False
     while True:
-        giver_load, giver = heappop(givers)
-        if -giver_load != loads[giver] or topic_id not in assignment[giver]:
-            continue
-        receiver_load, receiver = heappop(receivers)
-        while receiver_load != loads[receiver]:
-            receiver_load, receiver = heappop(receivers)
+        giver = _pop_giver(givers, topic_id, assignment, loads)
+        receiver = _pop_receiver(receivers, loads)
         if loads[giver] - loads[receiver] <= 1:
             return moved
         moved = True
-        given = assignment[giver][topic_id]
-        partition = given.pop()
-        if not given:
-            del assignment[giver][topic_id]
-        assignment[receiver].setdefault(topic_id, []).append(partition)
-        loads[giver] -= 1
-        loads[receiver] += 1
+        _move_last_partition(topic_id, giver, receiver, assignment, loads)
         for member in (giver, receiver):
             heappush(receivers, (loads[member], member))
             if topic_id in assignment[member]:
                 heappush(givers, (-loads[member], member))
+
+
+def _pop_giver(givers: list[tuple[int, int]], topic_id: TopicId, assignment: _Assignment, loads: list[int]) -> int:
+    """The most loaded member still holding a partition of the topic; stale heap entries are dropped."""
+    while True:
+        negative_load, member = heappop(givers)
+        if -negative_load == loads[member] and topic_id in assignment[member]:
+            return member
+
+
+def _pop_receiver(receivers: list[tuple[int, int]], loads: list[int]) -> int:
+    """The least loaded subscriber; stale heap entries are dropped."""
+    while True:
+        load, member = heappop(receivers)
+        if load == loads[member]:
+            return member
+
+
+def _move_last_partition(
+    topic_id: TopicId, giver: int, receiver: int, assignment: _Assignment, loads: list[int]
+) -> None:
+    """The giver's most recently added partition of the topic goes to the receiver."""
+    given = assignment[giver][topic_id]
+    partition = given.pop()
+    if not given:
+        del assignment[giver][topic_id]
+    assignment[receiver].setdefault(topic_id, []).append(partition)
+    loads[giver] -= 1
+    loads[receiver] += 1
