@@ -261,7 +261,8 @@ class ShareGroupHandlers(CoordinatorHost):
         """Failover duties: re-arm session timers and retry any unfinished dance; under ``fidelity="kip"``
         also bump the epoch of groups with members (KIP-932, 'Persistence and fail-over': "It will bump
         the group epoch"; Kafka's ``GroupMetadataManager.onLoaded`` does not)."""
-        self.share_groups = {g: v for g, v in self.share_groups.items() if not v.dead}
+        for dead in [g for g, v in self.share_groups.items() if v.dead]:
+            del self.share_groups[dead]  # in place: the composed parts hold this very dict
         results = []
         for group_id in sorted(self.share_groups):
             group = self.share_groups[group_id]
