@@ -7,11 +7,11 @@ that changes group state. Timers (session, rebalance, client-side assignment dea
 on the scheduler's manual clock and go through the same path.
 
 This module holds the heartbeat path, timers, replay and failover. OffsetCommit/OffsetFetch
-(``offsets.OffsetManager``) and the describe and list RPCs (``describe.GroupDescriber``) are
-objects the coordinator holds, each given what it uses; the client-side assignor mode
-(``client_side``), share groups (``share_group``), the classic protocol (``classic``) and online
-migration between the two group types (``migration``) are mixed in from their own modules
-(``host`` says why). Where the KIP is silent the behaviour
+(``offsets.OffsetManager``), the describe and list RPCs (``describe.GroupDescriber``) and share
+groups (``share_group.ShareGroupManager``) are objects the coordinator holds, each given what it
+uses; the client-side assignor mode (``client_side``), the classic protocol (``classic``) and
+online migration between the two group types (``migration``) are mixed in from their own
+modules (``host`` says why). Where the KIP is silent the behaviour
 follows Apache Kafka's ``GroupMetadataManager``; each such choice is in ``docs/decisions.md``.
 """
 
@@ -53,7 +53,7 @@ from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetManager
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
-from kip_lab.coordinator.share_group import ShareGroupHandlers
+from kip_lab.coordinator.share_group import ShareGroupManager, ShareStateRpc
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, TimerKind, timer_key
 from kip_lab.protocol.classic_group import (
@@ -62,7 +62,7 @@ from kip_lab.protocol.classic_group import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
+from kip_lab.protocol.common import Message, TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -97,10 +97,29 @@ from kip_lab.protocol.records import (
     OffsetCommitKey,
     PartitionMetadataTopic,
 )
+from kip_lab.protocol.share_group import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupsRequest,
+    DeleteShareGroupsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ListShareGroupsRequest,
+    ListShareGroupsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.runtime.collector import collector_paused
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.scheduler import Scheduler
+from kip_lab.share.group import ShareGroup
+from kip_lab.share.group_assignor import SimpleAssignor
+from kip_lab.share.group_config import ShareGroupConfig
 
 SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, partitions)
 
@@ -303,7 +322,7 @@ def _steady_response(
     )
 
 
-class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHandlers, OnlineMigration):
+class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigration):
     """KIP-848 consumer groups on one ``__consumer_offsets`` partition (and classic groups: ``classic_groups``)."""
 
     def __init__(
@@ -316,7 +335,7 @@ class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHan
         log: PartitionLog | None = None,
         seed: int = 0,
     ) -> None:
-        self.config = config or CoordinatorConfig()
+        self._config = config or CoordinatorConfig()
         self.cluster = cluster if cluster is not None else ClusterMetadata()
         chosen: list[PartitionAssignor] = (
             list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
@@ -339,7 +358,30 @@ class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHan
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
         self._target_computed_at: dict[str, int] = {}  # group id -> when its last target was computed (ms)
         self.load_results: list[CoordinatorResult] = []
-        self._init_share_groups()
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share_manager = ShareGroupManager(
+            self.share_groups,
+            config=self.config,
+            cluster=self.cluster,
+            log=self.log,
+            scheduler=self.scheduler,
+            timer_owner=self,
+            group_kind=self._group_kind,
+            new_member_id=self._new_member_id,
+            target_due=self._target_due,
+            target_computed_at=self._target_computed_at,
+        )
+        self._compose()
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        """The settings; a new one reaches every part."""
+        return self._config
+
+    @config.setter
+    def config(self, config: CoordinatorConfig) -> None:
+        self._config = config
+        self.share_manager.config = config
         self._compose()
 
     def _compose(self) -> None:
@@ -393,6 +435,96 @@ class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHan
         """DescribeGroups (``GroupDescriber.describe_groups``)."""
         return self.describer.describe_groups(request)
 
+    def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest
+    ) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """ShareGroupHeartbeat (``ShareGroupManager.share_group_heartbeat``)."""
+        return self.share_manager.share_group_heartbeat(request)
+
+    def share_group_describe(self, request: ShareGroupDescribeRequest) -> CoordinatorResult[ShareGroupDescribeResponse]:
+        """ShareGroupDescribe (``ShareGroupManager.share_group_describe``)."""
+        return self.share_manager.share_group_describe(request)
+
+    def list_share_groups(self, request: ListShareGroupsRequest) -> CoordinatorResult[ListShareGroupsResponse]:
+        """ListShareGroups (``ShareGroupManager.list_share_groups``)."""
+        return self.share_manager.list_share_groups(request)
+
+    def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
+        """DeleteShareGroups (``ShareGroupManager.delete_share_groups``)."""
+        return self.share_manager.delete_share_groups(request)
+
+    def alter_share_group_offsets(
+        self, request: AlterShareGroupOffsetsRequest
+    ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
+        """AlterShareGroupOffsets (``ShareGroupManager.alter_share_group_offsets``)."""
+        return self.share_manager.alter_share_group_offsets(request)
+
+    def delete_share_group_offsets(
+        self, request: DeleteShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
+        """DeleteShareGroupOffsets (``ShareGroupManager.delete_share_group_offsets``)."""
+        return self.share_manager.delete_share_group_offsets(request)
+
+    def describe_share_group_offsets(
+        self, request: DescribeShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DescribeShareGroupOffsetsResponse]:
+        """DescribeShareGroupOffsets (``ShareGroupManager.describe_share_group_offsets``)."""
+        return self.share_manager.describe_share_group_offsets(request)
+
+    def sync_share_state(self) -> list[CoordinatorResult]:
+        """The initialize / delete dance for every share group (``ShareGroupManager.sync_share_state``)."""
+        return self.share_manager.sync_share_state()
+
+    def share_state_snapshot(self) -> dict[str, Any]:
+        """Everything the log determines about share groups (``ShareGroupManager.share_state_snapshot``)."""
+        return self.share_manager.share_state_snapshot()
+
+    @property
+    def share_config(self) -> ShareGroupConfig:
+        """The share-group settings: ``config.share``, so a failover (``from_log``) keeps them."""
+        return self.config.share
+
+    @property
+    def share_state_rpc(self) -> ShareStateRpc | None:
+        """How share groups reach the share coordinator (``ShareGroupManager.share_state_rpc``)."""
+        return self.share_manager.share_state_rpc
+
+    @share_state_rpc.setter
+    def share_state_rpc(self, rpc: ShareStateRpc | None) -> None:
+        self.share_manager.share_state_rpc = rpc
+
+    @property
+    def share_assignor(self) -> SimpleAssignor:
+        """The share groups' assignor (``ShareGroupManager.share_assignor``)."""
+        return self.share_manager.share_assignor
+
+    @share_assignor.setter
+    def share_assignor(self, assignor: SimpleAssignor) -> None:
+        self.share_manager.share_assignor = assignor
+
+    @property
+    def share_state_calls(self) -> list[tuple[Message, Any]]:
+        """Every call to the share coordinator, oldest first (``ShareGroupManager.share_state_calls``)."""
+        return self.share_manager.share_state_calls
+
+    def _fire_share_timer(self, key: TimerKey) -> CoordinatorResult:
+        return self.share_manager.fire_session_timer(key)
+
+    def _group_kind(self, group_id: str) -> str | None:
+        """Which kind of group holds ``group_id``: one namespace, one kind per id (KIP-932)."""
+        if group_id in self.share_groups:
+            return "share"
+        if group_id in self.groups:
+            return "consumer"
+        if group_id in self.classic_groups:
+            return "classic"
+        return None
+
+    def _reject_share_group_id(self, group_id: str) -> None:
+        """Called by the other kinds' handlers: a share group's id is not theirs."""
+        if group_id in self.share_groups:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_log(
@@ -425,7 +557,7 @@ class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHan
             del coordinator.groups[dead]  # in place: the composed parts hold this very dict
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
-            coordinator.load_results += coordinator._load_share_groups()
+            coordinator.load_results += coordinator.share_manager.load()
             for classic in coordinator.classic_groups.values():
                 for member_id, member in sorted(classic.members.items()):
                     coordinator._schedule_classic_session(classic, member_id, member.session_timeout_ms)
@@ -519,7 +651,7 @@ class GroupCoordinator(ClientSideAssignment, ShareGroupHandlers, ClassicGroupHan
             self.offset_manager.replay((record,))
             return
         if isinstance(key, SHARE_GROUP_RECORD_KEYS):
-            self._replay_share(key, record.value)
+            self.share_manager.replay(key, record.value)
             return
         group = self.groups.get(key.group_id)
         if group is None or (group.dead and record.value is not None):

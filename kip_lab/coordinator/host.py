@@ -2,9 +2,9 @@
 
 The coordinator is built from two kinds of parts. Composed parts are objects it holds, each
 given what it uses when built, as Kafka's ``GroupCoordinatorShard`` holds an
-``OffsetMetadataManager``: ``offsets.OffsetManager`` and ``describe.GroupDescriber``. Host-protocol
-parts are mixins (``ClientSideAssignment``, ``ShareGroupHandlers``, ``ClassicGroupHandlers``,
-``OnlineMigration``), each deriving from ``CoordinatorHost``, which declares, for the type
+``OffsetMetadataManager``: ``offsets.OffsetManager``, ``describe.GroupDescriber`` and
+``share_group.ShareGroupManager``. Host-protocol parts are mixins (``ClientSideAssignment``,
+``ClassicGroupHandlers``, ``OnlineMigration``), each deriving from ``CoordinatorHost``, which declares, for the type
 checker only, the state and engine methods they use: the contract a part can rely on, checked
 by mypy. At run time the class adds nothing (the declarations are annotations, and the methods
 exist only under ``TYPE_CHECKING``); ``GroupCoordinator`` and the parts provide them all.
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     )
     from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
     from kip_lab.protocol.records import ClassicMemberMetadata
-    from kip_lab.runtime.log import PartitionLog, Record
+    from kip_lab.runtime.log import Record
     from kip_lab.runtime.scheduler import Scheduler
     from kip_lab.share.group import ShareGroup
 
@@ -56,14 +56,12 @@ class CoordinatorHost:
     config: CoordinatorConfig
     cluster: ClusterMetadata
     scheduler: Scheduler
-    log: PartitionLog
     groups: dict[str, ConsumerGroup]
     classic_groups: dict[str, ClassicGroup]
     share_groups: dict[str, ShareGroup]
     _rng: random.Random
     _rounds: dict[str, AssignmentRound]
     _initial_delays: dict[str, tuple[int, int]]
-    _target_computed_at: dict[str, int]
 
     if TYPE_CHECKING:
 
@@ -109,7 +107,6 @@ class CoordinatorHost:
         def _remove_member(
             self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, origin: str
         ) -> CoordinatorResult: ...
-        def _replay(self, record: Record) -> None: ...
         def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None: ...
         @staticmethod
