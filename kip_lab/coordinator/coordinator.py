@@ -481,8 +481,8 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
 
     @property
     def share_config(self) -> ShareGroupConfig:
-        """The share-group settings: ``config.share``, so a failover (``from_log``) keeps them."""
-        return self.config.share
+        """The share-group settings (``ShareGroupManager.share_config``)."""
+        return self.share_manager.share_config
 
     @property
     def share_state_rpc(self) -> ShareStateRpc | None:
@@ -508,6 +508,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         return self.share_manager.share_state_calls
 
     def _fire_share_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A share member's session timeout (``ShareGroupManager.fire_session_timer``)."""
         return self.share_manager.fire_session_timer(key)
 
     def _group_kind(self, group_id: str) -> str | None:
