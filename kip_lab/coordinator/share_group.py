@@ -296,7 +296,7 @@ class ShareGroupManager:
         also bump the epoch of groups with members (KIP-932, 'Persistence and fail-over': "It will bump
         the group epoch"; Kafka's ``GroupMetadataManager.onLoaded`` does not)."""
         for dead in [g for g, v in self.share_groups.items() if v.dead]:
-            del self.share_groups[dead]  # in place: the composed parts hold this very dict
+            del self.share_groups[dead]  # in place: the coordinator and its describer hold this very dict
         results = []
         for group_id in sorted(self.share_groups):
             group = self.share_groups[group_id]
