@@ -6,10 +6,12 @@ then appended to the log and replayed — replay (``ConsumerGroup.replay``) is t
 that changes group state. Timers (session, rebalance, client-side assignment deadlines) fire
 on the scheduler's manual clock and go through the same path.
 
-This module holds the heartbeat path, timers, replay and failover; the client-side assignor
-mode (``client_side``), OffsetCommit/OffsetFetch (``offsets``), ConsumerGroupDescribe
-(``describe``), the classic protocol (``classic``) and online migration between the two
-group types (``migration``) are mixed in from their own modules. Where the KIP is silent the behaviour
+This module holds the heartbeat path, timers, replay and failover. OffsetCommit/OffsetFetch
+(``offsets.OffsetManager``), the describe and list RPCs (``describe.GroupDescriber``) and share
+groups (``share_group.ShareGroupManager``) are objects the coordinator holds, each given what it
+uses; the client-side assignor mode (``client_side``), the classic protocol (``classic``) and
+online migration between the two group types (``migration``) are mixed in from their own
+modules (``host`` says why). Where the KIP is silent the behaviour
 follows Apache Kafka's ``GroupMetadataManager``; each such choice is in ``docs/decisions.md``.
 """
 
@@ -38,7 +40,7 @@ from kip_lab.coordinator.classic import ClassicGroupHandlers
 from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.client_side import AssignmentRound, ClientSideAssignment
 from kip_lab.coordinator.config import CoordinatorConfig
-from kip_lab.coordinator.describe import DescribeHandler
+from kip_lab.coordinator.describe import GroupDescriber
 from kip_lab.coordinator.group import (
     ConsumerGroup,
     GroupState,
@@ -48,20 +50,32 @@ from kip_lab.coordinator.group import (
 )
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.migration import OnlineMigration
-from kip_lab.coordinator.offsets import GroupOffsets, OffsetHandlers
+from kip_lab.coordinator.offsets import GroupOffsets, OffsetManager
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.result import CoordinatorResult
-from kip_lab.coordinator.share_group import ShareGroupHandlers
+from kip_lab.coordinator.share_group import ShareGroupManager, ShareStateRpc
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, TimerKind, timer_key
-from kip_lab.protocol.common import TopicPartitions, from_topic_partitions, to_topic_partitions
+from kip_lab.protocol.classic_group import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kip_lab.protocol.common import Message, TopicPartitions, from_topic_partitions, to_topic_partitions
 from kip_lab.protocol.consumer_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     HeartbeatAssignment,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
 )
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.records import (
@@ -83,10 +97,29 @@ from kip_lab.protocol.records import (
     OffsetCommitKey,
     PartitionMetadataTopic,
 )
+from kip_lab.protocol.share_group import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupsRequest,
+    DeleteShareGroupsResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ListShareGroupsRequest,
+    ListShareGroupsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.runtime.collector import collector_paused
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.scheduler import Scheduler
+from kip_lab.share.group import ShareGroup
+from kip_lab.share.group_assignor import SimpleAssignor
+from kip_lab.share.group_config import ShareGroupConfig
 
 SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, partitions)
 
@@ -289,9 +322,7 @@ def _steady_response(
     )
 
 
-class GroupCoordinator(
-    ClientSideAssignment, OffsetHandlers, DescribeHandler, ShareGroupHandlers, ClassicGroupHandlers, OnlineMigration
-):
+class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigration):
     """KIP-848 consumer groups on one ``__consumer_offsets`` partition (and classic groups: ``classic_groups``)."""
 
     def __init__(
@@ -304,7 +335,7 @@ class GroupCoordinator(
         log: PartitionLog | None = None,
         seed: int = 0,
     ) -> None:
-        self.config = config or CoordinatorConfig()
+        self._config = config or CoordinatorConfig()
         self.cluster = cluster if cluster is not None else ClusterMetadata()
         chosen: list[PartitionAssignor] = (
             list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
@@ -327,7 +358,173 @@ class GroupCoordinator(
         self._metadata_checked: dict[str, int] = {}  # group id -> cluster.version last compared
         self._target_computed_at: dict[str, int] = {}  # group id -> when its last target was computed (ms)
         self.load_results: list[CoordinatorResult] = []
-        self._init_share_groups()
+        self.share_groups: dict[str, ShareGroup] = {}
+        self.share_manager = ShareGroupManager(
+            self.share_groups,
+            config=self.config,
+            cluster=self.cluster,
+            log=self.log,
+            scheduler=self.scheduler,
+            timer_owner=self,
+            group_kind=self._group_kind,
+            new_member_id=self._new_member_id,
+            target_due=self._target_due,
+            target_computed_at=self._target_computed_at,
+        )
+        self._compose()
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        """The settings; a new one reaches every part."""
+        return self._config
+
+    @config.setter
+    def config(self, config: CoordinatorConfig) -> None:
+        self._config = config
+        self.share_manager.config = config
+        self._compose()
+
+    def _compose(self) -> None:
+        """Build the parts that are objects of their own over this coordinator's state, each given what it uses."""
+        self.offset_manager = OffsetManager(
+            self.offsets,
+            cluster=self.cluster,
+            groups=self.groups,
+            clock=self.scheduler,
+            metadata_max_bytes=self.config.offset_metadata_max_bytes,
+        )
+        self.describer = GroupDescriber(
+            groups=self.groups,
+            classic_groups=self.classic_groups,
+            share_groups=self.share_groups,
+            cluster=self.cluster,
+            client_side_assignor=self._client_side_assignor,
+            preferred_server_assignor=self._preferred_server_assignor,
+            partitions_by_name=self._partitions_by_name,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a snapshot holds: the state, not the composed parts (they hold nothing but
+        references to it, and ``__setstate__`` builds them again)."""
+        return {k: v for k, v in self.__dict__.items() if k not in _COMPOSED_PARTS}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compose()
+
+    # ------------------------------------------------------------------ requests answered by composed parts
+    def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
+        """OffsetCommit v9 (``OffsetManager.commit``), its records applied."""
+        return self._apply(self.offset_manager.commit(request))
+
+    def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
+        """OffsetFetch v9 (``OffsetManager.fetch``)."""
+        return self.offset_manager.fetch(request)
+
+    def consumer_group_describe(
+        self, request: ConsumerGroupDescribeRequest
+    ) -> CoordinatorResult[ConsumerGroupDescribeResponse]:
+        """ConsumerGroupDescribe (``GroupDescriber.consumer_group_describe``)."""
+        return self.describer.consumer_group_describe(request)
+
+    def list_groups(self, request: ListGroupsRequest) -> CoordinatorResult[ListGroupsResponse]:
+        """ListGroups v5 (``GroupDescriber.list_groups``)."""
+        return self.describer.list_groups(request)
+
+    def describe_groups(self, request: DescribeGroupsRequest) -> CoordinatorResult[DescribeGroupsResponse]:
+        """DescribeGroups (``GroupDescriber.describe_groups``)."""
+        return self.describer.describe_groups(request)
+
+    def share_group_heartbeat(
+        self, request: ShareGroupHeartbeatRequest
+    ) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
+        """ShareGroupHeartbeat (``ShareGroupManager.share_group_heartbeat``)."""
+        return self.share_manager.share_group_heartbeat(request)
+
+    def share_group_describe(self, request: ShareGroupDescribeRequest) -> CoordinatorResult[ShareGroupDescribeResponse]:
+        """ShareGroupDescribe (``ShareGroupManager.share_group_describe``)."""
+        return self.share_manager.share_group_describe(request)
+
+    def list_share_groups(self, request: ListShareGroupsRequest) -> CoordinatorResult[ListShareGroupsResponse]:
+        """ListShareGroups (``ShareGroupManager.list_share_groups``)."""
+        return self.share_manager.list_share_groups(request)
+
+    def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
+        """DeleteShareGroups (``ShareGroupManager.delete_share_groups``)."""
+        return self.share_manager.delete_share_groups(request)
+
+    def alter_share_group_offsets(
+        self, request: AlterShareGroupOffsetsRequest
+    ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
+        """AlterShareGroupOffsets (``ShareGroupManager.alter_share_group_offsets``)."""
+        return self.share_manager.alter_share_group_offsets(request)
+
+    def delete_share_group_offsets(
+        self, request: DeleteShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
+        """DeleteShareGroupOffsets (``ShareGroupManager.delete_share_group_offsets``)."""
+        return self.share_manager.delete_share_group_offsets(request)
+
+    def describe_share_group_offsets(
+        self, request: DescribeShareGroupOffsetsRequest
+    ) -> CoordinatorResult[DescribeShareGroupOffsetsResponse]:
+        """DescribeShareGroupOffsets (``ShareGroupManager.describe_share_group_offsets``)."""
+        return self.share_manager.describe_share_group_offsets(request)
+
+    def sync_share_state(self) -> list[CoordinatorResult]:
+        """The initialize / delete dance for every share group (``ShareGroupManager.sync_share_state``)."""
+        return self.share_manager.sync_share_state()
+
+    def share_state_snapshot(self) -> dict[str, Any]:
+        """Everything the log determines about share groups (``ShareGroupManager.share_state_snapshot``)."""
+        return self.share_manager.share_state_snapshot()
+
+    @property
+    def share_config(self) -> ShareGroupConfig:
+        """The share-group settings (``ShareGroupManager.share_config``)."""
+        return self.share_manager.share_config
+
+    @property
+    def share_state_rpc(self) -> ShareStateRpc | None:
+        """How share groups reach the share coordinator (``ShareGroupManager.share_state_rpc``)."""
+        return self.share_manager.share_state_rpc
+
+    @share_state_rpc.setter
+    def share_state_rpc(self, rpc: ShareStateRpc | None) -> None:
+        self.share_manager.share_state_rpc = rpc
+
+    @property
+    def share_assignor(self) -> SimpleAssignor:
+        """The share groups' assignor (``ShareGroupManager.share_assignor``)."""
+        return self.share_manager.share_assignor
+
+    @share_assignor.setter
+    def share_assignor(self, assignor: SimpleAssignor) -> None:
+        self.share_manager.share_assignor = assignor
+
+    @property
+    def share_state_calls(self) -> list[tuple[Message, Any]]:
+        """Every call to the share coordinator, oldest first (``ShareGroupManager.share_state_calls``)."""
+        return self.share_manager.share_state_calls
+
+    def _fire_share_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A share member's session timeout (``ShareGroupManager.fire_session_timer``)."""
+        return self.share_manager.fire_session_timer(key)
+
+    def _group_kind(self, group_id: str) -> str | None:
+        """Which kind of group holds ``group_id``: one namespace, one kind per id (KIP-932)."""
+        if group_id in self.share_groups:
+            return "share"
+        if group_id in self.groups:
+            return "consumer"
+        if group_id in self.classic_groups:
+            return "classic"
+        return None
+
+    def _reject_share_group_id(self, group_id: str) -> None:
+        """Called by the other kinds' handlers: a share group's id is not theirs."""
+        if group_id in self.share_groups:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -357,15 +554,17 @@ class GroupCoordinator(
         with collector_paused():  # every replayed object survives: the collector's passes would find nothing
             for entry in log:
                 coordinator._replay(entry.record)
-        coordinator.groups = {gid: g for gid, g in coordinator.groups.items() if not g.dead}
+        for dead in [gid for gid, g in coordinator.groups.items() if g.dead]:
+            del coordinator.groups[dead]  # in place: the composed parts hold this very dict
         if load:
             coordinator.load_results = [coordinator._load_group(gid) for gid in sorted(coordinator.groups)]
-            coordinator.load_results += coordinator._load_share_groups()
+            coordinator.load_results += coordinator.share_manager.load()
             for classic in coordinator.classic_groups.values():
                 for member_id, member in sorted(classic.members.items()):
                     coordinator._schedule_classic_session(classic, member_id, member.session_timeout_ms)
         else:
-            coordinator.share_groups = {g: v for g, v in coordinator.share_groups.items() if not v.dead}
+            for dead in [g for g, v in coordinator.share_groups.items() if v.dead]:
+                del coordinator.share_groups[dead]
         return coordinator
 
     def _load_group(self, group_id: str) -> CoordinatorResult[None]:
@@ -423,7 +622,7 @@ class GroupCoordinator(
                 continue
             if result.origin == "OffsetCommit":  # offset values only: no group state to re-derive or check
                 self.log.append(batch)
-                self._replay_offsets(batch)
+                self.offset_manager.replay(batch)
                 continue
             touched = sorted({r.key.group_id for r in batch if type(r.key) not in (OffsetCommitKey, GroupMetadataKey)})
             before = {gid: (self.groups[gid].state if gid in self.groups else GroupState.EMPTY) for gid in touched}
@@ -440,20 +639,6 @@ class GroupCoordinator(
                     self._start_downgraded_group(self.classic_groups[record.key.group], rebalance_downgraded)
         return result
 
-    def _replay_offsets(self, records: Iterable[Record]) -> None:
-        """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
-        offsets = self.offsets
-        group_id: str | None = None
-        group = GroupOffsets()  # replaced at the first record, whose group is never None
-        for key, value in records:
-            if key.group != group_id:
-                group_id = key.group
-                group = offsets.setdefault(group_id, GroupOffsets())
-            if value is None:
-                group.pop(key.partition_key, None)
-            else:
-                group[key.partition_key] = value
-
     def _replay(self, record: Record) -> None:
         key = record.key
         if isinstance(key, GroupMetadataKey):
@@ -464,10 +649,10 @@ class GroupCoordinator(
                 self.classic_groups[key.group] = ClassicGroup.from_record(key.group, record.value)
             return
         if isinstance(key, OffsetCommitKey):
-            self._replay_offsets((record,))
+            self.offset_manager.replay((record,))
             return
         if isinstance(key, SHARE_GROUP_RECORD_KEYS):
-            self._replay_share(key, record.value)
+            self.share_manager.replay(key, record.value)
             return
         group = self.groups.get(key.group_id)
         if group is None or (group.dead and record.value is not None):
@@ -554,10 +739,10 @@ class GroupCoordinator(
         for classic in self.classic_groups.values():
             classic.transition_to(ClassicGroupState.DEAD, UNLOAD_TRIGGER, self.now_ms)
         self.scheduler.cancel_all(self)
-        self.groups = {}
-        self.classic_groups = {}
+        self.groups.clear()  # in place: the composed parts hold these very dicts
+        self.classic_groups.clear()
         self._initial_delays.clear()
-        self.share_groups = {}
+        self.share_groups.clear()
         self._rounds.clear()
 
     # ------------------------------------------------------------------ records
@@ -1268,6 +1453,8 @@ class GroupCoordinator(
         }
 
 
+# The attributes ``_compose`` builds (``__getstate__`` leaves them out).
+_COMPOSED_PARTS = frozenset({"offset_manager", "describer"})
 # A consumer group member's own timers, cancelled when it leaves or is replaced.
 _MEMBER_TIMERS: tuple[TimerKind, ...] = ("session", "rebalance", "join", "sync")
 # The timers a failover re-arms from the log (``state_snapshot`` compares which are armed).

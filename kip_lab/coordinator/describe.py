@@ -3,11 +3,12 @@ DescribeGroups and ListGroups: the classic admin view, which also covers consume
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from kip_lab.coordinator.classic_group import ClassicGroupState
+from kip_lab.cluster import ClusterMetadata
+from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.host import CoordinatorHost
+from kip_lab.coordinator.member import Assignment, ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -29,10 +30,38 @@ from kip_lab.protocol.consumer_group import (
 )
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.share.group import ShareGroup
+
+Members = dict[str, ConsumerGroupMember]
 
 
-class DescribeHandler(CoordinatorHost):
-    """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
+class GroupDescriber:
+    """The read-only admin view of one shard's groups: ConsumerGroupDescribe, ListGroups, DescribeGroups.
+
+    It reads, never writes: the consumer, classic and share groups it describes, the cluster that
+    names topics, and three rules the coordinator owns, given as callables: the client-side
+    assignor a group uses (None in server-side mode), the server-side assignor its members prefer,
+    and an assignment as sorted (topic name, partition) pairs.
+    """
+
+    def __init__(
+        self,
+        *,
+        groups: Mapping[str, ConsumerGroup],
+        classic_groups: Mapping[str, ClassicGroup],
+        share_groups: Mapping[str, ShareGroup],
+        cluster: ClusterMetadata,
+        client_side_assignor: Callable[[Members], str | None],
+        preferred_server_assignor: Callable[[Members], str],
+        partitions_by_name: Callable[[Assignment], list[tuple[str, int]]],
+    ) -> None:
+        self.groups = groups
+        self.classic_groups = classic_groups
+        self.share_groups = share_groups
+        self.cluster = cluster
+        self.client_side_assignor = client_side_assignor
+        self.preferred_server_assignor = preferred_server_assignor
+        self.partitions_by_name = partitions_by_name
 
     def consumer_group_describe(
         self, request: ConsumerGroupDescribeRequest
@@ -59,7 +88,7 @@ class DescribeHandler(CoordinatorHost):
             )
 
         try:
-            assignor = self._client_side_assignor(group.members) or self._preferred_server_assignor(group.members)
+            assignor = self.client_side_assignor(group.members) or self.preferred_server_assignor(group.members)
         except ApiError:
             assignor = ""
         members = [
@@ -158,7 +187,7 @@ class DescribeHandler(CoordinatorHost):
                 if classic_meta is not None
                 else ConsumerProtocolSubscription(version=3, topics=list(m.subscribed_topic_names)).encode()
             )
-            assignment = ConsumerProtocolAssignment(version=3, assigned_partitions=self._partitions_by_name(m.assigned))
+            assignment = ConsumerProtocolAssignment(version=3, assigned_partitions=self.partitions_by_name(m.assigned))
             members.append(
                 DescribedGroupMember(
                     member_id=m.member_id,

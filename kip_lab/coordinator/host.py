@@ -1,12 +1,21 @@
-"""What ``GroupCoordinator``'s handler parts rely on from the coordinator that hosts them.
+"""What ``GroupCoordinator``'s host-protocol parts rely on from the coordinator that hosts them.
 
-The coordinator is one class built from parts, each a mixin for one protocol area
-(``ClientSideAssignment``, ``OffsetHandlers``, ``DescribeHandler``, ``ShareGroupHandlers``,
-``ClassicGroupHandlers``, ``OnlineMigration``). Each part derives from ``CoordinatorHost``,
-which declares, for the type checker only, the state and the engine methods the parts use
-from one another: the contract a new part can rely on, checked by mypy. At run time the
-class adds nothing (the declarations are annotations, and the methods exist only under
-``TYPE_CHECKING``); ``GroupCoordinator`` and the parts provide them all.
+The coordinator is built from two kinds of parts. Composed parts are objects it holds, each
+given what it uses when built, as Kafka's ``GroupCoordinatorShard`` holds an
+``OffsetMetadataManager``: ``offsets.OffsetManager``, ``describe.GroupDescriber`` and
+``share_group.ShareGroupManager``. Host-protocol parts are mixins (``ClientSideAssignment``,
+``ClassicGroupHandlers``, ``OnlineMigration``), each deriving from ``CoordinatorHost``, which declares, for the type
+checker only, the state and engine methods they use: the contract a part can rely on, checked
+by mypy. At run time the class adds nothing (the declarations are annotations, and the methods
+exist only under ``TYPE_CHECKING``); ``GroupCoordinator`` and the parts provide them all.
+
+Why those stay mixins: the classic protocol, online migration and the client-side assignor mode
+are one engine with the consumer-group heartbeat, not beside it. A classic member of a consumer
+group is served by the consumer heartbeat (``_heartbeat``), a conversion writes consumer-group
+records and arms its timers, classic handlers call migration and migration calls them back, and
+all of them write through ``_apply`` and the consumer group's record builders. Given as explicit
+dependencies, each would take most of the coordinator; the declared protocol names that shared
+surface instead, in one place.
 """
 
 from __future__ import annotations
@@ -16,15 +25,13 @@ from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kip_lab.assignors import PartitionAssignor
     from kip_lab.cluster import ClusterMetadata
     from kip_lab.coordinator.classic import _Outbox
     from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, Parked
     from kip_lab.coordinator.client_side import AssignmentRound
     from kip_lab.coordinator.config import CoordinatorConfig
     from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
-    from kip_lab.coordinator.member import Assignment, ConsumerGroupMember
-    from kip_lab.coordinator.offsets import GroupOffsets
+    from kip_lab.coordinator.member import ConsumerGroupMember
     from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
     from kip_lab.protocol.classic_group import (
         HeartbeatRequest,
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     )
     from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
     from kip_lab.protocol.records import ClassicMemberMetadata
-    from kip_lab.runtime.log import PartitionLog, Record
+    from kip_lab.runtime.log import Record
     from kip_lab.runtime.scheduler import Scheduler
     from kip_lab.share.group import ShareGroup
 
@@ -49,16 +56,12 @@ class CoordinatorHost:
     config: CoordinatorConfig
     cluster: ClusterMetadata
     scheduler: Scheduler
-    log: PartitionLog
-    assignors: dict[str, PartitionAssignor]
     groups: dict[str, ConsumerGroup]
     classic_groups: dict[str, ClassicGroup]
     share_groups: dict[str, ShareGroup]
-    offsets: dict[str, GroupOffsets]
     _rng: random.Random
     _rounds: dict[str, AssignmentRound]
     _initial_delays: dict[str, tuple[int, int]]
-    _target_computed_at: dict[str, int]
 
     if TYPE_CHECKING:
 
@@ -96,19 +99,14 @@ class CoordinatorHost:
         ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]: ...
         @staticmethod
         def _member_metadata_record(group_id: str, member: ConsumerGroupMember, group_epoch: int) -> Record: ...
-        @staticmethod
-        def _member_tombstones(group_id: str, member_id: str) -> list[Record]: ...
         def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]: ...
         def _new_member_id(self) -> str: ...
         @staticmethod
         def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record: ...
-        def _partitions_by_name(self, assignment: Assignment) -> list[tuple[str, int]]: ...
-        def _preferred_server_assignor(self, members: dict[str, ConsumerGroupMember]) -> str: ...
         def _prepare_rebalance(self, out: _Outbox, group: ClassicGroup) -> None: ...
         def _remove_member(
             self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, origin: str
         ) -> CoordinatorResult: ...
-        def _replay(self, record: Record) -> None: ...
         def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None: ...
         def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None: ...
         @staticmethod

@@ -6,11 +6,12 @@ for the topic incarnation (topic id) that committed it, so a recreated topic sta
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from operator import attrgetter
+from typing import Any, Protocol
 
-from kip_lab.cluster import Topic
-from kip_lab.coordinator.host import CoordinatorHost
+from kip_lab.cluster import ClusterMetadata, Topic
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -31,6 +32,7 @@ from kip_lab.protocol.records import (
     OffsetCommitValue,
 )
 from kip_lab.runtime.log import Record
+from kip_lab.runtime.scheduler import Clock
 
 
 class _CommitKeys(dict):
@@ -104,8 +106,55 @@ class GroupOffsets(dict):
     """
 
 
-class OffsetHandlers(CoordinatorHost):
-    """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
+class CommittingGroup(Protocol):
+    """What the offset manager asks of a group whose members commit and fetch offsets (the role
+    of Kafka's ``Group.validateOffsetCommit`` and ``validateOffsetFetch``): whether it has members,
+    and the member at an epoch, or the error to answer (``ConsumerGroup`` is one)."""
+
+    @property
+    def members(self) -> Mapping[str, Any]: ...
+
+    def member_at_epoch(self, member_id: str, member_epoch: int) -> Any: ...
+
+
+class OffsetManager:
+    """OffsetCommit and OffsetFetch over one shard's committed offsets, as Kafka's ``OffsetMetadataManager``.
+
+    Its dependencies are given, not reached for: the committed offsets it reads and replays into,
+    the cluster that resolves topics, the groups whose members' epochs it checks, the clock that
+    stamps a commit and the metadata size limit. A commit returns its records unapplied: the
+    coordinator appends them to the log and replays them here (``replay``), the only way the
+    offsets change.
+    """
+
+    def __init__(
+        self,
+        offsets: dict[str, GroupOffsets],
+        *,
+        cluster: ClusterMetadata,
+        groups: Mapping[str, CommittingGroup],
+        clock: Clock,
+        metadata_max_bytes: int,
+    ) -> None:
+        self.offsets = offsets
+        self.cluster = cluster
+        self.groups = groups
+        self.clock = clock
+        self.metadata_max_bytes = metadata_max_bytes
+
+    def replay(self, records: Iterable[Record]) -> None:
+        """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
+        offsets = self.offsets
+        group_id: str | None = None
+        group = GroupOffsets()  # replaced at the first record, whose group is never None
+        for key, value in records:
+            if key.group != group_id:
+                group_id = key.group
+                group = offsets.setdefault(group_id, GroupOffsets())
+            if value is None:
+                group.pop(key.partition_key, None)
+            else:
+                group[key.partition_key] = value
 
     def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
         """OffsetCommit / OffsetFetch against a consumer group: zombies get STALE_MEMBER_EPOCH."""
@@ -118,8 +167,9 @@ class OffsetHandlers(CoordinatorHost):
             return  # an admin or manual commit to an empty group; any admin fetch
         group.member_at_epoch(member_id or "", member_epoch)
 
-    def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit v9: by topic name or id, validated against the member epoch.
+    def commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
+        """OffsetCommit v9: by topic name or id, validated against the member epoch; the records are
+        not applied yet (``GroupCoordinator.offset_commit`` applies them).
 
         As Kafka: a partition of a topic the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION
         before the group is looked at (``KafkaApis.handleOffsetCommitRequest``; when no partition
@@ -143,7 +193,7 @@ class OffsetHandlers(CoordinatorHost):
                 records += self._commit_records(request.group_id, topic, resolved, errors)
             topics.append((topic.name, topic.topic_id, indexes, errors))
         batches = (tuple(records),) if records else ()
-        return self._apply(CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit"))
+        return CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit")
 
     def _resolve_commit_topic(
         self, topic: OffsetCommitRequestTopic, error: ApiError | None
@@ -182,7 +232,7 @@ class OffsetHandlers(CoordinatorHost):
             return (invalid.error,) * len(topic.partitions)
         if resolved is None and topic.topic_id is not None:
             return (Errors.UNKNOWN_TOPIC_ID,) * len(topic.partitions)
-        limit = self.config.offset_metadata_max_bytes
+        limit = self.metadata_max_bytes
         return tuple(
             Errors.UNKNOWN_TOPIC_OR_PARTITION
             if index not in known
@@ -198,14 +248,14 @@ class OffsetHandlers(CoordinatorHost):
         self, group_id: str, topic: OffsetCommitRequestTopic, resolved: Topic, errors: tuple[Errors, ...]
     ) -> list[Record]:
         """One offset record per partition committed without error."""
-        keys, now = _commit_keys(group_id, resolved.name), self.now_ms
+        keys, now = _commit_keys(group_id, resolved.name), self.clock.now_ms
         return [
             Record(keys[index], OffsetCommitValue(offset, now, leader_epoch, metadata, resolved.topic_id))
             for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)
             if code is Errors.NONE
         ]
 
-    def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
+    def fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
         return CoordinatorResult(
             OffsetFetchResponse(groups=[self._fetch_group(g) for g in request.groups]), origin="OffsetFetch"

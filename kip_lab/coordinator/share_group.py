@@ -1,4 +1,4 @@
-"""Share groups (KIP-932) at the group coordinator, mixed into ``GroupCoordinator``.
+"""Share groups (KIP-932) at the group coordinator: ``ShareGroupManager``, held by ``GroupCoordinator``.
 
 Same engine as consumer groups: a handler validates and computes, returns its records, and
 only replaying them (``ShareGroup.replay``) changes state. What differs (KIP-932):
@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kip_lab.cluster import Topic
+from kip_lab.cluster import ClusterMetadata, Topic
+from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.coordinator.group import group_snapshot_head
-from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, timer_key
@@ -88,7 +88,8 @@ from kip_lab.protocol.share_group import (
     ShareOffsetsResponsePartition,
     ShareOffsetsResponseTopic,
 )
-from kip_lab.runtime.log import Record
+from kip_lab.runtime.log import PartitionLog, Record
+from kip_lab.runtime.scheduler import Scheduler, TimerOwner
 from kip_lab.share.group import ShareGroup, ShareGroupMember, ShareGroupState, check_share_group_transition
 from kip_lab.share.group_assignor import SimpleAssignor
 from kip_lab.share.group_config import ShareGroupConfig
@@ -202,12 +203,43 @@ def _state_topics(topics: TopicState) -> list[StatePartitionTopic]:
     ]
 
 
-class ShareGroupHandlers(CoordinatorHost):
-    """Mixed into ``GroupCoordinator``; uses its cluster, scheduler, log and ``_replay``."""
+class ShareGroupManager:
+    """Share groups on one ``__consumer_offsets`` shard: their RPCs, records, timers and the dance.
 
-    def _init_share_groups(self) -> None:
-        self.share_groups: dict[str, ShareGroup] = {}
-        self.share_assignor = SimpleAssignor(fidelity=self.config.fidelity)
+    Its dependencies are given, not reached for: the share groups it replays into, the settings,
+    the cluster, the log its records are appended to, the scheduler and the owner its session
+    timers are armed for (the coordinator, whose ``fire_timer`` brings them back to
+    ``fire_session_timer``), and three things shared with the other kinds of group: which kind
+    holds a group id (one namespace), a fresh member id, and the assignment batching clock
+    (``target_due``, and ``target_computed_at``, where a computed target is noted). It holds the
+    share assignor, ``share_state_rpc`` to the share coordinator and the calls made through it.
+    """
+
+    def __init__(
+        self,
+        share_groups: dict[str, ShareGroup],
+        *,
+        config: CoordinatorConfig,
+        cluster: ClusterMetadata,
+        log: PartitionLog,
+        scheduler: Scheduler,
+        timer_owner: TimerOwner,
+        group_kind: Callable[[str], str | None],
+        new_member_id: Callable[[], str],
+        target_due: Callable[[str, int], bool],
+        target_computed_at: dict[str, int],
+    ) -> None:
+        self.share_groups = share_groups
+        self.config = config
+        self.cluster = cluster
+        self.log = log
+        self.scheduler = scheduler
+        self.timer_owner = timer_owner
+        self.group_kind = group_kind
+        self.new_member_id = new_member_id
+        self.target_due = target_due
+        self.target_computed_at = target_computed_at
+        self.share_assignor = SimpleAssignor(fidelity=config.fidelity)
         self.share_state_rpc: ShareStateRpc | None = None
         # (request, response) of every call to the share coordinator, oldest first; the Lab traces them.
         self.share_state_calls: list[tuple[Message, Any]] = []
@@ -229,8 +261,8 @@ class ShareGroupHandlers(CoordinatorHost):
                 g: self.share_groups[g].state if g in self.share_groups else ShareGroupState.EMPTY for g in touched
             }
             self.log.append(batch)
-            for record in batch:
-                self._replay(record)
+            for key, value in batch:
+                self.replay(key, value)
             for g in touched:
                 group = self.share_groups[g]
                 check_share_group_transition(before[g], group.state)
@@ -243,13 +275,15 @@ class ShareGroupHandlers(CoordinatorHost):
         self._apply_share(CoordinatorResult(None, (records,)))
         return records
 
-    def _replay_share(self, key: Any, value: Any) -> None:
+    def replay(self, key: Any, value: Any) -> None:
+        """A share group's record (``GroupCoordinator._replay`` hands them here, as does ``_apply_share``)."""
         group = self.share_groups.get(key.group_id)
         if group is None:
             group = self.share_groups[key.group_id] = ShareGroup(key.group_id)
         group.replay(key, value)
 
-    def _fire_share_timer(self, key: TimerKey) -> CoordinatorResult:
+    def fire_session_timer(self, key: TimerKey) -> CoordinatorResult:
+        """A member that did not heartbeat within the share session timeout is removed."""
         _, group_id, member_id = key
         group = self.share_groups.get(group_id)
         if group is None or member_id not in group.members:
@@ -257,11 +291,12 @@ class ShareGroupHandlers(CoordinatorHost):
         result = self._remove_share_member(group, group.members[member_id], None, f"share session timeout {member_id}")
         return self._apply_share(result)
 
-    def _load_share_groups(self) -> list[CoordinatorResult]:
+    def load(self) -> list[CoordinatorResult]:
         """Failover duties: re-arm session timers and retry any unfinished dance; under ``fidelity="kip"``
         also bump the epoch of groups with members (KIP-932, 'Persistence and fail-over': "It will bump
         the group epoch"; Kafka's ``GroupMetadataManager.onLoaded`` does not)."""
-        self.share_groups = {g: v for g, v in self.share_groups.items() if not v.dead}
+        for dead in [g for g, v in self.share_groups.items() if v.dead]:
+            del self.share_groups[dead]  # in place: the coordinator and its describer hold this very dict
         results = []
         for group_id in sorted(self.share_groups):
             group = self.share_groups[group_id]
@@ -290,27 +325,12 @@ class ShareGroupHandlers(CoordinatorHost):
 
     def _schedule_share_session(self, group_id: str, member_id: str) -> None:
         self.scheduler.schedule(
-            self, timer_key("share-session", group_id, member_id), self.share_config.session_timeout_ms
+            self.timer_owner, timer_key("share-session", group_id, member_id), self.share_config.session_timeout_ms
         )
-
-    def _group_kind(self, group_id: str) -> str | None:
-        """Which kind of group holds ``group_id``: one namespace, one kind per id (KIP-932)."""
-        if group_id in self.share_groups:
-            return "share"
-        if group_id in self.groups:
-            return "consumer"
-        if group_id in self.classic_groups:
-            return "classic"
-        return None
-
-    def _reject_share_group_id(self, group_id: str) -> None:
-        """Called by the other kinds' handlers: a share group's id is not theirs."""
-        if group_id in self.share_groups:
-            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
     def _share_group(self, group_id: str) -> ShareGroup:
         """The share group ``group_id`` or the error Kafka answers (GROUP_ID_NOT_FOUND)."""
-        kind = self._group_kind(group_id)
+        kind = self.group_kind(group_id)
         if kind is None:
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if kind != "share":
@@ -436,11 +456,11 @@ class ShareGroupHandlers(CoordinatorHost):
         # 2. A new target assignment if the group epoch has moved past it and, with batching
         #    (Kafka 4.3), share_assignment_interval_ms has passed since the last one.
         target_epoch, target = group.assignment_epoch, group.target
-        due = self._target_due(group.group_id, self.config.share_assignment_interval_ms)
+        due = self.target_due(group.group_id, self.config.share_assignment_interval_ms)
         if group_epoch > group.assignment_epoch and due:
             target, target_epoch = self._share_target(group, members, metadata), group_epoch
             batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
-            self._target_computed_at[group.group_id] = self.now_ms
+            self.target_computed_at[group.group_id] = self.scheduler.now_ms
         # 3. Reconcile: no revocation barrier, the member takes its target in one step (KIP-932).
         reconciled = _reconciled_share_member(updated, target_epoch, target.get(updated.member_id, {}))
         if (
@@ -466,7 +486,7 @@ class ShareGroupHandlers(CoordinatorHost):
 
     def _require_share_group_id(self, group_id: str) -> None:
         """A heartbeat may create a share group, but not take over the id of another kind of group."""
-        if self._group_kind(group_id) not in (None, "share"):
+        if self.group_kind(group_id) not in (None, "share"):
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
 
     def _get_or_maybe_create_share_group(self, r: ShareGroupHeartbeatRequest) -> ShareGroup:
@@ -493,7 +513,7 @@ class ShareGroupHandlers(CoordinatorHost):
         otherwise FENCED_MEMBER_EPOCH, and the member stays.
         """
         if r.member_epoch == SHARE_JOIN_MEMBER_EPOCH:
-            member_id = r.member_id or self._new_member_id()
+            member_id = r.member_id or self.new_member_id()
             known = group.members.get(member_id)
             if known is None and len(group.members) >= self.share_config.max_size:
                 raise ApiError(
@@ -588,7 +608,7 @@ class ShareGroupHandlers(CoordinatorHost):
     ) -> CoordinatorResult:
         """Leave, fencing or session timeout: tombstones, then a group epoch bump."""
         group_id = group.group_id
-        self.scheduler.cancel(self, timer_key("share-session", group_id, member.member_id))
+        self.scheduler.cancel(self.timer_owner, timer_key("share-session", group_id, member.member_id))
         remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         records = [
             Record(ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), None),

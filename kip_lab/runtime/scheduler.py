@@ -30,6 +30,13 @@ class TimerOwner(Protocol):
     def fire_timer(self, key: Any) -> Any: ...  # each owner has its own kind of key
 
 
+class Clock(Protocol):
+    """What only reads the time (the scheduler is one): the dependency of a part that stamps records."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+
 class FiredTimer(NamedTuple):
     """What one ``step`` did: which timer fired, when, and what its owner returned (a value
     type built every step: a NamedTuple is built about twice as fast as a frozen dataclass)."""

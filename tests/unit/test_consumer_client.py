@@ -336,20 +336,20 @@ def test_a_commit_the_coordinator_refuses_is_not_recorded_and_reconciliation_goe
     """A commit answered with an error (here STALE_MEMBER_EPOCH for every commit of A) leaves what A
     knows it committed as it was; A keeps its member, and a rebalance that makes A revoke still
     completes: Kafka reconciles whatever the commit's outcome."""
-    from kip_lab.coordinator.offsets import OffsetHandlers
+    from kip_lab.coordinator.offsets import OffsetManager
     from kip_lab.protocol.errors import ApiError
 
     lab = make_lab(members="AB", auto_commit_interval_ms=1_000)
     lab.run(until=lab.now + 2_000)
     a, b = lab.clients["A"], lab.clients["B"]
-    checked = OffsetHandlers._check_member_epoch
+    checked = OffsetManager._check_member_epoch
 
     def refusing_a(self, group_id, member_id, member_epoch, admin_ok):
         if member_id == a.member_id:
             raise ApiError(Errors.STALE_MEMBER_EPOCH, "refused for the test")
         return checked(self, group_id, member_id, member_epoch, admin_ok)
 
-    monkeypatch.setattr(OffsetHandlers, "_check_member_epoch", refusing_a)
+    monkeypatch.setattr(OffsetManager, "_check_member_epoch", refusing_a)
     a_committed, b_committed = dict(a.committed), dict(b.committed)
     since = lab.step_count
     lab.run(until=lab.now + 3_000)
