@@ -19,6 +19,7 @@ import zlib
 from typing import Any
 
 from kip_lab.coordinator.share_group import call_share_coordinator
+from kip_lab.events import Note, ShareAcquired, ShareStateRpc, ShareStateWrite
 from kip_lab.protocol.common import Message
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.share.admin import ResetSpec, ShareAdmin, TimestampedLogs
@@ -51,22 +52,21 @@ class LabPersister(CoordinatorPersister):
         sp, write = sent.partition, sent.write
         self.share.world.emit(
             self.broker,
-            "share_state_write",
-            {
-                "group_id": sp.group_id,
-                "topic_id": sp.topic_id,
-                "partition": sp.partition,
-                "origin": write.origin,
-                "request": _summary(sent.request.topics[0].partitions[0]),
-                "transitions": [[t.first_offset, t.last_offset, t.trigger, t.target] for t in write.changes],
-                "error": None if write.error in (None, 0) else write.error.name,
-                "records": [
+            ShareStateWrite(
+                group_id=sp.group_id,
+                topic_id=sp.topic_id,
+                partition=sp.partition,
+                origin=write.origin,
+                request=_summary(sent.request.topics[0].partitions[0]),
+                transitions=tuple((t.first_offset, t.last_offset, t.trigger, t.target) for t in write.changes),
+                error=None if write.error in (None, 0) else write.error.name,
+                records=tuple(
                     {"type": type(e.record.key).__name__, "value": _summary(e.record.value)}
                     for e in coordinator.log.entries(before)
-                ],
-                "spso": sp.spso,
-                "speo": sp.speo,
-            },
+                ),
+                spso=sp.spso,
+                speo=sp.speo,
+            ),
         )
 
 
@@ -96,13 +96,12 @@ class ShareWorld:
         result = call_share_coordinator(self.coordinator, request)
         self.world.emit(
             self.coordinator_host,
-            "share_state_rpc",
-            {
-                "api": type(request).__name__.removesuffix("Request"),
-                "request": _summary(request),
-                "response": _summary(result.response),
-                "records": [{"type": type(r.key).__name__, "value": _summary(r.value)} for r in result.records],
-            },
+            ShareStateRpc(
+                api=type(request).__name__.removesuffix("Request"),
+                request=_summary(request),
+                response=_summary(result.response),
+                records=tuple({"type": type(r.key).__name__, "value": _summary(r.value)} for r in result.records),
+            ),
         )
         return result.response
 
@@ -148,16 +147,15 @@ class ShareWorld:
                 sp = leader.partitions.get((request.group_id, topic.topic_id, p.partition_index))
                 self.world.emit(
                     broker,
-                    "share_acquired",
-                    {
-                        "group_id": request.group_id,
-                        "member_id": request.member_id,
-                        "topic_id": topic.topic_id,
-                        "partition": p.partition_index,
-                        "ranges": [[r.first_offset, r.last_offset, r.delivery_count] for r in p.acquired_records],
-                        "spso": sp.spso if sp else None,
-                        "speo": sp.speo if sp else None,
-                    },
+                    ShareAcquired(
+                        group_id=request.group_id,
+                        member_id=request.member_id,
+                        topic_id=topic.topic_id,
+                        partition=p.partition_index,
+                        ranges=tuple((r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records),
+                        spso=sp.spso if sp else None,
+                        speo=sp.speo if sp else None,
+                    ),
                 )
         return response
 
@@ -177,7 +175,7 @@ class ShareWorld:
                 raise ValueError(f"unknown broker {target!r}; brokers: {names}")
             self.coordinator_host = target
             self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
-            world.emit(target, "note", {"text": f"share coordinator loaded {self.log.end_offset} records"})
+            world.emit(target, Note(f"share coordinator loaded {self.log.end_offset} records"))
         elif isinstance(action, a.MoveShareLeader):
             topic = world.cluster.topic(action.topic)
             tp = (topic.topic_id, action.partition)
@@ -190,12 +188,11 @@ class ShareWorld:
             self.leaders[target].add_log(self.topic_log(tp), epoch + 1)
             world.emit(
                 "lab",
-                "note",
-                {
-                    "text": f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
+                Note(
+                    f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
                     f"{old} is a zombie until it learns so",
-                    "share_leader_moved": list(tp),
-                },
+                    {"share_leader_moved": list(tp)},
+                ),
             )
         elif isinstance(action, a.ResetShareGroupOffsets):
             topic = world.cluster.topic(action.topic)
@@ -207,7 +204,7 @@ class ShareWorld:
             for result in admin.results:
                 world.emit_result(world.coordinator_host, result, "admin")
             errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
-            world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
+            world.emit("admin", Note(f"reset {action.group_id} on {action.topic}", {"errors": errors}))
         elif isinstance(action, a.SetShareAutoOffsetReset):
             self.admin().set_auto_offset_reset(action.group_id, action.value)
             for leader in self.leaders.values():  # each broker holds its own copy of the group configs
@@ -233,7 +230,7 @@ class ShareWorld:
                 offsets = log.append(values=chunk)
                 self.logs.appended(topic.name, p, offsets.start, world.scheduler.now_ms)
             produced[f"{topic.name}-{p}"] = [base, log.high_watermark]
-        world.emit("producer", "note", {"text": f"produced {action.count} records per partition", "produced": produced})
+        world.emit("producer", Note(f"produced {action.count} records per partition", {"produced": produced}))
         if action.repeat > 1:
             again = action.model_copy(update={"repeat": action.repeat - 1})
             world.schedule_action(again, world.scheduler.now_ms + action.every_ms)
