@@ -675,6 +675,17 @@ def _totals_at(replay: _Replay, revocations: int, at_ms: int) -> dict[str, int]:
     }
 
 
+def stability_by_step(trace: Iterable[TraceEvent]) -> dict[int, bool]:
+    """Whether the Lab was stable (as defined above) after each step that has events."""
+    replay = _Replay()
+    out: dict[int, bool] = {}
+    for step, in_step in groupby(trace, key=attrgetter("step")):
+        for event in in_step:
+            replay.apply(event)
+        out[step] = replay.is_stable()
+    return out
+
+
 def _client_of(config: dict[str, Any]) -> _Client:
     """A client as an ``add_consumer`` (or ``restart``) action's consumer config describes it."""
     return _Client(
