@@ -45,7 +45,7 @@ class ShareInvariants:
                 found += self._acquired(event.actor, body)
             elif isinstance(body, ShareStateWrite):
                 found += self._written(event.actor, body)
-            elif isinstance(body, ShareStateRpc) and body.api == "InitializeShareGroupState":
+            elif isinstance(body, ShareStateRpc) and body.api == "InitializeShareGroupState" and body.request:
                 self._reset(body.request)
             elif isinstance(body, Note) and "share_leader_moved" in body.details:
                 topic_id, partition = body.details["share_leader_moved"]

@@ -68,13 +68,13 @@ class TraceEvent(Generic[E]):
             separators=(",", ":"),
         )
 
-    @classmethod
-    def from_dict(cls, data: Any) -> TraceEvent:
+    @staticmethod
+    def from_dict(data: Any) -> TraceEvent[Event]:
         """The event a saved line describes; ``TraceFieldError`` names the field that does not fit."""
         if not isinstance(data, dict):
             raise TraceFieldError("event", "is not an object")
         step, time_ms, actor, kind = (_required(data, key, kind) for key, kind in _HEAD)
-        return cls(step, time_ms, actor, event_from_payload(kind, data.get("payload")))
+        return TraceEvent(step, time_ms, actor, event_from_payload(kind, data.get("payload")))
 
 
 _HEAD = (("step", int), ("time_ms", int), ("actor", str), ("kind", str))
@@ -124,7 +124,7 @@ class Trace:
         return self._events[index]
 
     @overload
-    def of_type(self, kind: type[E]) -> list[TraceEvent[E]]: ...
+    def of_type(self, kind: type[E], /) -> list[TraceEvent[E]]: ...
 
     @overload
     def of_type(self, *kinds: type[Event]) -> list[TraceEvent]: ...

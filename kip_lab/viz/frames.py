@@ -587,7 +587,7 @@ class _Builder:
 
     def record(self, key: Mapping[str, Any], value: Any) -> None:
         """A coordinator record, by its key's type (records of other types change no view)."""
-        reader = _RECORD_READS.get(key.get("type"))
+        reader = _RECORD_READS.get(str(key.get("type")))
         if reader is not None:
             group = str(key.get("group_id", key.get("group", "")))
             reader(self, group, key, value)

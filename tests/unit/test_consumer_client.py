@@ -17,6 +17,7 @@ from lab_support import make_lab
 
 from kip_lab.clients import CONSUMER_MEMBER_MACHINE, CallbackConfig, MemberState
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import MessageSent, StateTransition
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol import Errors
@@ -31,9 +32,9 @@ FULL_JOIN_FIELDS = {"group_id", "member_id", "member_epoch", "rebalance_timeout_
 
 def transitions(lab: Lab, name: str, since: int = 0) -> list[tuple[str, str, str]]:
     return [
-        (e.payload["from"], e.payload["to"], e.payload["trigger"])
-        for e in lab.trace
-        if e.actor == name and e.kind.value == "state_transition" and e.step > since
+        (e.body.from_state, e.body.to_state, e.body.trigger)
+        for e in lab.trace.of_type(StateTransition)
+        if e.actor == name and e.step > since
     ]
 
 
@@ -47,7 +48,7 @@ def events(lab: Lab, name: str | None = None, kind: str | None = None, since: in
 
 def heartbeats(lab: Lab, name: str, since: int = 0) -> list:
     """The ConsumerGroupHeartbeat requests ``name`` sent (message_sent events)."""
-    return [e for e in events(lab, name, "message_sent", since) if e.payload["api"] == "ConsumerGroupHeartbeat"]
+    return [e for e in events(lab, name, "message_sent", since) if e.body.api == "ConsumerGroupHeartbeat"]
 
 
 def step_until(lab: Lab, predicate, limit: int = 10_000) -> list:
@@ -60,7 +61,7 @@ def step_until(lab: Lab, predicate, limit: int = 10_000) -> list:
 
 
 def sends(name: str, api: str = "ConsumerGroupHeartbeat"):
-    return lambda evs: any(e.actor == name and e.kind.value == "message_sent" and e.payload["api"] == api for e in evs)
+    return lambda evs: any(e.actor == name and isinstance(e.body, MessageSent) and e.body.api == api for e in evs)
 
 
 def partitions_of(lab: Lab, name: str) -> list[int]:
