@@ -52,7 +52,7 @@ def events(lab: Lab, actor: str | None = None, kind: str | None = None, since: i
 
 def sent(lab: Lab, actor: str, api: str | None = "ConsumerGroupHeartbeat", since: int = 0) -> list[TraceEvent]:
     """``actor``'s requests of ``api`` (of every API when None)."""
-    return [e for e in events(lab, actor, "message_sent", since) if api is None or e.payload["api"] == api]
+    return [e for e in events(lab, actor, "message_sent", since) if api is None or e.body.api == api]
 
 
 def members(lab: Lab) -> set[str]:
@@ -87,7 +87,7 @@ def test_with_nothing_due_step_refuses_and_run_stops_without_a_step() -> None:
     assert (lab.step_count, len(lab.trace)) == (steps, events)
     assert lab.run(steps=5) == 0 and lab.step_count == steps
     assert lab.run(until=1_000) == 1 and lab.now == 1_000  # the one step is the clock's advance
-    assert lab.trace[-1].kind is EventKind.ACTION_APPLIED and lab.trace[-1].payload["action"] == "advance_to"
+    assert lab.trace[-1].kind is EventKind.ACTION_APPLIED and lab.trace[-1].body.name == "advance_to"
 
 
 def test_crash_stops_the_process_and_the_session_timeout_removes_the_member() -> None:
@@ -95,18 +95,18 @@ def test_crash_stops_the_process_and_the_session_timeout_removes_the_member() ->
     crashed_at = lab.now
     lab.crash("A")
     assert not lab.clients["A"].alive and lab.clients["A"].fetching == {}
-    assert events(lab, "lab", "fault_injected")[-1].payload == {"action": "crash", "member": "A"}
+    assert events(lab, "lab", "fault_injected")[-1].body.fields == {"action": "crash", "member": "A"}
     lab.run(until=crashed_at + 100)  # a heartbeat A sent just before the crash may still arrive
     last_heard = max(
         e.time_ms
         for e in events(lab, "broker-0", "message_delivered")
-        if e.payload["from"] == "A" and e.payload["api"] == "ConsumerGroupHeartbeat"
+        if e.body.source == "A" and e.body.api == "ConsumerGroupHeartbeat"
     )
     lab.run(until=last_heard + 44_999)
     assert "A" in members(lab)  # nobody told the coordinator
     assert not [e for e in sent(lab, "A") if e.time_ms > crashed_at]
     lab.run(until=last_heard + 45_001)
-    timeout = [e for e in events(lab, "broker-0", "handler_result") if e.payload["origin"] == "session timeout A"]
+    timeout = [e for e in events(lab, "broker-0", "handler_result") if e.body.origin == "session timeout A"]
     assert [e.time_ms for e in timeout] == [last_heard + 45_000]  # the session timeout, from the last heartbeat
     assert members(lab) == {"B"}
     assert lab.run_until_stable()
@@ -145,13 +145,11 @@ def test_a_restarted_client_never_takes_an_answer_meant_for_its_previous_incarna
     lab.add_partitions("foo", 2)
     restarted_at = lab.step_count
     lab.restart("D")
-    old_requests = {e.payload["correlation_id"] for e in sent(lab, "D", api=None)}
+    old_requests = {e.body.correlation_id for e in sent(lab, "D", api=None)}
     lab.run(until=lab.now + 60_000)
 
     late = [
-        e
-        for e in events(lab, "D", "message_delivered", since=restarted_at)
-        if e.payload["correlation_id"] in old_requests
+        e for e in events(lab, "D", "message_delivered", since=restarted_at) if e.body.correlation_id in old_requests
     ]
     assert late  # answers to the old process did arrive after the restart
     assert lab.run_until_stable()
@@ -179,7 +177,7 @@ def test_pause_past_the_poll_timeout_leaves_and_resume_rejoins() -> None:
     assert "A" in members(lab) and lab.clients["A"].state is MemberState.STABLE
     lab.run(until=paused_at + 20_010)
     assert lab.clients["A"].state is MemberState.STALE and "A" not in members(lab)
-    expired = [e for e in events(lab, "A", "state_transition") if e.payload["trigger"] == "poll timer expired"]
+    expired = [e for e in events(lab, "A", "state_transition") if e.body.trigger == "poll timer expired"]
     assert [e.time_ms for e in expired] == [paused_at + 20_000]
     assert lab.run_until_stable()
     assert owned(lab, "B") == list(range(6))
@@ -195,10 +193,10 @@ def test_drop_messages_drops_the_next_message_and_the_request_times_out() -> Non
     lab.drop_messages("A", 1)
     lab.run(until=lab.now + 8_000)
     dropped = events(lab, "network", "message_dropped", since)
-    assert [(d.payload["from"], d.payload["api"], d.payload["reason"]) for d in dropped] == [
+    assert [(d.body.source, d.body.api, d.body.reason) for d in dropped] == [
         ("A", "ConsumerGroupHeartbeat", "dropped by fault")
     ]
-    notes = [e.payload["text"] for e in events(lab, "A", "note", since)]
+    notes = [e.body.text for e in events(lab, "A", "note", since)]
     assert any("timed out" in text for text in notes)
     assert [e.time_ms > dropped[0].time_ms for e in sent(lab, "A", since=since)][:1] == [True]  # a retry
     assert lab.clients["A"].state is MemberState.STABLE
@@ -209,8 +207,8 @@ def test_delay_messages_adds_latency_to_the_next_messages_only() -> None:
     since = lab.step_count
     lab.delay_messages("A", 2, 300)
     lab.run(until=lab.now + 12_000)
-    on_link = [e for e in events(lab, None, "message_sent", since) if "A" in (e.payload["from"], e.payload["to"])]
-    assert [e.payload["latency_ms"] for e in on_link[:4]] == [301, 301, 1, 1]
+    on_link = [e for e in events(lab, None, "message_sent", since) if "A" in (e.body.source, e.body.destination)]
+    assert [e.body.latency_ms for e in on_link[:4]] == [301, 301, 1, 1]
 
 
 def test_partition_link_drops_everything_for_a_while() -> None:
@@ -220,11 +218,11 @@ def test_partition_link_drops_everything_for_a_while() -> None:
     healed = lab.now + 6_000
     lab.run(until=lab.now + 12_000)
     dropped = events(lab, "network", "message_dropped", since)
-    assert dropped and all(d.payload["reason"] == "link partitioned" for d in dropped)
+    assert dropped and all(d.body.reason == "link partitioned" for d in dropped)
     assert all(d.time_ms < healed for d in dropped)
     assert any(e.time_ms >= healed for e in sent(lab, "A", since=since))
     assert "A" in members(lab)  # shorter than the session timeout: still a member
-    assert not [e for e in events(lab, "A", "state_transition", since) if e.payload["to"] == "FENCED"]
+    assert not [e for e in events(lab, "A", "state_transition", since) if e.body.to_state == "FENCED"]
 
 
 def test_fail_over_rebuilds_the_same_group_on_the_next_broker() -> None:
@@ -238,7 +236,7 @@ def test_fail_over_rebuilds_the_same_group_on_the_next_broker() -> None:
     assert after["groups"] == before["groups"] and after["offsets"] == before["offsets"]
     since = lab.step_count
     lab.run(until=lab.now + 11_000)
-    assert {e.payload["to"] for e in sent(lab, "A", since=since)} == {"broker-1"}
+    assert {e.body.destination for e in sent(lab, "A", since=since)} == {"broker-1"}
     assert lab.is_stable() and lab.coordinator.groups["g"].group_epoch == before["groups"]["g"]["group_epoch"]
 
 
@@ -307,7 +305,7 @@ def test_send_request_is_a_scripted_heartbeat() -> None:
         subscribed_topic_names=["foo"],
         topic_partitions=[],
     )
-    assert events(lab, "lab", "action_applied")[-1].payload["action"] == "send_request"
+    assert events(lab, "lab", "action_applied")[-1].body.name == "send_request"
     lab.run(until=lab.now + 5)
     response = lab.clients["S"].last_response
     assert isinstance(response, ConsumerGroupHeartbeatResponse)
@@ -321,7 +319,7 @@ def test_scheduled_fault_happens_at_its_time() -> None:
     expected = lab.now + 1_234
     lab.run(until=lab.now + 2_000)
     fault = events(lab, "lab", "fault_injected")[-1]
-    assert fault.payload == {"action": "crash", "member": "A"} and fault.time_ms == expected
+    assert fault.body.fields == {"action": "crash", "member": "A"} and fault.time_ms == expected
     assert not lab.clients["A"].alive
 
 
@@ -340,8 +338,8 @@ def test_advance_to_traces_the_coordinators_timers() -> None:
     lab.crash("A")
     lab.apply(a.AdvanceTo(time_ms=lab.now + 60_000))  # one step across A's session timeout
     timers = events(lab, "coordinator", "timer_fired")
-    assert [t.payload["timer"] for t in timers] == [["session", "g", "A"]]
-    assert any(e.payload.get("origin") == "session timeout A" for e in events(lab, kind="handler_result"))
+    assert [t.body.timer for t in timers] == [("session", "g", "A")]
+    assert any(e.body.origin == "session timeout A" for e in events(lab, kind="handler_result"))
     assert compute_metrics(lab.trace)["records_written"] == lab.world.log.end_offset
 
 
@@ -644,5 +642,5 @@ def test_configure_link_gives_one_member_its_own_latency_and_loss():
     lab.run(until=lab.now + 12_000)
     dropped = [e for e in lab.trace[mark:] if e.kind is EventKind.MESSAGE_DROPPED]
     assert dropped and all(
-        e.payload["reason"] == "random loss" and "A" in (e.payload["from"], e.payload["to"]) for e in dropped
+        e.body.reason == "random loss" and "A" in (e.body.source, e.body.destination) for e in dropped
     )
