@@ -10,7 +10,7 @@ import pytest
 
 kio = pytest.importorskip("kio", reason="the wire front door needs kio (pip install 'kip-lab[wire]')")
 
-from kip_lab.lab.trace import EventKind  # noqa: E402
+from kip_lab.events import EventKind, HandlerResult  # noqa: E402
 from kip_lab.wire.client import RawClient  # noqa: E402
 from kip_lab.wire.consumer_process import ConsumerProcess  # noqa: E402
 
@@ -32,9 +32,9 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, every_
 def handler_records(lab: Any, api: str | None = None) -> list[dict[str, Any]]:
     """The coordinator records of every handler result in the trace (optionally of one API's)."""
     out = []
-    for event in lab.trace:
-        if event.kind is EventKind.HANDLER_RESULT and (api is None or event.payload.get("origin") == api):
-            out.extend(event.payload.get("records", []))
+    for event in lab.trace.of_type(HandlerResult):
+        if api is None or event.body.origin == api:
+            out.extend(event.body.records)
     return out
 
 
@@ -43,9 +43,7 @@ def messages(lab: Any, kind: EventKind, actor: str | None = None, api: str | Non
     return [
         e
         for e in lab.trace
-        if e.kind is kind
-        and (actor is None or e.payload.get("from") == actor)
-        and (api is None or e.payload.get("api") == api)
+        if e.kind is kind and (actor is None or e.body.source == actor) and (api is None or e.body.api == api)
     ]
 
 
@@ -60,10 +58,8 @@ def coordinator_assignment_history(lab: Any) -> list[dict[str, set[tuple[str, in
     order (member id -> set of (topic id, partition)); a tombstone removes the member."""
     owned: dict[str, set[tuple[str, int]]] = {}
     history = []
-    for event in lab.trace:
-        if event.kind is not EventKind.HANDLER_RESULT:
-            continue
-        for record in event.payload.get("records", []):
+    for event in lab.trace.of_type(HandlerResult):
+        for record in event.body.records:
             if record["key"]["type"] != "ConsumerGroupCurrentMemberAssignmentKey":
                 continue
             member = record["key"]["member_id"]

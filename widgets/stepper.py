@@ -36,7 +36,26 @@ from kip_lab.clients.classic_consumer import ClassicConsumer
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE, GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
-from kip_lab.lab import Lab, Trace
+from kip_lab.events import (
+    ActionApplied,
+    AssignmentChanged,
+    CallbackCompleted,
+    CallbackInvoked,
+    Event,
+    FaultInjected,
+    HandlerResult,
+    InvariantViolated,
+    MessageDelivered,
+    MessageDropped,
+    MessageSent,
+    Note,
+    ShareAcquired,
+    ShareStateRpc,
+    ShareStateWrite,
+    StateTransition,
+    TimerFired,
+)
+from kip_lab.lab import Lab, Trace, TraceEvent
 from kip_lab.lab.invariants import INVARIANTS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
@@ -119,8 +138,7 @@ def _partitions(pairs: Any, topic_name: Callable[[str], str]) -> str:
     return ", ".join(names) if names else "nothing"
 
 
-def _message_detail(payload: dict) -> str:
-    body = payload.get("body") or {}
+def _message_detail(body: dict[str, Any]) -> str:
     details = []
     if "member_epoch" in body:
         details.append(f"epoch {body['member_epoch']}")
@@ -131,39 +149,41 @@ def _message_detail(payload: dict) -> str:
     return f" ({', '.join(details)})" if details else ""
 
 
-def describe_event(event: Any, topic_name: Callable[[str], str] = str) -> str | None:
+def describe_event(event: TraceEvent, topic_name: Callable[[str], str] = str) -> str | None:
     """One event as a short plain-language clause, or None for bookkeeping nobody needs to read."""
-    kind, actor, p = event.kind.value, event.actor, event.payload
-    if kind == "message_sent":
-        return f"{p['from']} sent {p['api']}{_message_detail(p)} to {p['to']}"
-    if kind == "message_delivered":
-        return f"{p['to']} received {p['from']}'s {p['api']}"
-    if kind == "message_dropped":
-        return f"the network dropped {p['from']}'s {p['api']} to {p['to']} ({p.get('reason', 'dropped')})"
-    if kind == "handler_result":
-        types = sorted({r["key"].get("type", "?").removesuffix("Key") for r in p.get("records") or ()})
-        return f"{actor} wrote {', '.join(types)}" if types else None
-    if kind == "timer_fired":
-        timer = p.get("timer")
-        what = " ".join(str(t) for t in timer) if isinstance(timer, list | tuple) else str(timer)
-        return f"{actor}: timer fired ({what})"
-    if kind == "state_transition":
-        return f"{actor}: {p['from']} → {p['to']} ({p['trigger']})"
-    if kind == "assignment_changed":
-        return f"{actor} now owns {_partitions(p.get('owned', ()), topic_name)}"
-    if kind == "callback_invoked":
-        return f"{actor} calls {p['callback']}({', '.join(p.get('partitions', ()))})"
-    if kind == "callback_completed":
-        return f"{actor}'s {p['callback']} {'returned' if p.get('ok', True) else 'failed'}"
-    if kind in ("fault_injected", "action_applied"):
-        what = " ".join(str(v) for k, v in p.items() if k in ("member", "topic", "count", "partitions"))
-        prefix = "fault: " if kind == "fault_injected" else ""
-        return f"{prefix}{p.get('action', kind).replace('_', ' ')} {what}".strip()
-    if kind == "invariant_violated":
-        return f"invariant broken: {p.get('invariant')}"
-    if kind == "note":
-        return f"{actor}: {p.get('text', '')}"
-    return f"{actor}: {kind.replace('_', ' ')}"
+    describe = _DESCRIBE.get(type(event.body))
+    if describe is None:
+        return f"{event.actor}: {event.kind.value.replace('_', ' ')}"
+    return describe(event.actor, event.body, topic_name)
+
+
+def _handler_result(actor: str, e: HandlerResult, topic_name: Callable[[str], str]) -> str | None:
+    types = sorted({r["key"].get("type", "?").removesuffix("Key") for r in e.records})
+    return f"{actor} wrote {', '.join(types)}" if types else None
+
+
+def _action(actor: str, e: ActionApplied, topic_name: Callable[[str], str]) -> str:
+    what = " ".join(str(v) for k, v in e.fields.items() if k in ("member", "topic", "count", "partitions"))
+    prefix = "fault: " if isinstance(e, FaultInjected) else ""
+    return f"{prefix}{e.name.replace('_', ' ')} {what}".strip()
+
+
+# How the stepper words each kind of event (the actor, the event, and how to name a topic id).
+_DESCRIBE: dict[type[Event], Callable[[str, Any, Callable[[str], str]], str | None]] = {
+    MessageSent: lambda actor, e, _: f"{e.source} sent {e.api}{_message_detail(e.body)} to {e.destination}",
+    MessageDelivered: lambda actor, e, _: f"{e.destination} received {e.source}'s {e.api}",
+    MessageDropped: lambda actor, e, _: f"the network dropped {e.source}'s {e.api} to {e.destination} ({e.reason})",
+    HandlerResult: _handler_result,
+    TimerFired: lambda actor, e, _: f"{actor}: timer fired ({' '.join(map(str, e.timer))})",
+    StateTransition: lambda actor, e, _: f"{actor}: {e.from_state} → {e.to_state} ({e.trigger})",
+    AssignmentChanged: lambda actor, e, topic_name: f"{actor} now owns {_partitions(e.owned or (), topic_name)}",
+    CallbackInvoked: lambda actor, e, _: f"{actor} calls {e.callback}({', '.join(e.partitions)})",
+    CallbackCompleted: lambda actor, e, _: f"{actor}'s {e.callback} {'returned' if e.ok else 'failed'}",
+    ActionApplied: _action,
+    FaultInjected: _action,
+    InvariantViolated: lambda actor, e, _: f"invariant broken: {e.invariant}",
+    Note: lambda actor, e, _: f"{actor}: {e.text}",
+}
 
 
 def describe_step(events: list, topic_name: Callable[[str], str] = str) -> str:
@@ -174,22 +194,20 @@ def describe_step(events: list, topic_name: Callable[[str], str] = str) -> str:
 
 def axis_kind(event: Any, owned_before: dict[str, Any]) -> str | None:
     """Which step-axis mark an event earns (see ``AXIS_KINDS``); updates ``owned_before``."""
-    kind = event.kind.value
-    if kind in ("fault_injected", "invariant_violated"):
+    body = event.body
+    if isinstance(body, FaultInjected | InvariantViolated):
         return "fault"
-    if kind == "state_transition":
+    if isinstance(body, StateTransition | ShareStateWrite | ShareAcquired):
         return "change"
-    if kind == "assignment_changed":
-        owned = tuple(map(tuple, event.payload.get("owned", ())))
+    if isinstance(body, AssignmentChanged):
+        owned = body.owned or ()
         changed = owned_before.get(event.actor) != owned
         owned_before[event.actor] = owned
         return "change" if changed else None
-    if kind == "handler_result":
-        types = {r["key"].get("type") for r in event.payload.get("records") or ()}
+    if isinstance(body, HandlerResult):
+        types = {r["key"].get("type") for r in body.records}
         return "change" if types & EPOCH_RECORDS else "records" if types else None
-    if kind in ("share_state_write", "share_acquired"):
-        return "change"
-    if kind.startswith("message_"):
+    if isinstance(body, MessageSent | MessageDelivered | MessageDropped):
         return "message"
     return None
 
@@ -612,23 +630,24 @@ class Stepper(W.VBox):
     def _last_transition(self, member: str | None) -> dict | None:
         """The member's state transition at the current step, if it made one (the last, if several)."""
         taken = [
-            e.payload
+            e.payload  # as JSON: what the diagram reads
             for e in self._full.at_step(self.lab.step_count)
-            if e.kind.value == "state_transition" and e.actor == member
+            if isinstance(e.body, StateTransition) and e.actor == member
         ]
         return taken[-1] if taken else None
 
     def _draw_records(self) -> None:
         rows = []
         for event in self._full.at_step(self.lab.step_count):
-            if event.kind.value in ("share_state_write", "share_state_rpc"):  # __share_group_state records
-                for record in event.payload.get("records", []):
+            body = event.body
+            if isinstance(body, ShareStateWrite | ShareStateRpc):  # __share_group_state records
+                for record in body.records:
                     value = html.escape(str(record["value"]))
                     rows.append(
                         f"<tr><td>{html.escape(record['type'])}</td><td>{event.actor}</td><td>{value}</td></tr>"
                     )
                 continue
-            for record in event.payload.get("records", []) if event.kind.value == "handler_result" else ():
+            for record in body.records if isinstance(body, HandlerResult) else ():
                 key = dict(record["key"])
                 kind = key.pop("type", "")
                 value = "tombstone" if record["value"] is None else html.escape(str(record["value"]))
@@ -638,9 +657,7 @@ class Stepper(W.VBox):
 
     def _draw_lights(self) -> None:
         step = self.lab.step_count
-        broken = {
-            e.payload.get("invariant") for e in self._full if e.kind.value == "invariant_violated" and e.step <= step
-        }
+        broken = {e.body.invariant for e in self._full.of_type(InvariantViolated) if e.step <= step}
         self.lights.value = "<br>".join(
             f"<span title='{html.escape(INVARIANTS[name])}'>{'🔴' if name in broken else '🟢'} "
             f"{html.escape(name)}</span>"

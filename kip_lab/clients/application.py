@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.clients.member_plumbing import MemberPlumbing
+from kip_lab.events import AssignmentChanged, CallbackCompleted, CallbackInvoked
 from kip_lab.protocol import Errors
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -106,15 +107,12 @@ class ApplicationLoop(MemberPlumbing):
         return sorted(self.world.partition_name(tp) for tp in partitions)
 
     def _emit_assignment(self) -> None:
-        self.world.emit(self.name, "assignment_changed", self._assignment_payload())
+        self.world.emit(self.name, self._assignment_event())
 
-    def _assignment_payload(self) -> dict[str, Any]:
-        return {
-            "member_id": self.member_id,
-            "member_epoch": self.member_epoch,
-            "owned": [list(tp) for tp in sorted(self.owned)],
-            "fetching": [list(tp) for tp in sorted(self.fetching)],
-        }
+    def _assignment_event(self) -> AssignmentChanged:
+        return AssignmentChanged(
+            self.member_id, self.member_epoch, owned=tuple(sorted(self.owned)), fetching=tuple(sorted(self.fetching))
+        )
 
     def _send(self, api: str, request: Any, context: Any = None) -> int:
         """Send to the group coordinator."""
@@ -177,16 +175,7 @@ class ApplicationLoop(MemberPlumbing):
             duration = int(method(names) or 0)
         except Exception as exc:  # a user callback may raise anything; Kafka logs and carries on
             duration, error = 0, f"{type(exc).__name__}: {exc}"
-        self.world.emit(
-            self.name,
-            "callback_invoked",
-            {
-                "callback": kind,
-                "partitions": names,
-                "duration_ms": duration,
-                "error": error,
-            },
-        )
+        self.world.emit(self.name, CallbackInvoked(kind, tuple(names), duration, error))
         self.app_busy_until = self.now + duration
         self._last_callback_ms = duration
         self._callback_running = True
@@ -200,7 +189,7 @@ class ApplicationLoop(MemberPlumbing):
             return
         self._callback_then = ()
         self._callback_running = False
-        self.world.emit(self.name, "callback_completed", {"callback": kind, "ok": ok})
+        self.world.emit(self.name, CallbackCompleted(kind, ok))
         self.last_poll_ms = self.now
         if not self.paused:
             self._arm_poll_timer()

@@ -37,7 +37,7 @@ new consumer runs: ``application.ApplicationLoop``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
@@ -52,6 +52,7 @@ from kip_lab.assignors.client import (
 from kip_lab.clients.application import TP, ApplicationLoop
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE, ClassicMemberState
 from kip_lab.clients.consumer import RETRIABLE, ConsumerConfig, TimedListener
+from kip_lab.events import AssignmentChanged, CallbackInvoked
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import (
     NO_GENERATION,
@@ -209,12 +210,13 @@ class ClassicConsumer(ApplicationLoop):
     def _transition_details(self) -> dict[str, Any]:
         return {"generation_id": self.generation_id, "protocol": self.rebalance_protocol.value}
 
-    def _assignment_payload(self) -> dict[str, Any]:
-        payload = super()._assignment_payload()
-        payload["assigned"] = None if self.assigned is None else [list(tp) for tp in sorted(self.assigned)]
+    def _assignment_event(self) -> AssignmentChanged:
         topics = sorted({tp[0] for tp in (*self.owned, *self.fetching, *(self.assigned or ()))})
-        payload["topic_names"] = {t: self._topic_name_of[t] for t in topics if t in self._topic_name_of}
-        return payload
+        return replace(
+            super()._assignment_event(),
+            assigned=None if self.assigned is None else tuple(sorted(self.assigned)),
+            topic_names={t: self._topic_name_of[t] for t in topics if t in self._topic_name_of},
+        )
 
     def settled(self) -> bool:
         """STABLE with nothing left to do: no rejoin pending, no callback to run, fetching what it owns."""
@@ -625,13 +627,7 @@ class ClassicConsumer(ApplicationLoop):
             assignor.on_assignment(assignment, self.generation_id)
         self.world.emit(
             self.name,
-            "callback_invoked",
-            {
-                "callback": "on_assignment",
-                "partitions": [f"{t}-{p}" for t, p in assignment.assigned_partitions],
-                "duration_ms": 0,
-                "error": None,
-            },
+            CallbackInvoked("on_assignment", tuple(f"{t}-{p}" for t, p in assignment.assigned_partitions), 0, None),
         )
         # on_partitions_assigned runs even when nothing is added (Kafka ``ConsumerCoordinator.onJoinComplete``).
         self._call_back("on_partitions_assigned", added, partial(self._complete_after_assign, round_, revoked, added))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from kip_lab.events import Note, StateTransition
 from kip_lab.machines import StateMachine
 
 
@@ -41,9 +42,9 @@ class MemberPlumbing:
     def _cancel(self, key: Any) -> None:
         self.world.scheduler.cancel(self, key)
 
-    def _note(self, text: str, **payload: Any) -> None:
-        """A ``note`` trace event: what the client did or saw, in words, with any details."""
-        self.world.emit(self.name, "note", {"text": text, **payload})
+    def _note(self, text: str, **details: Any) -> None:
+        """A ``Note`` trace event: what the client did or saw, in words, with any details."""
+        self.world.emit(self.name, Note(text, details))
 
     def _transition_details(self) -> dict[str, Any]:
         """What a client adds to its ``state_transition`` events beyond the member id and epoch."""
@@ -55,16 +56,15 @@ class MemberPlumbing:
         machine.require(self.state.value, trigger, target.value)
         self.world.emit(
             self.name,
-            "state_transition",
-            {
-                "machine": machine.name,
-                "from": self.state.value,
-                "to": target.value,
-                "trigger": trigger,
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
+            StateTransition(
+                machine.name,
+                self.state.value,
+                target.value,
+                trigger,
+                self.member_id,
+                self.member_epoch,
                 **self._transition_details(),
-            },
+            ),
         )
         self.state = target
 

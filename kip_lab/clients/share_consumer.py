@@ -33,6 +33,7 @@ from kip_lab.clients.application import TP, by_topic
 from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.clients.share_acknowledgements import Acknowledgements, DeliveredRecord
+from kip_lab.events import AssignmentChanged, ShareAckResult
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
@@ -373,12 +374,7 @@ class ShareConsumer(MemberPlumbing):
     def _emit_assignment(self) -> None:
         self.world.emit(
             self.name,
-            "assignment_changed",
-            {
-                "member_id": self.member_id,
-                "member_epoch": self.member_epoch,
-                "share_assigned": [list(tp) for tp in sorted(self.assigned)],
-            },
+            AssignmentChanged(self.member_id, self.member_epoch, share_assigned=tuple(sorted(self.assigned))),
         )
 
     # ------------------------------------------------------------------ the application: poll, process, commit
@@ -601,11 +597,12 @@ class ShareConsumer(MemberPlumbing):
         """The acknowledgement commit callback: ``onComplete(offsets, exception)`` per partition."""
         for tp, batches in sorted(acks.items()):
             offsets = [o for b in batches for o in range(b.first_offset, b.last_offset + 1)]
-            result = {"partition": list(tp), "offsets": offsets, "error": None if error is Errors.NONE else error.name}
-            if message and error is not Errors.NONE:
-                result["message"] = message
-            self.commit_results.append(result)
-            self.world.emit(self.name, "share_ack_result", result)
+            failed = error is not Errors.NONE
+            result = ShareAckResult(
+                tp, tuple(offsets), error.name if failed else None, message if failed and message else None
+            )
+            self.commit_results.append(result.to_payload())
+            self.world.emit(self.name, result)
 
     # ------------------------------------------------------------------ responses
     def _request_timed_out(self, correlation: int) -> None:

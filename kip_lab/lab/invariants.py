@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 from itertools import pairwise
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any, Literal
 
 from kip_lab.clients.member_state import MemberState as ClientState
@@ -63,7 +63,7 @@ OWNERSHIP_INPUTS = frozenset({"ConsumerGroupMemberMetadataKey", "ConsumerGroupCu
 ALL_RECORDS = TARGET_INPUTS | OWNERSHIP_INPUTS
 NO_GROUP_CHANGE = frozenset({OffsetCommitKey})  # offsets change no group
 NOTHING_WRITTEN: frozenset[str] = frozenset()
-_kind_of = itemgetter(3)  # TraceEvent.kind, without the property call per event
+_kind_of = attrgetter("kind")  # TraceEvent.kind
 CheckMode = Literal["incremental", "full"]
 TP = tuple[str, int]
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own

@@ -28,17 +28,17 @@ from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.config import lift_fidelity
+from kip_lab.events import InvariantViolated, Note
 from kip_lab.lab import actions as a
 from kip_lab.lab.invariants import CheckMode, InvariantChecker
 from kip_lab.lab.network import LinkConfig
 from kip_lab.lab.snapshot import Snapshot
 from kip_lab.lab.stability import StabilityTracker
-from kip_lab.lab.trace import EventKind, Trace, TraceEvent
+from kip_lab.lab.trace import Trace, TraceEvent
 from kip_lab.lab.world import World
 from kip_lab.runtime.collector import collector_paused
 from kip_lab.share.config import SharePartitionConfig
 
-_KINDS = {kind.value: kind for kind in EventKind}
 # The work measure's weights (decision P3, fitted on a 100-member group joining, steady and
 # under faults; see docs/performance.md): a step that changed what members own (a
 # rebalance's step) counts as 25 traced events, two records written as one, a record a
@@ -296,7 +296,7 @@ class Lab:
             taken = self._snapshots.get(number)
         events = self._flush(number)
         for name, explanation in self.invariants.check(world, events):
-            world.emit("invariants", "invariant_violated", {"invariant": name, "explanation": explanation})
+            world.emit("invariants", InvariantViolated(name, explanation))
         self._stability.step_done(events, world.written_batches)
         if world.written_batches:
             world.written_batches.clear()
@@ -316,7 +316,7 @@ class Lab:
         self.invariants.action_applied(action)
         self._stability.touched.action_applied(action)
         if isinstance(action, a.ScheduleAction):
-            self.world.emit("lab", "note", {"text": f"scheduled {action.inner.action} at {action.at_ms} ms"})
+            self.world.emit("lab", Note(f"scheduled {action.inner.action} at {action.at_ms} ms"))
             self.world.schedule_action(action.inner, action.at_ms)
         else:
             self.world.perform(action)
@@ -324,11 +324,7 @@ class Lab:
     def _flush(self, step: int) -> list[TraceEvent]:
         world = self.world
         now = world.scheduler.now_ms
-        kinds = _KINDS
-        new = tuple.__new__  # TraceEvent's own constructor, minus a Python call per event
-        events = []  # a loop, not a comprehension: a step has one or two events, too few to pay for its frame
-        for actor, kind, payload in world.events:
-            events.append(new(TraceEvent, (step, now, actor, kinds[kind], payload)))
+        events = [TraceEvent(step, now, actor, body) for actor, body in world.events]
         world.events.clear()
         self.trace.extend(events)
         return events

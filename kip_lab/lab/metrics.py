@@ -74,9 +74,29 @@ share records acknowledged, archived
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
+
+from kip_lab.events import (
+    ActionApplied,
+    AssignmentChanged,
+    CallbackCompleted,
+    CallbackInvoked,
+    Event,
+    FaultInjected,
+    HandlerResult,
+    InvariantViolated,
+    MessageDropped,
+    MessageSent,
+    Note,
+    ShareAcquired,
+    ShareStateWrite,
+    StateTransition,
+)
+from kip_lab.lab.trace import TraceEvent
 
 TP = tuple[str, int]
 
@@ -90,7 +110,7 @@ class _Client:
     alive: bool = True
     paused: bool = False
     state: str = "UNSUBSCRIBED"
-    member_id: str = ""
+    member_id: str | None = ""
     owned: frozenset[TP] = frozenset()
     fetching: frozenset[TP] = frozenset()
     subscription: tuple[tuple[str, ...], str | None] = ((), None)  # sorted topic names, regex
@@ -216,139 +236,162 @@ class _Replay:
             self._update_down(key, now)
 
     # -- events ---------------------------------------------------------------------------
-    def apply(self, event: Any, kind: str) -> None:
-        """Apply one event; ``kind`` is ``_kind(event)``, which the caller has already worked out."""
-        payload = event.payload
-        now = event.time_ms
-        if kind in ("action_applied", "fault_injected"):
-            self._action(payload, now)
-        elif kind == "state_transition":
-            client = self.clients.get(event.actor)
-            if client is None:
-                return
-            if payload.get("from") == "UNSUBSCRIBED" and payload.get("to") in ("JOINING", "UNJOINED"):
-                client.owned = frozenset()
-                self._set_fetching(event.actor, client, frozenset(), now)
-            client.state = payload["to"]
-            client.member_id = payload.get("member_id", client.member_id)
-            if client.classic:
-                client.generation = payload.get("generation_id", client.generation)
-                if client.state in ("PREPARING_REBALANCE", *GONE):
-                    client.rejoin_pending = False
-        elif kind == "assignment_changed":
-            client = self.clients.get(event.actor)
-            if client is None:
-                return
-            client.member_id = payload.get("member_id", client.member_id)
-            if client.classic:
-                assigned = payload.get("assigned")
-                client.assigned = None if assigned is None else frozenset(tuple(tp) for tp in assigned)
-                self.names.update(payload.get("topic_names", {}))
-            client.owned = frozenset(tuple(tp) for tp in payload.get("owned", ()))
-            self._set_fetching(event.actor, client, frozenset(tuple(tp) for tp in payload.get("fetching", ())), now)
-        elif kind == "handler_result":
-            for record in payload.get("records") or ():
-                self._record(record, now)
-        elif kind == "note" and "rejoin" in payload and event.actor in self.clients:
-            self.clients[event.actor].rejoin_pending = True
-        elif kind in ("callback_invoked", "callback_completed") and event.actor in self.clients:
-            client = self.clients[event.actor]
-            if client.classic and payload.get("callback") != "on_assignment":  # on_assignment is instant
-                client.callbacks_running += 1 if kind == "callback_invoked" else -1
+    def apply(self, event: TraceEvent) -> None:
+        """Apply one event to the views (events no view reads change nothing)."""
+        reader = _REPLAY_READS.get(type(event.body))
+        if reader is not None:
+            reader(self, event.actor, event.body, event.time_ms)
 
-    def _action(self, payload: dict[str, Any], now: int) -> None:
-        action = payload.get("action")
-        member = payload.get("member")
-        if action == "add_consumer":
-            config = payload["config"]
-            self.clients[payload["member"]] = _Client(
-                group=config["group_id"],
-                subscription=_subscription(config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")),
-                classic=config.get("group_protocol") == "classic",
-            )
-        elif action == "change_subscription" and member in self.clients:
-            self.clients[member].subscription = _subscription(payload.get("topics"), payload.get("regex"))
-        elif action == "crash" and member in self.clients:
-            self.clients[member].alive = False
-        elif action == "restart" and member in self.clients:
-            client = self.clients[member]
-            client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
-            client.assigned, client.rejoin_pending, client.generation = None, False, -1
-            client.callbacks_running = 0
-            self.incarnations[member] = self.incarnations.get(member, 0) + 1
-            config = payload.get("config")
-            if config:  # restarted with another config: another version, or another group.protocol
-                client.group = config["group_id"]
-                client.subscription = _subscription(
-                    config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")
-                )
-                client.classic = config.get("group_protocol") == "classic"
-        elif action == "pause" and member in self.clients:
-            self.clients[member].paused = True
-        elif action == "resume" and member in self.clients:
-            self.clients[member].paused = False
-        elif action in ("create_topic", "recreate_topic"):
-            partitions = payload.get("partitions")
-            self.topics[payload["topic"]] = (
-                partitions if partitions is not None else self.topics.get(payload["topic"], 0)
-            )
-        elif action == "add_partitions" and payload.get("topic") in self.topics:
-            self.topics[payload["topic"]] += payload["count"]
-        elif action == "delete_topic":
-            self.topics.pop(payload["topic"], None)
-        if action in ("delete_topic", "recreate_topic"):
-            self._classic_topic_gone(payload["topic"], now)
+    def on_action(self, actor: str, event: ActionApplied, now: int) -> None:
+        reader = _ACTION_READS.get(event.name)
+        if reader is not None:
+            reader(self, event.fields, now)
 
+    def on_state_transition(self, actor: str, event: StateTransition, now: int) -> None:
+        client = self.clients.get(actor)
+        if client is None:
+            return
+        if event.from_state == "UNSUBSCRIBED" and event.to_state in ("JOINING", "UNJOINED"):
+            client.owned = frozenset()
+            self._set_fetching(actor, client, frozenset(), now)
+        client.state = event.to_state
+        client.member_id = event.member_id
+        if client.classic:
+            if event.generation_id is not None:
+                client.generation = event.generation_id
+            if client.state in ("PREPARING_REBALANCE", *GONE):
+                client.rejoin_pending = False
+
+    def on_assignment_changed(self, actor: str, event: AssignmentChanged, now: int) -> None:
+        client = self.clients.get(actor)
+        if client is None:
+            return
+        client.member_id = event.member_id
+        if client.classic:
+            client.assigned = None if event.assigned is None else frozenset(event.assigned)
+            self.names.update(event.topic_names or {})
+        client.owned = frozenset(event.owned or ())
+        self._set_fetching(actor, client, frozenset(event.fetching or ()), now)
+
+    def on_handler_result(self, actor: str, event: HandlerResult, now: int) -> None:
+        for record in event.records:
+            self._record(record, now)
+
+    def on_note(self, actor: str, event: Note, now: int) -> None:
+        if "rejoin" in event.details and actor in self.clients:
+            self.clients[actor].rejoin_pending = True
+
+    def on_callback(self, actor: str, event: CallbackInvoked | CallbackCompleted, now: int) -> None:
+        client = self.clients.get(actor)
+        if client is not None and client.classic and event.callback != "on_assignment":  # on_assignment is instant
+            client.callbacks_running += 1 if isinstance(event, CallbackInvoked) else -1
+
+    # -- actions (their fields, as JSON) ------------------------------------------------------
+    def _add_consumer(self, action: dict[str, Any], now: int) -> None:
+        self.clients[action["member"]] = _client_of(action["config"])  # a new name: the Lab refuses a taken one
+
+    def _change_subscription(self, action: dict[str, Any], now: int) -> None:
+        client = self.clients.get(action.get("member", ""))
+        if client is not None:
+            client.subscription = _subscription(action.get("topics"), action.get("regex"))
+
+    def _crash(self, action: dict[str, Any], now: int) -> None:
+        client = self.clients.get(action.get("member", ""))
+        if client is not None:
+            client.alive = False
+
+    def _restart(self, action: dict[str, Any], now: int) -> None:
+        member = action.get("member", "")
+        client = self.clients.get(member)
+        if client is None:
+            return
+        client.alive, client.paused, client.state = True, False, "UNSUBSCRIBED"
+        client.assigned, client.rejoin_pending, client.generation = None, False, -1
+        client.callbacks_running = 0
+        self.incarnations[member] = self.incarnations.get(member, 0) + 1
+        config = action.get("config")
+        if config:  # restarted with another config: another version, or another group.protocol
+            restarted = _client_of(config)
+            client.group, client.subscription = restarted.group, restarted.subscription
+            client.classic = restarted.classic
+
+    def _pause(self, action: dict[str, Any], now: int) -> None:
+        client = self.clients.get(action.get("member", ""))
+        if client is not None:
+            client.paused = action["action"] == "pause"
+
+    def _create_topic(self, action: dict[str, Any], now: int) -> None:
+        partitions = action.get("partitions")
+        topic = action["topic"]
+        self.topics[topic] = partitions if partitions is not None else self.topics.get(topic, 0)
+        if action["action"] == "recreate_topic":
+            self._classic_topic_gone(topic, now)
+
+    def _add_partitions(self, action: dict[str, Any], now: int) -> None:
+        if action.get("topic") in self.topics:
+            self.topics[action["topic"]] += action["count"]
+
+    def _delete_topic(self, action: dict[str, Any], now: int) -> None:
+        self.topics.pop(action["topic"], None)
+        self._classic_topic_gone(action["topic"], now)
+
+    # -- coordinator records (summaries: {"key": {..., "type"}, "value"}) -----------------------
     def _record(self, record: dict[str, Any], now: int) -> None:
         key, value = record["key"], record["value"]
         kind = key.get("type")
         if kind == "GroupMetadataKey":
             self._classic_record(key["group"], value)
             return
-        member: _Member | None
+        reader = _RECORD_READS.get(kind)
         group_id = key.get("group_id")
-        if group_id is None:
-            return  # an offset commit
+        if reader is None or group_id is None:
+            return  # an offset commit, or a record no view reads
         group = self.groups.get(group_id)
         if group is None:
             if value is None:
                 return
             group = self.groups[group_id] = _Group()
-        if kind == "ConsumerGroupMetadataKey":
+        reader(self, group_id, group, key, value, now)
+
+    def _group_metadata(self, group_id: str, group: _Group, key: dict, value: dict | None, now: int) -> None:
+        if value is None:
+            self._set_metadata(group_id, group, {}, now)
+            del self.groups[group_id]
+            return
+        if value["epoch"] > group.group_epoch:
+            self.epoch_bumps.append((group_id, value["epoch"]))
+        group.group_epoch = value["epoch"]
+
+    def _partition_metadata(self, group_id: str, group: _Group, key: dict, value: dict | None, now: int) -> None:
+        topics = (value or {}).get("topics", ())
+        metadata = {t["topic_id"]: (t["topic_name"], t["num_partitions"]) for t in topics}
+        self._set_metadata(group_id, group, metadata, now)
+
+    def _target_metadata(self, group_id: str, group: _Group, key: dict, value: dict | None, now: int) -> None:
+        if value is not None:
+            group.assignment_epoch = value["assignment_epoch"]
+
+    def _member_metadata(self, group_id: str, group: _Group, key: dict, value: dict | None, now: int) -> None:
+        member_id = key["member_id"]
+        if value is None:
+            group.members.pop(member_id, None)
+        else:
+            member = group.members.setdefault(member_id, _Member())
+            member.subscribed = tuple(value.get("subscribed_topic_names", ()))
+            member.regex = value.get("subscribed_topic_regex")
+
+    def _current_assignment(self, group_id: str, group: _Group, key: dict, value: dict | None, now: int) -> None:
+        member = group.members.get(key["member_id"])
+        if member is None:
             if value is None:
-                self._set_metadata(group_id, group, {}, now)
-                del self.groups[group_id]
-            else:
-                if value["epoch"] > group.group_epoch:
-                    self.epoch_bumps.append((group_id, value["epoch"]))
-                group.group_epoch = value["epoch"]
-        elif kind == "ConsumerGroupPartitionMetadataKey":
-            topics = (value or {}).get("topics", ())
-            metadata = {t["topic_id"]: (t["topic_name"], t["num_partitions"]) for t in topics}
-            self._set_metadata(group_id, group, metadata, now)
-        elif kind == "ConsumerGroupTargetAssignmentMetadataKey":
-            if value is not None:
-                group.assignment_epoch = value["assignment_epoch"]
-        elif kind == "ConsumerGroupMemberMetadataKey":
-            member_id = key["member_id"]
-            if value is None:
-                group.members.pop(member_id, None)
-            else:
-                member = group.members.setdefault(member_id, _Member())
-                member.subscribed = tuple(value.get("subscribed_topic_names", ()))
-                member.regex = value.get("subscribed_topic_regex")
-        elif kind == "ConsumerGroupCurrentMemberAssignmentKey":
-            member = group.members.get(key["member_id"])
-            if member is None:
-                if value is None:
-                    return
-                member = group.members[key["member_id"]] = _Member()
-            if value is None:
-                member.epoch, member.state, member.assigned = 0, "STABLE", frozenset()
-            else:
-                member.epoch = value["member_epoch"]
-                member.state = value.get("state", "STABLE")
-                member.assigned = _partitions(value.get("topic_partitions"))
+                return
+            member = group.members[key["member_id"]] = _Member()
+        if value is None:
+            member.epoch, member.state, member.assigned = 0, "STABLE", frozenset()
+        else:
+            member.epoch = value["member_epoch"]
+            member.state = value.get("state", "STABLE")
+            member.assigned = _partitions(value.get("topic_partitions"))
 
     # -- classic groups ---------------------------------------------------------------------
     def _classic_record(self, group_id: str, value: dict[str, Any] | None) -> None:
@@ -371,68 +414,83 @@ class _Replay:
                 self.exists.discard(key)
                 self._update_down(key, now)
 
-    def _classic_stable(self, live: dict[tuple[str, str], _Client]) -> bool:
+    def _classic_stable(self, live: dict[tuple[str, str | None], _Client]) -> bool:
         """Each classic client STABLE with no rejoin pending and owning what its last SyncGroup gave;
         each classic group's last completed generation holds exactly its live classic clients."""
-        for (group_id, member_id), client in live.items():
-            if not client.classic:
-                continue
-            if client.rejoin_pending or client.callbacks_running or client.assigned != client.owned:
-                return False
-            classic = self.classic_groups.get(group_id)
-            if classic is not None and (member_id not in classic[1] or client.generation != classic[0]):
-                return False
-            if classic is None and member_id not in self.groups.get(group_id, _Group()).members:
-                return False
+        if not all(self._classic_client_settled(group_id, member_id, c) for (group_id, member_id), c in live.items()):
+            return False
         for group_id, (_, members) in self.classic_groups.items():
             if any((group_id, member_id) not in live for member_id in members):
                 return False  # a member whose process is gone, or one that left
-        # Partitions added that the leader has not noticed yet: a subscribed topic not fully owned.
+        return self._classic_topics_owned(live)
+
+    def _classic_client_settled(self, group_id: str, member_id: str | None, client: _Client) -> bool:
+        if not client.classic:
+            return True
+        if client.rejoin_pending or client.callbacks_running or client.assigned != client.owned:
+            return False
+        classic = self.classic_groups.get(group_id)
+        if classic is not None:
+            return member_id in classic[1] and client.generation == classic[0]
+        return member_id in self.groups.get(group_id, _Group()).members
+
+    def _classic_topics_owned(self, live: dict[tuple[str, str | None], _Client]) -> bool:
+        """Every partition of the topics classic clients subscribe to is owned (else the leader
+        has yet to notice added partitions). Every member counts: a migrating group mixes protocols."""
         owned: dict[tuple[str, str], int] = {}
-        for (group_id, _), client in live.items():  # every member: a migrating group mixes protocols
+        for (group_id, _), client in live.items():
             for tp in client.owned:
                 name = self.names.get(tp[0], tp[0])
                 owned[(group_id, name)] = owned.get((group_id, name), 0) + 1
-        for (group_id, _), client in live.items():
-            if client.classic and any(
-                self.topics.get(name, 0) != owned.get((group_id, name), 0) for name in client.subscription[0]
-            ):
-                return False
-        return True
+        return not any(
+            client.classic
+            and any(self.topics.get(name, 0) != owned.get((group_id, name), 0) for name in client.subscription[0])
+            for (group_id, _), client in live.items()
+        )
 
     # -- stability ------------------------------------------------------------------------
     def is_stable(self) -> bool:
-        live: dict[tuple[str, str], _Client] = {}
-        for client in self.clients.values():
-            if client.state == "STALE" and client.alive and not client.paused:
-                return False  # polling again: it rejoins once its assignment is released
-            if not client.live:
-                continue
-            if client.state != "STABLE" or client.owned != client.fetching:
-                return False
-            live[(client.group, client.member_id)] = client
-        if not self._classic_stable(live):
+        """The module docstring's *stable*, (1) to (6)."""
+        live = self._live_clients()
+        if live is None or not self._classic_stable(live):
             return False
-        for group_id, group in self.groups.items():
-            if not group.members:
-                continue
-            if group.state != "Stable":
-                return False
-            for member_id, member in group.members.items():
-                live_client = live.get((group_id, member_id))
-                if live_client is None or live_client.owned != member.assigned:
-                    return False
-                if live_client.subscription != (tuple(sorted(member.subscribed)), member.regex):
-                    return False  # a subscription change the coordinator has not heard yet
-            if self._metadata_lags(group):
-                return False
-        for group_id, member_id in live:
+        if not all(self._group_settled(group_id, group, live) for group_id, group in self.groups.items()):
+            return False
+        for (group_id, member_id), client in live.items():
             known_group = self.groups.get(group_id)
-            if live[(group_id, member_id)].classic and group_id in self.classic_groups:
-                continue  # checked against its classic group above
+            if client.classic and group_id in self.classic_groups:
+                continue  # checked against its classic group
             if known_group is None or member_id not in known_group.members:
                 return False  # a live client the coordinator does not know (yet)
         return True
+
+    def _live_clients(self) -> dict[tuple[str, str | None], _Client] | None:
+        """The live clients by (group, member id), or None when one is not settled yet."""
+        live: dict[tuple[str, str | None], _Client] = {}
+        for client in self.clients.values():
+            if client.state == "STALE" and client.alive and not client.paused:
+                return None  # polling again: it rejoins once its assignment is released
+            if not client.live:
+                continue
+            if client.state != "STABLE" or client.owned != client.fetching:
+                return None
+            live[(client.group, client.member_id)] = client
+        return live
+
+    def _group_settled(self, group_id: str, group: _Group, live: dict[tuple[str, str | None], _Client]) -> bool:
+        """A group with members is Stable, each member's client owns what it was assigned and
+        asked for the subscription the coordinator has, and its metadata does not lag."""
+        if not group.members:
+            return True
+        if group.state != "Stable":
+            return False
+        for member_id, member in group.members.items():
+            live_client = live.get((group_id, member_id))
+            if live_client is None or live_client.owned != member.assigned:
+                return False
+            if live_client.subscription != (tuple(sorted(member.subscribed)), member.regex):
+                return False  # a subscription change the coordinator has not heard yet
+        return not self._metadata_lags(group)
 
     def _metadata_lags(self, group: _Group) -> bool:
         named: dict[str, int] = {}
@@ -453,7 +511,7 @@ class _Replay:
 
 
 def compute_metrics(
-    trace: Iterable[Any], *, end_ms: int | None = None, totals_before_ms: int | None = None
+    trace: Iterable[TraceEvent], *, end_ms: int | None = None, totals_before_ms: int | None = None
 ) -> dict[str, Any]:
     """Rebalance metrics of a run, from its trace (a ``Trace`` or any iterable of ``TraceEvent``).
 
@@ -463,112 +521,147 @@ def compute_metrics(
     ``compute_metrics`` of that prefix would give, taken in the same pass.
     See the module docstring for the exact definitions.
     """
-    events = list(trace)
     replay = _Replay()
+    tally = _Tally()
     totals_before: dict[str, int] | None = None
-    triggers: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []
-    sent_ids: set[Any] = set()
-    heartbeats = 0
-    records = 0
-    revocations = 0
-    violations: dict[str, int] = {}
-    senders: set[str] = set()  # consumers and scripted clients
-    share = {"acquired": 0, "redeliveries": 0, "acknowledged": 0, "archived": 0}
-
-    def settle(step: int, time_ms: int) -> None:
-        if pending and replay.is_stable():
-            for trigger in pending:
-                trigger["stable_step"] = step
-                trigger["stable_time_ms"] = time_ms
-                trigger["time_to_stable_ms"] = time_ms - trigger["time_ms"]
-            pending.clear()
-
-    index = 0
-    while index < len(events):
-        step = events[index].step
-        time_ms = events[index].time_ms
-        relevant = False
-        while index < len(events) and events[index].step == step:
-            event = events[index]
+    last = 0
+    for step, in_step in groupby(trace, key=attrgetter("step")):  # stability is checked once a step is applied
+        for event in in_step:
             if totals_before is None and totals_before_ms is not None and event.time_ms >= totals_before_ms:
-                totals_before = _totals_at(replay, revocations, totals_before_ms)
-            index += 1
-            time_ms = event.time_ms
-            kind = _kind(event)
-            payload = event.payload
+                totals_before = _totals_at(replay, tally.revocations, totals_before_ms)
             replay.epoch_bumps.clear()
-            replay.apply(event, kind)
-            if kind in ("action_applied", "fault_injected") and payload.get("member"):
-                senders.add(payload["member"])
-            if kind == "fault_injected":
-                target = payload.get("member") or payload.get("topic") or payload.get("to_broker") or ""
-                trigger = _trigger(event, f"{payload.get('action')} {target}")
-                triggers.append(trigger)
-                pending.append(trigger)
-            for group_id, epoch in replay.epoch_bumps:
-                trigger = _trigger(event, f"group {group_id} epoch {epoch}")
-                triggers.append(trigger)
-                pending.append(trigger)
-            if kind == "message_sent":
-                sent_ids.add(payload.get("id"))
-                if payload.get("api") in HEARTBEAT_APIS and payload.get("from") in senders:
-                    heartbeats += 1
-            elif kind == "message_dropped":
-                at_send = payload.get("id") not in sent_ids
-                if at_send and payload.get("api") in HEARTBEAT_APIS and payload.get("from") in senders:
-                    heartbeats += 1
-            elif kind == "handler_result":
-                records += len(payload.get("records") or ())
-            elif kind == "callback_invoked" and payload.get("callback") == "on_partitions_revoked":
-                revocations += len(payload.get("partitions", ()))
-            elif kind == "share_acquired":
-                for first, last, count in payload["ranges"]:
-                    share["acquired"] += last - first + 1
-                    share["redeliveries"] += (last - first + 1) if count > 1 else 0
-            elif kind == "share_state_write" and payload.get("error") is None:
-                for first, last, _, target in payload["transitions"]:
-                    if target in ("Acknowledged", "Archived"):
-                        share[target.lower()] += last - first + 1
-            elif kind == "invariant_violated":
-                name = payload.get("invariant", "?")
-                violations[name] = violations.get(name, 0) + 1
-            relevant = relevant or kind in _STATE_KINDS
-        if relevant or pending:
-            settle(step, time_ms)
-
-    last = events[-1].time_ms if events else 0
+            replay.apply(event)
+            tally.add(event, replay.epoch_bumps)
+            last = event.time_ms
+        if tally.pending and replay.is_stable():
+            tally.settle(step, last)
     end = last if end_ms is None else end_ms
     if totals_before is None and totals_before_ms is not None:
-        totals_before = _totals_at(replay, revocations, totals_before_ms)
+        totals_before = _totals_at(replay, tally.revocations, totals_before_ms)
     replay.finish(end)
+    return {
+        "end_ms": end,
+        **tally.triggers_report(),
+        "stable_at_end": replay.is_stable(),
+        **_unavailability_report(replay),
+        "revocations": tally.revocations,
+        "partition_moves": replay.moves,
+        "stops_without_move": replay.stops_without_move,
+        "heartbeats_sent": tally.heartbeats,
+        "records_written": tally.records,
+        "invariant_violations": sum(tally.violations.values()),
+        "invariant_violations_by_name": dict(sorted(tally.violations.items())),
+        "share_records_acquired": tally.share["acquired"],
+        "share_redeliveries": tally.share["redeliveries"],
+        "share_records_acknowledged": tally.share["acknowledged"],
+        "share_records_archived": tally.share["archived"],
+        **({} if totals_before is None else {"totals_before": totals_before}),
+    }
+
+
+class _Tally:
+    """What ``compute_metrics`` counts from events, beside the replay's views: the triggers
+    (and which still wait for stability), heartbeats, records, revocations, share records."""
+
+    def __init__(self) -> None:
+        self.triggers: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []  # triggers not followed by a stable step yet
+        self.sent_ids: set[int] = set()
+        self.senders: set[str] = set()  # consumers and scripted clients
+        self.heartbeats = 0
+        self.records = 0
+        self.revocations = 0
+        self.violations: dict[str, int] = {}
+        self.share = {"acquired": 0, "redeliveries": 0, "acknowledged": 0, "archived": 0}
+
+    def add(self, event: TraceEvent, epoch_bumps: list[tuple[str, int]]) -> None:
+        reader = _TALLY_READS.get(type(event.body))
+        if reader is not None:
+            reader(self, event)
+        for group_id, epoch in epoch_bumps:
+            self._trigger(event, f"group {group_id} epoch {epoch}")
+
+    def _trigger(self, event: TraceEvent, cause: str) -> None:
+        trigger = {
+            "step": event.step,
+            "time_ms": event.time_ms,
+            "cause": cause.strip(),
+            "stable_step": None,
+            "stable_time_ms": None,
+            "time_to_stable_ms": None,
+        }
+        self.triggers.append(trigger)
+        self.pending.append(trigger)
+
+    def settle(self, step: int, time_ms: int) -> None:
+        """The Lab is stable after ``step``: every pending trigger ends there."""
+        for trigger in self.pending:
+            trigger["stable_step"] = step
+            trigger["stable_time_ms"] = time_ms
+            trigger["time_to_stable_ms"] = time_ms - trigger["time_ms"]
+        self.pending.clear()
+
+    def triggers_report(self) -> dict[str, Any]:
+        resolved = [t["time_to_stable_ms"] for t in self.triggers if t["time_to_stable_ms"] is not None]
+        return {
+            "triggers": self.triggers,
+            "max_time_to_stable_ms": max(resolved) if resolved else None,
+            "mean_time_to_stable_ms": sum(resolved) / len(resolved) if resolved else None,
+            "unsettled_triggers": len(self.triggers) - len(resolved),
+        }
+
+    def on_action(self, event: TraceEvent[ActionApplied]) -> None:
+        action = event.body
+        if action.member:
+            self.senders.add(action.member)
+        if isinstance(action, FaultInjected):
+            target = action.member or action.fields.get("topic") or action.fields.get("to_broker") or ""
+            self._trigger(event, f"{action.name} {target}")
+
+    def on_message_sent(self, event: TraceEvent[MessageSent]) -> None:
+        message = event.body
+        self.sent_ids.add(message.id)
+        if message.api in HEARTBEAT_APIS and message.source in self.senders:
+            self.heartbeats += 1
+
+    def on_message_dropped(self, event: TraceEvent[MessageDropped]) -> None:
+        message = event.body
+        at_send = message.id not in self.sent_ids
+        if at_send and message.api in HEARTBEAT_APIS and message.source in self.senders:
+            self.heartbeats += 1
+
+    def on_handler_result(self, event: TraceEvent[HandlerResult]) -> None:
+        self.records += len(event.body.written or ())
+
+    def on_callback_invoked(self, event: TraceEvent[CallbackInvoked]) -> None:
+        if event.body.callback == "on_partitions_revoked":
+            self.revocations += len(event.body.partitions)
+
+    def on_share_acquired(self, event: TraceEvent[ShareAcquired]) -> None:
+        for first, last, count in event.body.ranges:
+            self.share["acquired"] += last - first + 1
+            self.share["redeliveries"] += (last - first + 1) if count > 1 else 0
+
+    def on_share_state_write(self, event: TraceEvent[ShareStateWrite]) -> None:
+        if event.body.error is None:
+            for first, last, _, target in event.body.transitions:
+                if target in ("Acknowledged", "Archived"):
+                    self.share[target.lower()] += last - first + 1
+
+    def on_invariant_violated(self, event: TraceEvent[InvariantViolated]) -> None:
+        name = event.body.invariant
+        self.violations[name] = self.violations.get(name, 0) + 1
+
+
+def _unavailability_report(replay: _Replay) -> dict[str, Any]:
     unavailability: dict[str, dict[str, int]] = {}
     for (group_id, tp), ms in sorted(replay.unavailable.items()):
         per_group = unavailability.setdefault(group_id, {})
         name = replay.partition_name(tp)
         per_group[name] = per_group.get(name, 0) + ms
-    resolved = [t["time_to_stable_ms"] for t in triggers if t["time_to_stable_ms"] is not None]
     return {
-        "end_ms": end,
-        "triggers": triggers,
-        "max_time_to_stable_ms": max(resolved) if resolved else None,
-        "mean_time_to_stable_ms": sum(resolved) / len(resolved) if resolved else None,
-        "unsettled_triggers": len(triggers) - len(resolved),
-        "stable_at_end": replay.is_stable(),
         "partition_unavailability_ms": unavailability,
         "total_unavailability_ms": sum(ms for per_group in unavailability.values() for ms in per_group.values()),
-        "revocations": revocations,
-        "partition_moves": replay.moves,
-        "stops_without_move": replay.stops_without_move,
-        "heartbeats_sent": heartbeats,
-        "records_written": records,
-        "invariant_violations": sum(violations.values()),
-        "invariant_violations_by_name": dict(sorted(violations.items())),
-        "share_records_acquired": share["acquired"],
-        "share_redeliveries": share["redeliveries"],
-        "share_records_acknowledged": share["acknowledged"],
-        "share_records_archived": share["archived"],
-        **({} if totals_before is None else {"totals_before": totals_before}),
     }
 
 
@@ -582,31 +675,64 @@ def _totals_at(replay: _Replay, revocations: int, at_ms: int) -> dict[str, int]:
     }
 
 
-_STATE_KINDS = {"state_transition", "assignment_changed", "handler_result", "fault_injected", "action_applied"}
-
-
-def _kind(event: Any) -> str:
-    return event.kind.value if hasattr(event.kind, "value") else str(event.kind)
-
-
-def _trigger(event: Any, cause: str) -> dict[str, Any]:
-    return {
-        "step": event.step,
-        "time_ms": event.time_ms,
-        "cause": cause.strip(),
-        "stable_step": None,
-        "stable_time_ms": None,
-        "time_to_stable_ms": None,
-    }
-
-
-def stability_by_step(trace: Iterable[Any]) -> dict[int, bool]:
+def stability_by_step(trace: Iterable[TraceEvent]) -> dict[int, bool]:
     """Whether the Lab was stable (as defined above) after each step that has events."""
     replay = _Replay()
     out: dict[int, bool] = {}
-    events = list(trace)
-    for index, event in enumerate(events):
-        replay.apply(event, _kind(event))
-        if index + 1 == len(events) or events[index + 1].step != event.step:
-            out[event.step] = replay.is_stable()
+    for step, in_step in groupby(trace, key=attrgetter("step")):
+        for event in in_step:
+            replay.apply(event)
+        out[step] = replay.is_stable()
     return out
+
+
+def _client_of(config: dict[str, Any]) -> _Client:
+    """A client as an ``add_consumer`` (or ``restart``) action's consumer config describes it."""
+    return _Client(
+        group=config["group_id"],
+        subscription=_subscription(config.get("subscribed_topic_names"), config.get("subscribed_topic_regex")),
+        classic=config.get("group_protocol") == "classic",
+    )
+
+
+# What each pass reads: event classes (the replay's views, the tally), action names, record key types.
+_REPLAY_READS: dict[type[Event], Callable[[_Replay, str, Any, int], None]] = {
+    ActionApplied: _Replay.on_action,
+    FaultInjected: _Replay.on_action,
+    StateTransition: _Replay.on_state_transition,
+    AssignmentChanged: _Replay.on_assignment_changed,
+    HandlerResult: _Replay.on_handler_result,
+    Note: _Replay.on_note,
+    CallbackInvoked: _Replay.on_callback,
+    CallbackCompleted: _Replay.on_callback,
+}
+_ACTION_READS: dict[str, Callable[[_Replay, dict[str, Any], int], None]] = {
+    "add_consumer": _Replay._add_consumer,
+    "change_subscription": _Replay._change_subscription,
+    "crash": _Replay._crash,
+    "restart": _Replay._restart,
+    "pause": _Replay._pause,
+    "resume": _Replay._pause,
+    "create_topic": _Replay._create_topic,
+    "recreate_topic": _Replay._create_topic,
+    "add_partitions": _Replay._add_partitions,
+    "delete_topic": _Replay._delete_topic,
+}
+_RECORD_READS: dict[str, Callable[[_Replay, str, _Group, dict, dict | None, int], None]] = {
+    "ConsumerGroupMetadataKey": _Replay._group_metadata,
+    "ConsumerGroupPartitionMetadataKey": _Replay._partition_metadata,
+    "ConsumerGroupTargetAssignmentMetadataKey": _Replay._target_metadata,
+    "ConsumerGroupMemberMetadataKey": _Replay._member_metadata,
+    "ConsumerGroupCurrentMemberAssignmentKey": _Replay._current_assignment,
+}
+_TALLY_READS: dict[type[Event], Callable[[_Tally, Any], None]] = {
+    ActionApplied: _Tally.on_action,
+    FaultInjected: _Tally.on_action,
+    MessageSent: _Tally.on_message_sent,
+    MessageDropped: _Tally.on_message_dropped,
+    HandlerResult: _Tally.on_handler_result,
+    CallbackInvoked: _Tally.on_callback_invoked,
+    ShareAcquired: _Tally.on_share_acquired,
+    ShareStateWrite: _Tally.on_share_state_write,
+    InvariantViolated: _Tally.on_invariant_violated,
+}

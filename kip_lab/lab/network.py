@@ -16,10 +16,11 @@ the new one sent, and the new one drops it as a late response.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kip_lab.events import MessageDelivered, MessageDropped, MessageSent
 
 
 class LatencyModel(BaseModel):
@@ -125,12 +126,12 @@ class Network:
             reason = "random loss"
         envelope = tuple.__new__(Envelope, (message_id, source, destination, api, payload, correlation_id, now))
         if reason is not None:
-            world.emit("network", "message_dropped", partial(_message_payload, envelope, "reason", reason, True))
+            world.emit("network", MessageDropped(*_ends(envelope), reason, envelope.payload))
             return message_id
         latency = config.latency.sample(world.rng) + extra
         self.in_flight[message_id] = envelope
         scheduler.schedule(self, message_id, latency)
-        world.emit(source, "message_sent", partial(_message_payload, envelope, "latency_ms", latency, True))
+        world.emit(source, MessageSent(*_ends(envelope), latency, envelope.payload))
         return message_id
 
     def fire_timer(self, key: int) -> None:
@@ -138,36 +139,12 @@ class Network:
         world = self.world
         faults = self.faults.get(frozenset((envelope.source, envelope.destination))) if self.faults else None
         if faults is not None and faults.down_until_ms > world.scheduler.now_ms:
-            world.emit("network", "message_dropped", partial(_message_payload, envelope, "reason", "link partitioned"))
+            world.emit("network", MessageDropped(*_ends(envelope), "link partitioned"))
             return
-        world.emit(envelope.destination, "message_delivered", partial(_message_payload, envelope))
+        world.emit(envelope.destination, MessageDelivered(*_ends(envelope)))
         world.endpoint(envelope.destination).receive(envelope)
 
 
-def _message_payload(envelope: Envelope, detail: str = "", value: Any = None, body: bool = False) -> dict[str, Any]:
-    """A message event's trace payload, built when the event is first read (``TraceEvent``):
-    its id, ends, API and correlation id; the ``detail`` of the event (latency, why it was
-    dropped) and, where the message leaves its sender, its ``body``."""
-    payload = {
-        "id": envelope.message_id,
-        "from": envelope.source,
-        "to": envelope.destination,
-        "api": envelope.api,
-        "correlation_id": envelope.correlation_id,
-    }
-    if detail:
-        payload[detail] = value
-    if body:
-        payload["body"] = summarize(envelope.payload)
-    return payload
-
-
-def summarize(payload: Any) -> dict[str, Any]:
-    """A compact, JSON-safe view of a message for the trace (non-default fields only)."""
-    if payload is None:
-        return {}
-    serializer = getattr(payload, "__pydantic_serializer__", None)
-    if serializer is None:  # a plain value record (``OffsetCommitValue``): JSON-safe fields
-        return payload.model_dump(exclude_defaults=True)
-    # model_dump(mode="json", exclude_defaults=True), minus its wrapper: a saved trace summarises every message.
-    return serializer.to_python(payload, mode="json", exclude_defaults=True)
+def _ends(envelope: Envelope) -> tuple[int, str, str, str, int]:
+    """What every message event names: the message's id, ends, API and correlation id."""
+    return envelope.message_id, envelope.source, envelope.destination, envelope.api, envelope.correlation_id

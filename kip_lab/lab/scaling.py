@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import HandlerResult
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.network import LatencyModel, LinkConfig
 
@@ -22,10 +23,7 @@ TARGET_RECORD = "ConsumerGroupTargetAssignmentMetadataKey"
 def targets_computed(lab: Lab) -> int:
     """How many target assignments the coordinator wrote in the run (one metadata record each)."""
     return sum(
-        1
-        for e in lab.trace
-        if e.kind.value == "handler_result"
-        and any(r["key"]["type"] == TARGET_RECORD for r in e.payload.get("records", ()))
+        1 for e in lab.trace.of_type(HandlerResult) if any(r["key"]["type"] == TARGET_RECORD for r in e.body.records)
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kip_lab.lab.trace import EventKind
+from kip_lab.events import EventKind, Note, ShareAcquired, ShareStateRpc, ShareStateWrite
 
 SHARE_INVARIANTS: dict[str, str] = {
     "share-single-acquirer": "A record is acquired by at most one member at a time.",
@@ -40,15 +40,15 @@ class ShareInvariants:
     def check(self, events: Iterable[Any]) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for event in events:
-            kind = event.kind.value
-            if kind == "share_acquired":
-                found += self._acquired(event.actor, event.payload)
-            elif kind == "share_state_write":
-                found += self._written(event.actor, event.payload)
-            elif kind == "share_state_rpc" and event.payload["api"] == "InitializeShareGroupState":
-                self._reset(event.payload["request"])
-            elif kind == "note" and "share_leader_moved" in event.payload:
-                topic_id, partition = event.payload["share_leader_moved"]
+            body = event.body
+            if isinstance(body, ShareAcquired):
+                found += self._acquired(event.actor, body)
+            elif isinstance(body, ShareStateWrite):
+                found += self._written(event.actor, body)
+            elif isinstance(body, ShareStateRpc) and body.api == "InitializeShareGroupState" and body.request:
+                self._reset(body.request)
+            elif isinstance(body, Note) and "share_leader_moved" in body.details:
+                topic_id, partition = body.details["share_leader_moved"]
                 for key in [k for k in self.holders if k[1:] == (topic_id, partition)]:
                     del self.holders[key]  # the new leader reloads: acquisitions are not durable
                 for memory in [m for m in self.starts if m[1][1:] == (topic_id, partition)]:
@@ -56,16 +56,16 @@ class ShareInvariants:
         return found
 
     @staticmethod
-    def _key(payload: dict) -> SPKey:
-        return (payload["group_id"], payload["topic_id"], payload["partition"])
+    def _key(event: ShareAcquired | ShareStateWrite) -> SPKey:
+        return (event.group_id, event.topic_id, event.partition)
 
-    def _acquired(self, broker: str, payload: dict) -> list[tuple[str, str]]:
-        key = self._key(payload)
-        member = payload["member_id"]
+    def _acquired(self, broker: str, event: ShareAcquired) -> list[tuple[str, str]]:
+        key = self._key(event)
+        member = event.member_id
         holders = self.holders.setdefault(key, {})
         counts = self.counts.setdefault(key, {})
         found = []
-        for first, last, count in payload["ranges"]:
+        for first, last, count in event.ranges:
             for offset in range(first, last + 1):
                 held_by = holders.get(offset)
                 if held_by is not None:
@@ -77,23 +77,23 @@ class ShareInvariants:
                     )
                 holders[offset] = member
                 found += self._count(key, counts, offset, count)
-        return found + self._start(broker, key, payload["spso"])
+        return found + self._start(broker, key, event.spso)
 
-    def _written(self, broker: str, payload: dict) -> list[tuple[str, str]]:
-        if payload["error"] is not None:
+    def _written(self, broker: str, event: ShareStateWrite) -> list[tuple[str, str]]:
+        if event.error is not None:
             return []  # refused by the share coordinator: nothing changed
-        key = self._key(payload)
+        key = self._key(event)
         holders = self.holders.setdefault(key, {})
         counts = self.counts.setdefault(key, {})
         found = []
-        for first, last, _, target in payload["transitions"]:
+        for first, last, _, target in event.transitions:
             if target != ACQUIRED:
                 for offset in range(first, last + 1):
                     holders.pop(offset, None)
-        for batch in payload["request"]["state_batches"]:
+        for batch in event.request["state_batches"]:  # the request, as JSON
             for offset in range(batch["first_offset"], batch["last_offset"] + 1):
                 found += self._count(key, counts, offset, batch["delivery_count"])
-        return found + self._start(broker, key, payload["spso"])
+        return found + self._start(broker, key, event.spso)
 
     def _count(self, key: SPKey, counts: dict[int, int], offset: int, count: int) -> list[tuple[str, str]]:
         before = counts.get(offset, 0)

@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from kip_lab.coordinator.share_group import call_share_coordinator
+from kip_lab.events import Note, ShareAcquired, ShareStateRpc, ShareStateWrite
 from kip_lab.protocol.common import Message
 from kip_lab.runtime.log import PartitionLog
 from kip_lab.share.admin import ResetSpec, ShareAdmin, TimestampedLogs
@@ -53,22 +54,21 @@ class LabPersister(CoordinatorPersister):
         sp, write = sent.partition, sent.write
         self.share.world.emit(
             self.broker,
-            "share_state_write",
-            {
-                "group_id": sp.group_id,
-                "topic_id": sp.topic_id,
-                "partition": sp.partition,
-                "origin": write.origin,
-                "request": _summary(sent.request.topics[0].partitions[0]),
-                "transitions": [[t.first_offset, t.last_offset, t.trigger, t.target] for t in write.changes],
-                "error": None if write.error in (None, 0) else write.error.name,
-                "records": [
+            ShareStateWrite(
+                group_id=sp.group_id,
+                topic_id=sp.topic_id,
+                partition=sp.partition,
+                origin=write.origin,
+                request=_summary(sent.request.topics[0].partitions[0]),
+                transitions=tuple((t.first_offset, t.last_offset, t.trigger, t.target) for t in write.changes),
+                error=None if write.error in (None, 0) else write.error.name,
+                records=tuple(
                     {"type": type(e.record.key).__name__, "value": _summary(e.record.value)}
                     for e in coordinator.log.entries(before)
-                ],
-                "spso": sp.spso,
-                "speo": sp.speo,
-            },
+                ),
+                spso=sp.spso,
+                speo=sp.speo,
+            ),
         )
 
 
@@ -98,13 +98,12 @@ class ShareWorld:
         result = call_share_coordinator(self.coordinator, request)
         self.world.emit(
             self.coordinator_host,
-            "share_state_rpc",
-            {
-                "api": type(request).__name__.removesuffix("Request"),
-                "request": _summary(request),
-                "response": _summary(result.response),
-                "records": [{"type": type(r.key).__name__, "value": _summary(r.value)} for r in result.records],
-            },
+            ShareStateRpc(
+                api=type(request).__name__.removesuffix("Request"),
+                request=_summary(request),
+                response=_summary(result.response),
+                records=tuple({"type": type(r.key).__name__, "value": _summary(r.value)} for r in result.records),
+            ),
         )
         return result.response
 
@@ -150,16 +149,15 @@ class ShareWorld:
                 sp = leader.partitions.get((request.group_id, topic.topic_id, p.partition_index))
                 self.world.emit(
                     broker,
-                    "share_acquired",
-                    {
-                        "group_id": request.group_id,
-                        "member_id": request.member_id,
-                        "topic_id": topic.topic_id,
-                        "partition": p.partition_index,
-                        "ranges": [[r.first_offset, r.last_offset, r.delivery_count] for r in p.acquired_records],
-                        "spso": sp.spso if sp else None,
-                        "speo": sp.speo if sp else None,
-                    },
+                    ShareAcquired(
+                        group_id=request.group_id,
+                        member_id=request.member_id,
+                        topic_id=topic.topic_id,
+                        partition=p.partition_index,
+                        ranges=tuple((r.first_offset, r.last_offset, r.delivery_count) for r in p.acquired_records),
+                        spso=sp.spso if sp else None,
+                        speo=sp.speo if sp else None,
+                    ),
                 )
         return response
 
@@ -182,7 +180,7 @@ class ShareWorld:
             raise ValueError(f"unknown broker {target!r}; brokers: {names}")
         self.coordinator_host = target
         self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
-        world.emit(target, "note", {"text": f"share coordinator loaded {self.log.end_offset} records"})
+        world.emit(target, Note(f"share coordinator loaded {self.log.end_offset} records"))
 
     def _move_leader(self, action: Any) -> None:
         """A partition's leadership moves, leader epoch + 1; the old leader serves on as a zombie until it learns so."""
@@ -198,12 +196,11 @@ class ShareWorld:
         self.leaders[target].add_log(self.topic_log(tp), epoch + 1)
         world.emit(
             "lab",
-            "note",
-            {
-                "text": f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
+            Note(
+                f"{action.topic}-{action.partition}: leader {old} -> {target} (epoch {epoch + 1}); "
                 f"{old} is a zombie until it learns so",
-                "share_leader_moved": list(tp),
-            },
+                {"share_leader_moved": list(tp)},
+            ),
         )
 
     def _reset_offsets(self, action: Any) -> None:
@@ -218,7 +215,7 @@ class ShareWorld:
         for result in admin.results:
             world.emit_result(world.coordinator_host, result, "admin")
         errors = {f"{topic}-{p}": error or "NONE" for (topic, p), error in sorted(outcome.items())}
-        world.emit("admin", "note", {"text": f"reset {action.group_id} on {action.topic}", "errors": errors})
+        world.emit("admin", Note(f"reset {action.group_id} on {action.topic}", {"errors": errors}))
 
     def _set_auto_offset_reset(self, action: Any) -> None:
         self.admin().set_auto_offset_reset(action.group_id, action.value)
@@ -243,7 +240,7 @@ class ShareWorld:
                 offsets = log.append(values=chunk)
                 self.logs.appended(topic.name, p, offsets.start, world.scheduler.now_ms)
             produced[f"{topic.name}-{p}"] = [base, log.high_watermark]
-        world.emit("producer", "note", {"text": f"produced {action.count} records per partition", "produced": produced})
+        world.emit("producer", Note(f"produced {action.count} records per partition", {"produced": produced}))
         if action.repeat > 1:
             again = action.model_copy(update={"repeat": action.repeat - 1})
             world.schedule_action(again, world.scheduler.now_ms + action.every_ms)

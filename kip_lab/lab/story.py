@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kip_lab.events import CallbackInvoked, Event, FaultInjected, MessageDropped, Note, StateTransition
+
 
 def client_story(
     trace: Iterable[Any], *, since_ms: int = 0, until_ms: int | None = None, members: Iterable[str] | None = None
@@ -17,20 +19,24 @@ def client_story(
             continue
         if wanted is not None and e.actor not in wanted:
             continue
-        p, kind = e.payload, e.kind.value
-        if kind == "state_transition":
-            move = f"{p['from']} -> {p['to']}  ({p['trigger']}; epoch {p['member_epoch']})"
-            lines.append(f"{e.time_ms:>6} {e.actor}: {move}")
-        elif kind == "callback_invoked":
-            raises = f", raises {p['error']}" if p["error"] else ""
-            lines.append(
-                f"{e.time_ms:>6} {e.actor}:   {p['callback']}({', '.join(p['partitions'])}) takes {p['duration_ms']} ms"
-                + raises
-            )
-        elif kind == "note" and e.actor != "lab":
-            lines.append(f"{e.time_ms:>6} {e.actor}:   {p['text']}")
-        elif kind == "fault_injected":
-            lines.append(f"{e.time_ms:>6} ** {p['action']} {p.get('member', '')}".rstrip())
-        elif kind == "message_dropped":
-            lines.append(f"{e.time_ms:>6} network: dropped {p['api']} {p['from']} -> {p['to']}")
+        line = _story_line(e.actor, e.body)
+        if line is not None:
+            lines.append(f"{e.time_ms:>6} {line}")
     return "\n".join(lines)
+
+
+def _story_line(actor: str, event: Event) -> str | None:
+    """What the story says of one event (after its time), or None for what it leaves out."""
+    match event:
+        case StateTransition():
+            return f"{actor}: {event.from_state} -> {event.to_state}  ({event.trigger}; epoch {event.member_epoch})"
+        case CallbackInvoked():
+            raises = f", raises {event.error}" if event.error else ""
+            return f"{actor}:   {event.callback}({', '.join(event.partitions)}) takes {event.duration_ms} ms{raises}"
+        case Note() if actor != "lab":
+            return f"{actor}:   {event.text}"
+        case FaultInjected():
+            return f"** {event.name} {event.member or ''}".rstrip()
+        case MessageDropped():
+            return f"network: dropped {event.api} {event.source} -> {event.destination}"
+    return None

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
-actor_of = itemgetter(2)  # TraceEvent.actor, without the property call
+actor_of = attrgetter("actor")  # TraceEvent.actor
 
 
 class Touched:

@@ -1,99 +1,59 @@
 """The trace: one typed event per thing that happened, in the order it happened.
 
-Every event carries the step that produced it, the simulated time, the actor, a kind and a
-JSON-serialisable payload. Saving uses sorted keys and no wall-clock data, so the same
-scenario and seed give byte-identical files. pandas and pyarrow are imported only by the
-methods that need them.
+Every ``TraceEvent`` carries the step that produced it, the simulated time, the actor, and a
+``body``: one of the event classes of ``kip_lab.events`` (``MessageSent``,
+``AssignmentChanged``, ...), which also gives the event's ``kind``. Read a trace by type:
+``trace.of_type(AssignmentChanged)``. Saving writes each body's JSON payload with sorted keys
+and no wall-clock data, so the same scenario and seed give byte-identical files; loading gives
+the typed events back. pandas and pyarrow are imported only by the methods that need them.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Callable, Iterable, Iterator
-from enum import StrEnum
-from functools import cached_property
-from operator import itemgetter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
+from kip_lab.events import Event, EventKind, TraceFieldError, event_from_payload
 from kip_lab.runtime.collector import collector_paused
 
+__all__ = ["EventKind", "Trace", "TraceEvent", "TraceFileError"]
 
-class EventKind(StrEnum):
-    MESSAGE_SENT = "message_sent"
-    MESSAGE_DELIVERED = "message_delivered"
-    MESSAGE_DROPPED = "message_dropped"
-    HANDLER_RESULT = "handler_result"  # a coordinator handler or timer, with the records it wrote
-    TIMER_FIRED = "timer_fired"
-    STATE_TRANSITION = "state_transition"
-    CALLBACK_INVOKED = "callback_invoked"
-    CALLBACK_COMPLETED = "callback_completed"
-    ASSIGNMENT_CHANGED = "assignment_changed"  # a client's owned/fetching partitions changed
-    FAULT_INJECTED = "fault_injected"
-    ACTION_APPLIED = "action_applied"  # setup and scripted actions (add a consumer, send a request)
-    INVARIANT_VIOLATED = "invariant_violated"
-    NOTE = "note"
-    SHARE_ACQUIRED = "share_acquired"  # a share-partition leader acquired records for a member
-    SHARE_STATE_WRITE = "share_state_write"  # a WriteShareGroupState, its transitions and the records written
-    SHARE_STATE_RPC = "share_state_rpc"  # the group coordinator's Initialize/Delete/summary calls
-    SHARE_ACK_RESULT = "share_ack_result"  # a share consumer's acknowledgement commit callback
+E = TypeVar("E", bound=Event)
 
 
-class TraceEvent(tuple):
-    """One event: (step, time_ms, actor, kind, payload), immutable.
+class TraceFileError(ValueError):
+    """A saved trace that cannot be read back: names the file, the line (or row) and the field."""
 
-    ``payload`` may be given deferred, as a function of no arguments: a message's body is
-    summarised only when someone reads the event (the stepper, a test, a saved trace), not for
-    every message a long run sends; the body is a frozen model, so the summary is the same
-    whenever it is made, and it is made once. A tuple, like a NamedTuple: a run makes one or two
-    events per step, and ``Lab`` builds them with ``tuple.__new__`` at C speed (a slotted class
-    built through ``__init__`` cost three times as much).
-    """
+    def __init__(self, source: str, line: int, field: str, message: str) -> None:
+        super().__init__(f"{source}:{line}: {field}: {message}")
+        self.source = source
+        self.line = line
+        self.field = field
+        self.message = message
 
-    step = property(itemgetter(0), doc="the step that produced the event")
-    time_ms = property(itemgetter(1), doc="the simulated time of that step")
-    actor = property(itemgetter(2), doc="who did it: a member, a broker, the network, the lab")
-    kind = property(itemgetter(3), doc="what happened (``EventKind``)")
 
-    def __new__(
-        cls, step: int, time_ms: int, actor: str, kind: EventKind, payload: dict[str, Any] | Callable[[], dict]
-    ) -> TraceEvent:
-        return tuple.__new__(cls, (step, time_ms, actor, kind, payload))
+@dataclass(frozen=True, slots=True)
+class TraceEvent(Generic[E]):
+    """One event: when it happened (``step``, ``time_ms``), who did it (``actor``: a member, a
+    broker, the network, the lab) and what happened (``body``)."""
 
-    @cached_property
+    step: int
+    time_ms: int
+    actor: str
+    body: E
+
+    @property
+    def kind(self) -> EventKind:
+        return self.body.kind
+
+    @property
     def payload(self) -> dict[str, Any]:
-        payload = self[4]
-        return payload if type(payload) is dict else payload()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a trace event is immutable (cannot set {name!r})")
-
-    def __delattr__(self, name: str) -> None:
-        self.__setattr__(name, None)  # refused like setting it
-
-    def _fields(self) -> tuple[int, int, str, EventKind, dict[str, Any]]:
-        return (self[0], self[1], self[2], self[3], self.payload)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not TraceEvent:
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = None  # type: ignore[assignment]  # the payload is a dict
-
-    def __reduce__(self) -> tuple[type, tuple]:
-        return TraceEvent, self._fields()
-
-    def __repr__(self) -> str:
-        return (
-            f"TraceEvent(step={self.step!r}, time_ms={self.time_ms!r}, actor={self.actor!r}, kind={self.kind!r}, "
-            f"payload={self.payload!r})"
-        )
+        """The body as JSON, as a saved trace holds it."""
+        return self.body.to_payload()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -108,11 +68,23 @@ class TraceEvent(tuple):
             separators=(",", ":"),
         )
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TraceEvent:
-        return cls(
-            int(data["step"]), int(data["time_ms"]), str(data["actor"]), EventKind(data["kind"]), dict(data["payload"])
-        )
+    @staticmethod
+    def from_dict(data: Any) -> TraceEvent[Event]:
+        """The event a saved line describes; ``TraceFieldError`` names the field that does not fit."""
+        if not isinstance(data, dict):
+            raise TraceFieldError("event", "is not an object")
+        step, time_ms, actor, kind = (_required(data, key, kind) for key, kind in _HEAD)
+        return TraceEvent(step, time_ms, actor, event_from_payload(kind, data.get("payload")))
+
+
+_HEAD = (("step", int), ("time_ms", int), ("actor", str), ("kind", str))
+
+
+def _required(data: dict[str, Any], key: str, kind: type) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise TraceFieldError(key, "is missing" if value is None else f"is {value!r}, not {kind.__name__}")
+    return value
 
 
 def _step_of(event: TraceEvent) -> int:
@@ -151,9 +123,15 @@ class Trace:
     def __getitem__(self, index):
         return self._events[index]
 
-    def of_kind(self, *kinds: EventKind) -> list[TraceEvent]:
-        wanted = set(kinds)
-        return [e for e in self._events if e.kind in wanted]
+    @overload
+    def of_type(self, kind: type[E], /) -> list[TraceEvent[E]]: ...
+
+    @overload
+    def of_type(self, *kinds: type[Event]) -> list[TraceEvent]: ...
+
+    def of_type(self, *kinds: type[Event]) -> list[TraceEvent]:
+        """The events whose body is one of ``kinds`` (``ActionApplied`` includes ``FaultInjected``), in order."""
+        return [e for e in self._events if isinstance(e.body, kinds)]
 
     def at_step(self, step: int) -> list[TraceEvent]:
         return [e for e in self._events if e.step == step]
@@ -168,8 +146,9 @@ class Trace:
     @classmethod
     @collector_paused()
     def load_jsonl(cls, path: str | Path) -> Trace:
+        """A saved trace, typed again; ``TraceFileError`` names the line and field of a bad event."""
         lines = Path(path).read_text(encoding="utf-8").splitlines()
-        return cls(TraceEvent.from_dict(json.loads(line)) for line in lines if line)
+        return cls(_read(str(path), number, line) for number, line in enumerate(lines, 1) if line)
 
     def to_pandas(self):
         """One row per event: step, time_ms, actor, kind, and the payload as JSON text."""
@@ -192,10 +171,28 @@ class Trace:
     @classmethod
     @collector_paused()
     def load_parquet(cls, path: str | Path) -> Trace:
+        """A trace saved with ``save_parquet``, typed again; ``TraceFileError`` names the row (from 1) and field."""
         import pandas as pd
 
         frame = pd.read_parquet(path)
-        return cls(
-            TraceEvent(int(r.step), int(r.time_ms), str(r.actor), EventKind(r.kind), json.loads(r.payload))
-            for r in frame.itertuples(index=False)
-        )
+        missing = [c for c in ("step", "time_ms", "actor", "kind", "payload") if c not in frame.columns]
+        if missing:
+            raise TraceFileError(str(path), 0, missing[0], "the column is missing")
+        rows = frame[["step", "time_ms", "actor", "kind", "payload"]].itertuples(index=False)
+        return cls(_read(str(path), number, row) for number, row in enumerate(rows, 1))
+
+
+def _read(source: str, number: int, saved: Any) -> TraceEvent:
+    """The event on line (or row) ``number`` of a saved trace: a JSON line, or a Parquet row."""
+    try:
+        if isinstance(saved, str):
+            data = json.loads(saved)
+        else:
+            step, time_ms, actor, kind, payload = saved
+            data = {"step": int(step), "time_ms": int(time_ms), "actor": actor, "kind": kind}
+            data["payload"] = json.loads(payload)
+        return TraceEvent.from_dict(data)
+    except TraceFieldError as exc:
+        raise TraceFileError(source, number, exc.field, exc.message) from None
+    except (ValueError, TypeError) as exc:  # not JSON (json.JSONDecodeError is a ValueError), or not a number
+        raise TraceFileError(source, number, "event", f"cannot be read: {exc}") from None

@@ -12,13 +12,14 @@ import copy
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import cache
 from operator import attrgetter
 from typing import Any, cast
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
-from kip_lab.lab.network import Envelope, LinkConfig, Network, summarize
+from kip_lab.events import ActionApplied, Event, FaultInjected, HandlerResult, TimerFired
+from kip_lab.lab.network import Envelope, LinkConfig, Network
 from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
@@ -53,8 +54,6 @@ HANDLERS = {
     "LeaveGroup": "leave_group",
     "ShareGroupHeartbeat": "share_group_heartbeat",
 }
-
-Payload = dict[str, Any] | Callable[[], dict[str, Any]]  # an event's payload, or what makes it when first read
 
 
 PARKED_APIS = frozenset({"JoinGroup", "SyncGroup"})  # a classic rebalance's barrier parks them
@@ -128,21 +127,10 @@ class Broker:
 _key_of = attrgetter("key")
 
 
-def _result_payload(result: CoordinatorResult, origin: str) -> dict[str, Any]:
-    """The trace payload of a handler result: its origin, the records it wrote, its error."""
-    payload: dict[str, Any] = {"origin": result.origin or origin}
-    if result.batches:
-        records = []
-        for r in result.records:
-            key = summarize(r.key)
-            key["type"] = type(r.key).__name__
-            records.append({"key": key, "value": None if r.value is None else summarize(r.value)})
-        payload["records"] = records
-    if result.response is not None:
-        error = getattr(result.response, "error_code", None)
-        if error is not None:
-            payload["error"] = Errors(error).name
-    return payload
+def _error_name(response: Any) -> str | None:
+    """The name of a response's error code, when it has one."""
+    error = getattr(response, "error_code", None)
+    return None if error is None else Errors(error).name
 
 
 class World:
@@ -171,7 +159,7 @@ class World:
         self.produce_rate: dict[str, float] = {}  # topic id -> records per ms per partition
         self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
         self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
-        self.events: list[tuple[str, str, Payload]] = []  # this step's events, not yet in the trace
+        self.events: list[tuple[str, Event]] = []  # this step's events, not yet in the trace
         self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
         self.written_batches: list[tuple] = []  # this step's record batches: the groups and members they name
         self.scheduled: dict[int, Any] = {}  # scheduled actions (faults, scripted requests) by number
@@ -191,16 +179,16 @@ class World:
         return clone
 
     # -- what actors call -------------------------------------------------------------
-    def emit(self, actor: str, kind: str, payload: Payload) -> None:
-        self.events.append((actor, kind, payload))
+    def emit(self, actor: str, event: Event) -> None:
+        """Record that ``actor`` did ``event`` in this step (the Lab adds the step and time)."""
+        self.events.append((actor, event))
 
     def emit_result(self, actor: str, result: CoordinatorResult, origin: str) -> None:
         """A coordinator handler or timer result, with the records it wrote; the responses it
         completes for parked requests (a classic rebalance's JoinGroup/SyncGroup) go out now.
 
-        The payload summarises every record, so it is made when the event is first read (the
-        result is frozen: the summary is the same whenever it is made); the invariants read
-        the types of the records written this step from ``written_key_types`` instead."""
+        The event summarises the records only when read (``HandlerResult.records``); the
+        invariants read the types of the records written this step from ``written_key_types``."""
         for deferred in result.deferred:
             client, correlation_id = cast(tuple[str, int], deferred.ref)  # the ref the Lab parked it with
             self.network.send(actor, client, deferred.api, deferred.response, correlation_id)
@@ -209,7 +197,8 @@ class World:
         for batch in result.batches:
             self.written_key_types.update(map(type, map(_key_of, batch)))
         self.written_batches += result.batches
-        self.emit(actor, "handler_result", partial(_result_payload, result, origin))
+        written = result.records if result.batches else None
+        self.emit(actor, HandlerResult(result.origin or origin, _error_name(result.response), written))
 
     def endpoint(self, name: str) -> Any:
         return self.brokers.get(name) or self.clients[name]
@@ -249,8 +238,8 @@ class World:
         """Carry out one action on this world and record it in the trace (what each kind does: ``_action_handlers``)."""
         from kip_lab.lab import actions as a
 
-        kind = "fault_injected" if isinstance(action, a.FAULTS) and self.clients else "action_applied"
-        self.emit("lab", kind, action.model_dump(mode="json"))
+        kind = FaultInjected if isinstance(action, a.FAULTS) and self.clients else ActionApplied
+        self.emit("lab", kind(action.model_dump(mode="json")))
         handler = a.handler_for(_action_handlers(), action)
         if handler is None:
             raise TypeError(f"unknown action {action!r}")
@@ -331,7 +320,7 @@ class World:
         """Trace a coordinator timer and what its handler wrote (clients and the network trace
         their own timers' effects)."""
         if isinstance(fired.owner, GroupCoordinator):
-            self.emit("coordinator", "timer_fired", {"timer": list(cast(tuple, fired.key))})  # a tuple key
+            self.emit("coordinator", TimerFired(cast(tuple, fired.key)))  # a tuple key
             self.emit_result(self.coordinator_host, fired.result, "timer")
 
     def client(self, name: str) -> Any:

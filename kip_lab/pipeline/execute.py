@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from kip_lab.lab import EventKind
+from kip_lab.events import MessageDropped
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec, column_name
 from kip_lab.scenarios import ScenarioResult, run_scenario
@@ -130,7 +130,7 @@ def metric_values(result: ScenarioResult) -> dict[str, Any]:
         "stops_without_move": m.get("stops_without_move"),
         "heartbeats_sent": m.get("heartbeats_sent"),
         "records_written": m.get("records_written"),
-        "messages_dropped": len(result.trace.of_kind(EventKind.MESSAGE_DROPPED)),
+        "messages_dropped": len(result.trace.of_type(MessageDropped)),
         **after,
         "invariant_violations": len(result.violations),
         **{name: m.get(name) for name in SHARE_METRICS},

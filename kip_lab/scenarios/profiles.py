@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kip_lab.lab.trace import EventKind, Trace
+from kip_lab.events import HandlerResult
+from kip_lab.lab.trace import Trace
 from kip_lab.scenarios.library import load_library_scenario
 from kip_lab.scenarios.model import Scenario
 from kip_lab.scenarios.runner import ScenarioResult, run_scenario
@@ -79,13 +80,12 @@ class ProfileComparison:
 def coordinator_writes(trace: Trace) -> list[CoordinatorWrite]:
     """The coordinator's results in a trace, in order, leaving out those that wrote nothing and answered no error."""
     writes = []
-    for event in trace.of_kind(EventKind.HANDLER_RESULT):
-        payload = event.payload
-        records = tuple(_record_label(r) for r in payload.get("records", ()))
-        error = payload.get("error")
-        error = None if error in (None, "NONE") else str(error)
+    for event in trace.of_type(HandlerResult):
+        result = event.body
+        records = tuple(_record_label(r) for r in result.records)
+        error = None if result.error in (None, "NONE") else result.error
         if records or error:
-            writes.append(CoordinatorWrite(event.time_ms, str(payload.get("origin", "")), error, records))
+            writes.append(CoordinatorWrite(event.time_ms, result.origin, error, records))
     return writes
 
 

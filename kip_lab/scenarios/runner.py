@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kip_lab.lab import EventKind, Lab, Trace
+from kip_lab.events import HandlerResult, InvariantViolated, MessageDropped
+from kip_lab.lab import Lab, Trace
 from kip_lab.lab import actions as a
 from kip_lab.lab.share_invariants import at_least_once
 from kip_lab.scenarios.loading import Problem, ScenarioError
@@ -141,7 +142,8 @@ def run_scenario(scenario: Scenario) -> ScenarioResult:
         },
         members=_member_rows(lab, scenario),
         violations=[
-            {"step": e.step, "time_ms": e.time_ms, **e.payload} for e in lab.trace.of_kind(EventKind.INVARIANT_VIOLATED)
+            {"step": e.step, "time_ms": e.time_ms, "invariant": e.body.invariant, "explanation": e.body.explanation}
+            for e in lab.trace.of_type(InvariantViolated)
         ],
         metrics=metrics,
         metrics_note=note,
@@ -360,9 +362,9 @@ def _run_checks(scenario: Scenario, lab: Lab, result: ScenarioResult) -> list[_C
         actual = result.time_to_stable_ms
         checks.append(("max_time_to_stable_ms", expect.max_time_to_stable_ms, actual))
     if expect.absent_errors is not None:
-        seen = sorted({e.payload["error"] for e in lab.trace.of_kind(EventKind.HANDLER_RESULT) if "error" in e.payload})
+        seen = sorted({e.body.error for e in lab.trace.of_type(HandlerResult) if e.body.error is not None})
         checks.append(("absent_errors", sorted(expect.absent_errors), [e for e in seen if e in expect.absent_errors]))
-    _if_set(checks, "messages_dropped", expect.messages_dropped, len(lab.trace.of_kind(EventKind.MESSAGE_DROPPED)))
+    _if_set(checks, "messages_dropped", expect.messages_dropped, len(lab.trace.of_type(MessageDropped)))
     _if_set(checks, "no_invariant_violations", expect.no_invariant_violations, not result.violations)
     if expect.share_at_least_once is not None:  # walks every share-partition: only when asked
         _if_set(checks, "share_at_least_once", expect.share_at_least_once, not at_least_once(lab.world))

@@ -74,11 +74,29 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from kip_lab.events import (
+    ActionApplied,
+    AssignmentChanged,
+    Event,
+    FaultInjected,
+    HandlerResult,
+    InvariantViolated,
+    MessageDelivered,
+    MessageDropped,
+    MessageSent,
+    Note,
+    ShareAcquired,
+    ShareStateWrite,
+    StateTransition,
+    TimerFired,
+)
+from kip_lab.lab.trace import TraceEvent
 
 TP = tuple[str, int]
 
@@ -149,18 +167,11 @@ class TraceFrames:
 
 
 # ---------------------------------------------------------------------------- helpers
-def _events(source: Any) -> list[tuple[int, int, str, str, dict[str, Any]]]:
-    """(step, time_ms, actor, kind, payload) from a Trace, a Lab, or an iterable of events/dicts."""
+def _events(source: Any) -> list[TraceEvent]:
+    """The events of a Trace, a Lab, or an iterable of events or saved event dicts."""
     if hasattr(source, "trace") and not isinstance(source, Mapping):
         source = source.trace
-    out = []
-    for e in source:
-        if isinstance(e, Mapping):
-            out.append((int(e["step"]), int(e["time_ms"]), str(e["actor"]), str(e["kind"]), dict(e["payload"])))
-        else:
-            kind = getattr(e.kind, "value", e.kind)
-            out.append((e.step, e.time_ms, e.actor, str(kind), e.payload))
-    return out
+    return [TraceEvent.from_dict(dict(e)) if isinstance(e, Mapping) else e for e in source]
 
 
 def _tps(items: Iterable[Mapping[str, Any]] | None) -> set[TP]:
@@ -196,6 +207,7 @@ def _error_name(code: int) -> str:
 
 
 def _action_label(payload: Mapping[str, Any]) -> str:
+    """An action's marker label, from its fields (a scheduled action's ``inner`` too)."""
     action = str(payload.get("action", "?"))
     subject = payload.get("member") or payload.get("topic") or payload.get("to_broker")
     if action == "schedule_action" and isinstance(payload.get("inner"), Mapping):
@@ -361,28 +373,23 @@ class _Builder:
         )
 
     # -- events ---------------------------------------------------------------------------
-    def feed(self, step: int, t: int, actor: str, kind: str, payload: dict[str, Any]) -> None:
-        self.step, self.t = step, t
-        handler = getattr(self, f"on_{kind}", None)
+    def feed(self, event: TraceEvent) -> None:
+        self.step, self.t = event.step, event.time_ms
+        handler = _BUILDER_READS.get(type(event.body))
         if handler is not None:
-            handler(actor, payload)
+            handler(self, event.actor, event.body)
         self.sync()
 
-    def on_action_applied(self, actor: str, payload: dict[str, Any]) -> None:
-        self.on_lab_action(payload, "action")
-
-    def on_fault_injected(self, actor: str, payload: dict[str, Any]) -> None:
-        self.on_lab_action(payload, "fault")
-
-    def on_lab_action(self, payload: dict[str, Any], kind: str) -> None:
-        action = payload.get("action")
-        member = payload.get("member")
+    def on_action_applied(self, actor: str, event: ActionApplied) -> None:
+        payload = event.fields
+        action = event.name
+        member = event.member
         if action != "advance_to":
             self.markers.append(
                 {
                     "time_ms": self.t,
                     "step": self.step,
-                    "kind": kind,
+                    "kind": "fault" if isinstance(event, FaultInjected) else "action",
                     "actor": member or "lab",
                     "label": _action_label(payload),
                     "detail": json.dumps(payload, sort_keys=True),
@@ -404,52 +411,50 @@ class _Builder:
             self.close_state(client)
             self.dirty_clients.add(member)
 
-    def on_timer_fired(self, actor: str, payload: dict[str, Any]) -> None:
-        timer = payload.get("timer")
-        label = " ".join(str(x) for x in timer) if isinstance(timer, list) else str(timer)
+    def on_timer_fired(self, actor: str, event: TimerFired) -> None:
         self.markers.append(
             {
                 "time_ms": self.t,
                 "step": self.step,
                 "kind": "timer",
                 "actor": actor,
-                "label": label,
-                "detail": json.dumps(payload, sort_keys=True),
+                "label": " ".join(map(str, event.timer)),
+                "detail": json.dumps(event.to_payload(), sort_keys=True),
             }
         )
 
-    def on_invariant_violated(self, actor: str, payload: dict[str, Any]) -> None:
+    def on_invariant_violated(self, actor: str, event: InvariantViolated) -> None:
         self.markers.append(
             {
                 "time_ms": self.t,
                 "step": self.step,
                 "kind": "invariant",
                 "actor": actor,
-                "label": str(payload.get("invariant", "invariant")),
-                "detail": str(payload.get("explanation", "")),
+                "label": event.invariant,
+                "detail": event.explanation,
             }
         )
 
-    def on_note(self, actor: str, payload: dict[str, Any]) -> None:
+    def on_note(self, actor: str, event: Note) -> None:
         self.markers.append(
             {
                 "time_ms": self.t,
                 "step": self.step,
                 "kind": "note",
                 "actor": actor,
-                "label": str(payload.get("text", "")),
-                "detail": json.dumps(payload, sort_keys=True),
+                "label": event.text,
+                "detail": json.dumps(event.to_payload(), sort_keys=True),
             }
         )
 
-    def on_state_transition(self, actor: str, payload: dict[str, Any]) -> None:
+    def on_state_transition(self, actor: str, event: StateTransition) -> None:
         client = self.client(actor)
         client.alive = True  # only a running process changes state (a new incarnation starts with one)
-        if payload.get("member_id"):
-            client.member_id = str(payload["member_id"])
+        if event.member_id:
+            client.member_id = str(event.member_id)
             self.member_actor[(client.group_id, client.member_id)] = actor
-        client.member_epoch = int(payload.get("member_epoch", client.member_epoch))
-        target = str(payload.get("to"))
+        client.member_epoch = event.member_epoch
+        target = event.to_state
         client.state = target
         if target in ("JOINING", "FENCED"):
             client.told = None
@@ -468,7 +473,7 @@ class _Builder:
             {
                 "group_id": client.group_id,
                 "member": actor,
-                "trigger": payload.get("trigger"),
+                "trigger": event.trigger,
                 "epoch": client.member_epoch,
             },
         )
@@ -477,38 +482,38 @@ class _Builder:
     def close_state(self, client: _Client) -> None:
         self.states.set((client.group_id, client.name), None, None, self.t, self.step, {})
 
-    def on_assignment_changed(self, actor: str, payload: dict[str, Any]) -> None:
+    def on_assignment_changed(self, actor: str, event: AssignmentChanged) -> None:
         client = self.client(actor)
-        if payload.get("member_id"):
-            client.member_id = str(payload["member_id"])
+        if event.member_id:
+            client.member_id = str(event.member_id)
             self.member_actor[(client.group_id, client.member_id)] = actor
-        client.member_epoch = int(payload.get("member_epoch", client.member_epoch))
-        for topic_id, name in (payload.get("topic_names") or {}).items():  # a classic consumer names its topics
+        client.member_epoch = event.member_epoch
+        for topic_id, name in (event.topic_names or {}).items():  # a classic consumer names its topics
             self.topic_names.setdefault(str(topic_id), str(name))
         if client.alive:
-            client.owned = {(str(t), int(p)) for t, p in payload.get("owned", ())}
+            client.owned = set(event.owned or ())
             if client.state not in GONE_STATES:
                 self.member_epoch_row(client, "assignment_changed")
         self.dirty_clients.add(actor)
 
     # -- messages -------------------------------------------------------------------------
-    def _new_message(self, payload: dict[str, Any], body: Any) -> dict[str, Any]:
-        src, dst, cid = str(payload.get("from")), str(payload.get("to")), int(payload.get("correlation_id", -1))
+    def _new_message(self, event: MessageSent | MessageDropped | MessageDelivered, body: Any) -> dict[str, Any]:
+        src, dst, cid = event.source, event.destination, event.correlation_id
         self.see_actor(src)
         self.see_actor(dst)
         request_id = self.open_requests.pop((dst, src, cid), None)
         direction = "response" if request_id is not None else "request"
         if direction == "request":
-            self.open_requests[(src, dst, cid)] = int(payload["id"])
+            self.open_requests[(src, dst, cid)] = event.id
         body = body if body is not None else {}
         error = _first_error(body) if direction == "response" else 0
         text = json.dumps(body, sort_keys=True)
         epoch = body.get("member_epoch") if isinstance(body, Mapping) else None
-        if epoch is None and direction == "response" and payload.get("api") == "ConsumerGroupHeartbeat":
+        if epoch is None and direction == "response" and event.api == "ConsumerGroupHeartbeat":
             epoch = 0  # a default the summary leaves out
         row = {
-            "id": int(payload["id"]),
-            "api": str(payload.get("api")),
+            "id": event.id,
+            "api": event.api,
             "from": src,
             "to": dst,
             "correlation_id": cid,
@@ -520,7 +525,7 @@ class _Builder:
             "delivered_step": None,
             "dropped_ms": None,
             "drop_reason": None,
-            "latency_ms": payload.get("latency_ms"),
+            "latency_ms": getattr(event, "latency_ms", None),
             "error": None if direction == "request" else _error_name(error),
             "is_error": bool(error),
             "member_epoch": epoch,
@@ -533,21 +538,21 @@ class _Builder:
         self.messages[row["id"]] = row
         return row
 
-    def on_message_sent(self, actor: str, payload: dict[str, Any]) -> None:
-        self._new_message(payload, payload.get("body"))
+    def on_message_sent(self, actor: str, event: MessageSent) -> None:
+        self._new_message(event, event.body)
 
-    def on_message_dropped(self, actor: str, payload: dict[str, Any]) -> None:
-        row = self.messages.get(int(payload["id"]))
+    def on_message_dropped(self, actor: str, event: MessageDropped) -> None:
+        row = self.messages.get(event.id)
         if row is None:  # dropped as it was sent: this is its only event
-            row = self._new_message(payload, payload.get("body"))
+            row = self._new_message(event, event.body)
         row["status"] = "dropped"
         row["dropped_ms"] = self.t
-        row["drop_reason"] = payload.get("reason")
+        row["drop_reason"] = event.reason
 
-    def on_message_delivered(self, actor: str, payload: dict[str, Any]) -> None:
-        row = self.messages.get(int(payload["id"]))
+    def on_message_delivered(self, actor: str, event: MessageDelivered) -> None:
+        row = self.messages.get(event.id)
         if row is None:
-            row = self._new_message(payload, None)
+            row = self._new_message(event, None)
         row["status"] = "delivered"
         row["delivered_ms"] = self.t
         row["delivered_step"] = self.step
@@ -576,60 +581,78 @@ class _Builder:
         self.dirty_clients.add(client.name)
 
     # -- coordinator records -------------------------------------------------------------
-    def on_handler_result(self, actor: str, payload: dict[str, Any]) -> None:
-        for record in payload.get("records") or ():
+    def on_handler_result(self, actor: str, event: HandlerResult) -> None:
+        for record in event.records:
             self.record(record.get("key") or {}, record.get("value"))
 
     def record(self, key: Mapping[str, Any], value: Any) -> None:
-        kind = key.get("type")
-        group = str(key.get("group_id", key.get("group", "")))
+        """A coordinator record, by its key's type (records of other types change no view)."""
+        reader = _RECORD_READS.get(str(key.get("type")))
+        if reader is not None:
+            group = str(key.get("group_id", key.get("group", "")))
+            reader(self, group, key, value)
+
+    def on_group_metadata(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        if value is not None:
+            epoch = int(value.get("epoch", 0))
+            if self.group_epoch.get(group) != epoch:
+                self.group_epoch[group] = epoch
+                self.group_row(group, "group", epoch, "ConsumerGroupMetadata")
+
+    def on_target_metadata(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        if value is not None:
+            epoch = int(value.get("assignment_epoch", 0))
+            if self.assignment_epoch.get(group) != epoch:
+                self.assignment_epoch[group] = epoch
+                self.group_row(group, "assignment", epoch, "ConsumerGroupTargetAssignmentMetadata")
+
+    def on_partition_metadata(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        listed: set[TP] = set()
+        for topic in (value or {}).get("topics", ()):
+            self.topic_names[str(topic["topic_id"])] = str(topic.get("topic_name", topic["topic_id"]))
+            listed.update((str(topic["topic_id"]), p) for p in range(int(topic.get("num_partitions", 0))))
+        before = self.listed.get(group, set())
+        self.listed[group] = listed
+        for tp in before - listed:
+            self.existence.set((group, tp), None, None, self.t, self.step, {})
+        for tp in listed - before:
+            self.existence.set((group, tp), "listed", None, self.t, self.step, {"group_id": group, "tp": tp})
+
+    def on_target_member(self, group: str, key: Mapping[str, Any], value: Any) -> None:
         member_id = key.get("member_id")
-        if kind == "ConsumerGroupMetadataKey":
-            if value is not None:
-                epoch = int(value.get("epoch", 0))
-                if self.group_epoch.get(group) != epoch:
-                    self.group_epoch[group] = epoch
-                    self.group_row(group, "group", epoch, "ConsumerGroupMetadata")
-        elif kind == "ConsumerGroupTargetAssignmentMetadataKey":
-            if value is not None:
-                epoch = int(value.get("assignment_epoch", 0))
-                if self.assignment_epoch.get(group) != epoch:
-                    self.assignment_epoch[group] = epoch
-                    self.group_row(group, "assignment", epoch, "ConsumerGroupTargetAssignmentMetadata")
-        elif kind == "ConsumerGroupPartitionMetadataKey":
-            listed: set[TP] = set()
-            for topic in (value or {}).get("topics", ()):
-                self.topic_names[str(topic["topic_id"])] = str(topic.get("topic_name", topic["topic_id"]))
-                listed.update((str(topic["topic_id"]), p) for p in range(int(topic.get("num_partitions", 0))))
-            before = self.listed.get(group, set())
-            self.listed[group] = listed
-            for tp in before - listed:
-                self.existence.set((group, tp), None, None, self.t, self.step, {})
-            for tp in listed - before:
-                self.existence.set((group, tp), "listed", None, self.t, self.step, {"group_id": group, "tp": tp})
-        elif kind == "ConsumerGroupTargetAssignmentMemberKey" and member_id is not None:
-            if value is None:
-                self.targets.pop((group, member_id), None)
-            else:
-                self.targets[(group, member_id)] = _tps(value.get("topic_partitions"))
-            self.dirty_members.add((group, member_id))
-            actor = self.member_actor.get((group, member_id))
-            if actor is not None:
-                self.dirty_clients.add(actor)
-        elif kind == "ConsumerGroupCurrentMemberAssignmentKey" and member_id is not None:
-            if value is None:
-                self.coord.pop((group, member_id), None)
-            else:
-                self.coord[(group, member_id)] = _CoordMember(
-                    epoch=int(value.get("member_epoch", 0)),
-                    assigned=_tps(value.get("topic_partitions")),
-                    revoking=_tps(value.get("partitions_pending_revocation")),
-                )
-            self.dirty_members.add((group, member_id))
-        elif kind == "ConsumerGroupMemberMetadataKey" and member_id is not None and value is None:
+        if member_id is None:
+            return
+        if value is None:
+            self.targets.pop((group, member_id), None)
+        else:
+            self.targets[(group, member_id)] = _tps(value.get("topic_partitions"))
+        self.dirty_members.add((group, member_id))
+        actor = self.member_actor.get((group, member_id))
+        if actor is not None:
+            self.dirty_clients.add(actor)
+
+    def on_current_assignment(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        member_id = key.get("member_id")
+        if member_id is None:
+            return
+        if value is None:
+            self.coord.pop((group, member_id), None)
+        else:
+            self.coord[(group, member_id)] = _CoordMember(
+                epoch=int(value.get("member_epoch", 0)),
+                assigned=_tps(value.get("topic_partitions")),
+                revoking=_tps(value.get("partitions_pending_revocation")),
+            )
+        self.dirty_members.add((group, member_id))
+
+    def on_member_metadata(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        member_id = key.get("member_id")
+        if member_id is not None and value is None:  # a tombstone: the member left
             self.coord.pop((group, member_id), None)
             self.dirty_members.add((group, member_id))
-        elif kind == "OffsetCommitKey" and isinstance(value, Mapping) and value.get("topic_id"):
+
+    def on_offset_commit(self, group: str, key: Mapping[str, Any], value: Any) -> None:
+        if isinstance(value, Mapping) and value.get("topic_id"):
             self.topic_names.setdefault(str(value["topic_id"]), str(key.get("topic")))
 
     # -- recomputing statuses ------------------------------------------------------------
@@ -776,6 +799,31 @@ class _Builder:
         return pd.DataFrame(out, columns=STATE_COLUMNS)
 
 
+# What the pass reads: an event class's handler, and a coordinator record key type's.
+_BUILDER_READS: dict[type[Event], Callable[[_Builder, str, Any], None]] = {
+    ActionApplied: _Builder.on_action_applied,
+    FaultInjected: _Builder.on_action_applied,
+    TimerFired: _Builder.on_timer_fired,
+    InvariantViolated: _Builder.on_invariant_violated,
+    Note: _Builder.on_note,
+    StateTransition: _Builder.on_state_transition,
+    AssignmentChanged: _Builder.on_assignment_changed,
+    MessageSent: _Builder.on_message_sent,
+    MessageDropped: _Builder.on_message_dropped,
+    MessageDelivered: _Builder.on_message_delivered,
+    HandlerResult: _Builder.on_handler_result,
+}
+_RECORD_READS: dict[str, Callable[[_Builder, str, Mapping[str, Any], Any], None]] = {
+    "ConsumerGroupMetadataKey": _Builder.on_group_metadata,
+    "ConsumerGroupTargetAssignmentMetadataKey": _Builder.on_target_metadata,
+    "ConsumerGroupPartitionMetadataKey": _Builder.on_partition_metadata,
+    "ConsumerGroupTargetAssignmentMemberKey": _Builder.on_target_member,
+    "ConsumerGroupCurrentMemberAssignmentKey": _Builder.on_current_assignment,
+    "ConsumerGroupMemberMetadataKey": _Builder.on_member_metadata,
+    "OffsetCommitKey": _Builder.on_offset_commit,
+}
+
+
 def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
     """Read a trace (a ``Trace``, a ``Lab``, or an iterable of ``TraceEvent``/dicts) into frames.
 
@@ -783,9 +831,9 @@ def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
     """
     events = _events(trace)
     builder = _Builder()
-    for step, t, actor, kind, payload in events:
-        builder.feed(step, t, actor, kind, payload)
-    last = events[-1][1] if events else 0
+    for event in events:
+        builder.feed(event)
+    last = events[-1].time_ms if events else 0
     end = last if end_ms is None else max(int(end_ms), last)
     builder.t = end
     ownership = builder.ownership(builder.client_view, end)
@@ -811,7 +859,7 @@ def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
         end_ms=end,
         partitions=list(dict.fromkeys(partitions)),
         actors=list(builder.actors),
-        steps=pd.DataFrame(sorted({(step, t) for step, t, *_ in events}), columns=STEP_COLUMNS),
+        steps=pd.DataFrame(sorted({(e.step, e.time_ms) for e in events}), columns=STEP_COLUMNS),
     )
 
 
@@ -899,22 +947,22 @@ def share_frames(trace: Any, end_ms: int | None = None) -> ShareFrames:
             close(key, offset, t)
         table[offset] = (state, count or 0, member, t, step)
 
-    for step, t, _, kind, payload in events:
-        if kind not in ("share_acquired", "share_state_write"):
+    for e in events:
+        body, t, step = e.body, e.time_ms, e.step
+        if not isinstance(body, ShareAcquired | ShareStateWrite):
             continue
-        key = (payload["group_id"], payload["topic_id"], int(payload["partition"]))
-        if kind == "share_acquired":
-            for first, last, count in payload["ranges"]:
+        key = (body.group_id, body.topic_id, body.partition)
+        if isinstance(body, ShareAcquired):
+            for first, last, count in body.ranges:
                 for offset in range(first, last + 1):
-                    put(key, offset, "Acquired", count, payload["member_id"], t, step)
-        elif payload.get("error") is None:
-            for first, last, _, target in payload["transitions"]:
+                    put(key, offset, "Acquired", count, body.member_id, t, step)
+        elif body.error is None:
+            for first, last, _, target in body.transitions:
                 for offset in range(first, last + 1):
                     put(key, offset, target, None, None, t, step)
-        spso, speo = payload.get("spso"), payload.get("speo")
-        if spso is not None:
-            offsets.append(dict(zip(SHARE_OFFSET_COLUMNS, (*key, t, step, spso, speo), strict=True)))
-    last = events[-1][1] if events else 0
+        if body.spso is not None:
+            offsets.append(dict(zip(SHARE_OFFSET_COLUMNS, (*key, t, step, body.spso, body.speo), strict=True)))
+    last = events[-1].time_ms if events else 0
     end = last if end_ms is None else max(int(end_ms), last)
     for key in sorted(current):
         for offset in sorted(current[key]):

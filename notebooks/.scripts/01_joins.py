@@ -45,6 +45,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import pandas as pd
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
+from kip_lab.events import MessageDelivered
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
 from kip_lab.viz import group_dot, picture
@@ -334,7 +335,7 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # %%
 from widgets import explore
 
-c_join = min(e.step for e in lab.trace if e.kind.value == "message_delivered" and e.payload["from"] == "C")
+c_join = min(e.step for e in lab.trace.of_type(MessageDelivered) if e.body.source == "C")
 explore(lab, member="C", start_step=c_join)
 
 # %% [markdown]

@@ -46,6 +46,7 @@ import pandas as pd
 
 from kip_lab.lab.story import client_story
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
+from kip_lab.events import TimerFired
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
@@ -196,8 +197,8 @@ metrics = compute_metrics(lab.trace)
 crash = next(t for t in metrics["triggers"] if t["cause"].startswith("crash"))
 print(f"crash at {crash['time_ms']} ms -> stable after {crash['time_to_stable_ms']} ms")
 print("unavailability (ms):", metrics["partition_unavailability_ms"]["g"])
-fired = [e for e in lab.trace if e.kind.value == "timer_fired"]
-print("coordinator timers fired:", [(e.time_ms, e.payload["timer"]) for e in fired])
+fired = lab.trace.of_type(TimerFired)
+print("coordinator timers fired:", [(e.time_ms, list(e.body.timer)) for e in fired])
 
 # %% [markdown]
 # A crash costs a session timeout of unavailability for the crashed member's partitions. A

@@ -42,6 +42,7 @@ import json
 import pandas as pd
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
+from kip_lab.events import CallbackInvoked, HandlerResult, MessageSent
 from kip_lab.coordinator.bootstrap import stable_group_log
 from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
@@ -182,22 +183,22 @@ print("after: ", group_line(recreate.coordinator.groups["g"], recreate.cluster))
 for e in recreate.trace:
     if e.time_ms < 20_000:
         continue
-    p = e.payload
-    if e.kind.value == "handler_result" and any(r["key"]["type"] == "ConsumerGroupPartitionMetadataKey" for r in p.get("records", [])):
-        for r in p["records"]:
+    p = e.body
+    if isinstance(p, HandlerResult) and any(r["key"]["type"] == "ConsumerGroupPartitionMetadataKey" for r in p.records):
+        for r in p.records:
             if r["key"]["type"] in ("ConsumerGroupPartitionMetadataKey", "ConsumerGroupMetadataKey"):
                 print(f"{e.time_ms:>6} coordinator wrote {r['key']['type'].removesuffix('Key')}: {r['value']}")
-    elif e.kind.value == "callback_invoked":
-        print(f"{e.time_ms:>6} {e.actor}: {p['callback']}({', '.join(p['partitions'])})")
-    elif e.kind.value == "message_sent" and p["api"] in ("OffsetCommit", "OffsetFetch") and p["from"] == "broker-0":
-        body = p["body"]
-        if p["api"] == "OffsetCommit":
+    elif isinstance(p, CallbackInvoked):
+        print(f"{e.time_ms:>6} {e.actor}: {p.callback}({', '.join(p.partitions)})")
+    elif isinstance(p, MessageSent) and p.api in ("OffsetCommit", "OffsetFetch") and p.source == "broker-0":
+        body = p.body
+        if p.api == "OffsetCommit":
             errors = sorted({part.get("error_code", 0) for t in body["topics"] for part in t["partitions"]})
-            print(f"{e.time_ms:>6} OffsetCommit response to {p['to']}: error codes {errors}")
+            print(f"{e.time_ms:>6} OffsetCommit response to {p.destination}: error codes {errors}")
         else:
             parts = {part["partition_index"]: part.get("committed_offset", -1) for g in body["groups"]
                      for t in g["topics"] for part in t["partitions"]}
-            print(f"{e.time_ms:>6} OffsetFetch response to {p['to']}: committed offsets {parts} (-1: none)")
+            print(f"{e.time_ms:>6} OffsetFetch response to {p.destination}: committed offsets {parts} (-1: none)")
 
 # %% [markdown]
 # (Error code 100 is UNKNOWN_TOPIC_ID.) The new foo was read from offset 0

@@ -46,6 +46,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import pandas as pd
 
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
+from kip_lab.events import Note, StateTransition
 from kip_lab.coordinator import GROUP_STATE_MACHINE
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.protocol import ConsumerGroupHeartbeatRequest, TopicPartitions
@@ -248,9 +249,10 @@ twins.run(until=5_000)
 twins.add_consumer("A-twin", subscribed_topic_names=["foo"], instance_id="instance-a")
 twins.run(until=10_000)
 for e in twins.trace:
-    if e.actor == "A-twin" and e.kind.value in ("state_transition", "note"):
-        p = e.payload
-        print(e.time_ms, "A-twin:", f"{p['from']} -> {p['to']} ({p['trigger']})" if "from" in p else p["text"])
+    if e.actor == "A-twin" and isinstance(e.body, StateTransition):
+        print(e.time_ms, "A-twin:", f"{e.body.from_state} -> {e.body.to_state} ({e.body.trigger})")
+    elif e.actor == "A-twin" and isinstance(e.body, Note):
+        print(e.time_ms, "A-twin:", e.body.text)
 print({name: c.state.value for name, c in sorted(twins.clients.items())}, "| members:", sorted(twins.coordinator.groups["g"].members))
 
 # %% [markdown]

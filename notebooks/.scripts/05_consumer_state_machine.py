@@ -48,6 +48,7 @@ import pandas as pd
 from kip_lab.lab.story import client_story
 from kip_lab.clients.consumer import CallbackConfig
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
+from kip_lab.events import StateTransition
 from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.viz import epoch_chart, machine_dot, ownership_swimlanes, picture, trace_frames
@@ -268,7 +269,7 @@ explore(fenced, member="A")
 fenced.seek(fenced.horizon)  # the stepper above moved the run: back to its end
 for name, run in (("callbacks", lab), ("failing callback", failing), ("fenced", fenced), ("close", leaving), ("STALE", stale)):
     g = run.coordinator.groups["g"]
-    transitions = sum(1 for e in run.trace if e.kind.value == "state_transition")
+    transitions = len(run.trace.of_type(StateTransition))
     print(f"{name:>16}: {g.state.value} GE {g.group_epoch}",
           {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},
           "| clients", {n: c.state.value for n, c in sorted(run.clients.items())},

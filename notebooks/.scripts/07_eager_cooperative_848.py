@@ -45,6 +45,7 @@ import pandas as pd
 from IPython.display import display
 
 from kip_lab.clients import CallbackConfig
+from kip_lab.events import MessageSent
 from kip_lab.lab import Lab
 from kip_lab.lab import actions as a
 from kip_lab.lab.metrics import compute_metrics
@@ -110,7 +111,7 @@ for protocol, lab in labs.items():
 # %%
 def row(protocol: str, lab: Lab) -> dict:
     m = compute_metrics(lab.trace)
-    joins = sum(1 for e in lab.trace if e.kind.value == "message_sent" and e.payload.get("api") == "JoinGroup")
+    joins = sum(1 for e in lab.trace.of_type(MessageSent) if e.body.api == "JoinGroup")
     return {
         "protocol": protocol,
         "revocations": m["revocations"],

@@ -38,6 +38,7 @@ import pandas as pd
 
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, ConsumerConfig
 from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE
+from kip_lab.events import CallbackInvoked, MessageSent, StateTransition
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.viz import machine_dot, ownership_swimlanes, picture, trace_frames
@@ -131,12 +132,13 @@ def story(member, after, before):
     for e in lab.trace:
         if not (after < e.step <= before) or e.actor != member:
             continue
-        if e.kind.value == "state_transition":
-            out.append((e.time_ms, f"{e.payload['from']} → {e.payload['to']}", e.payload["trigger"]))
-        elif e.kind.value == "callback_invoked" and e.payload["callback"] != "on_assignment":
-            out.append((e.time_ms, e.payload["callback"], ", ".join(e.payload["partitions"])))
-        elif e.kind.value == "message_sent" and e.payload.get("api") in ("JoinGroup", "SyncGroup", "LeaveGroup"):
-            out.append((e.time_ms, f"sends {e.payload['api']}", ""))
+        p = e.body
+        if isinstance(p, StateTransition):
+            out.append((e.time_ms, f"{p.from_state} → {p.to_state}", p.trigger))
+        elif isinstance(p, CallbackInvoked) and p.callback != "on_assignment":
+            out.append((e.time_ms, p.callback, ", ".join(p.partitions)))
+        elif isinstance(p, MessageSent) and p.api in ("JoinGroup", "SyncGroup", "LeaveGroup"):
+            out.append((e.time_ms, f"sends {p.api}", ""))
     return pd.DataFrame(out, columns=["time (ms)", "what", "detail"])
 
 
@@ -144,9 +146,9 @@ story("C", b_at, c_at)
 
 # %%
 api_by_member = {}
-for e in lab.trace:
-    if b_at < e.step <= c_at and e.kind.value == "message_sent" and e.actor in "AC":
-        api_by_member.setdefault(e.actor, set()).add(e.payload["api"])
+for e in lab.trace.of_type(MessageSent):
+    if b_at < e.step <= c_at and e.actor in "AC":
+        api_by_member.setdefault(e.actor, set()).add(e.body.api)
 {member: sorted(apis) for member, apis in api_by_member.items()}
 
 # %% [markdown]

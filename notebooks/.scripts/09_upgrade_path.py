@@ -39,6 +39,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import pandas as pd
 
 from kip_lab.clients import ClassicConsumerConfig
+from kip_lab.events import CallbackInvoked, FaultInjected, MessageSent, Note, StateTransition
 from kip_lab.lab import Lab
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.scenarios import load_library_scenario
@@ -85,10 +86,11 @@ def phases(trace):
     rows = []
     strategy = {m: ", ".join(spec.partition_assignment_strategy) for m, spec in scenario.members.items()}
     for e in trace:
-        if e.kind.value == "fault_injected" and e.payload["action"] == "restart":
-            strategy[e.payload["member"]] = ", ".join(e.payload["config"]["partition_assignment_strategy"])
-        if e.kind.value == "message_sent" and e.payload.get("api") == "SyncGroup" and e.actor == "broker-0":
-            rows.append({"time (s)": e.time_ms / 1000, "group assignor": e.payload["body"].get("protocol_name"),
+        p = e.body
+        if isinstance(p, FaultInjected) and p.name == "restart":
+            strategy[p.member] = ", ".join(p.fields["config"]["partition_assignment_strategy"])
+        if isinstance(p, MessageSent) and p.api == "SyncGroup" and e.actor == "broker-0":
+            rows.append({"time (s)": e.time_ms / 1000, "group assignor": p.body.get("protocol_name"),
                          **{f"{m} strategy": strategy[m] for m in "ABC"}})
     frame = pd.DataFrame(rows).drop_duplicates(subset=["group assignor", "A strategy", "B strategy", "C strategy"])
     return frame.reset_index(drop=True)
@@ -113,8 +115,8 @@ picture(chart)
 
 # %%
 def revocations_between(trace, start, end):
-    return sum(len(e.payload["partitions"]) for e in trace if e.kind.value == "callback_invoked"
-               and e.payload["callback"] == "on_partitions_revoked" and start <= e.time_ms < end)
+    return sum(len(e.body.partitions) for e in trace.of_type(CallbackInvoked)
+               if e.body.callback == "on_partitions_revoked" and start <= e.time_ms < end)
 
 
 pd.DataFrame({"phase": ["bounce 1 (20-80 s)", "bounce 2 (80-140 s)"],
@@ -158,7 +160,7 @@ restart_with(skipped, "A", ["cooperative-sticky"])
 outcome(skipped)
 
 # %%
-[e.payload["text"] for e in skipped.trace if e.actor == "A" and e.kind.value == "note" and "fatal" in e.payload]
+[e.body.text for e in skipped.trace.of_type(Note) if e.actor == "A" and "fatal" in e.body.details]
 
 # %% [markdown]
 # ## Failure mode 2 · an old member joins a cooperative group
@@ -188,8 +190,7 @@ outcome(cooperative)
 # %%
 # NBVAL_CHECK_OUTPUT
 m = compute_metrics(trace)
-last_protocol = {e.actor: e.payload["protocol"] for e in trace
-                 if e.kind.value == "state_transition" and "protocol" in e.payload}
+last_protocol = {e.actor: e.body.protocol for e in trace.of_type(StateTransition) if e.body.protocol is not None}
 print("two-bounce upgrade: stable", result.stable, "| violations", m["invariant_violations"],
       "| protocols at the end", last_protocol)
 print("revoked in bounce 1:", revocations_between(trace, 20_000, 80_000),

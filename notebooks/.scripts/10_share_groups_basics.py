@@ -43,6 +43,7 @@ import pandas as pd
 from kip_lab.clients.share_consumer import FailureRule
 from kip_lab.coordinator import GroupCoordinator
 from kip_lab.coordinator.share_group import share_coordinator_rpc
+from kip_lab.events import ShareAcquired, ShareStateWrite
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.lab.share_invariants import at_least_once
@@ -174,10 +175,11 @@ print("outcomes per consumer:", {n: c.outcomes for n, c in sorted(lab.clients.it
 # NBVAL_CHECK_OUTPUT
 orders0 = (lab.topic_id("orders"), 0)
 member_names = {c.member_id: n for n, c in lab.clients.items()}
-for event in lab.trace:
-    if event.kind.value == "share_acquired" and (event.payload["topic_id"], event.payload["partition"]) == orders0:
-        ranges = ", ".join(f"{f}-{last} (delivery {dc})" for f, last, dc in event.payload["ranges"])
-        print(f"t={event.time_ms:>5} {member_names[event.payload['member_id']]} acquired {ranges}")
+for event in lab.trace.of_type(ShareAcquired):
+    p = event.body
+    if (p.topic_id, p.partition) == orders0:
+        ranges = ", ".join(f"{f}-{last} (delivery {dc})" for f, last, dc in p.ranges)
+        print(f"t={event.time_ms:>5} {member_names[p.member_id]} acquired {ranges}")
 
 # %% [markdown]
 # And what each acknowledgement made durable: every state change but acquisition is a
@@ -186,12 +188,12 @@ for event in lab.trace:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-for event in lab.trace:
-    p = event.payload
-    if event.kind.value == "share_state_write" and (p["topic_id"], p["partition"]) == orders0:
+for event in lab.trace.of_type(ShareStateWrite):
+    p = event.body
+    if (p.topic_id, p.partition) == orders0:
         batches = [f"{b['first_offset']}-{b['last_offset']} state {b['delivery_state']} dc {b['delivery_count']}"
-                   for b in p["request"]["state_batches"]]
-        print(f"t={event.time_ms:>5} {p['origin']:<24} start {p['request']['start_offset']:>3} {batches}")
+                   for b in p.request["state_batches"]]
+        print(f"t={event.time_ms:>5} {p.origin:<24} start {p.request['start_offset']:>3} {batches}")
 
 # %% [markdown]
 # The **record-state strip**: offsets up, time across, one colour per state, the delivery count

@@ -43,6 +43,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import pandas as pd
 
 from kip_lab.clients.share_consumer import FailureRule
+from kip_lab.events import ShareAcquired, ShareStateWrite
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.lab.share_invariants import at_least_once
@@ -74,12 +75,12 @@ def history(lab, offset):
     """The record's life: each acquisition (who, delivery count) and each persisted change."""
     names = {c.member_id: n for n, c in lab.clients.items()}
     out = []
-    for e in lab.trace:
-        p = e.payload
-        if e.kind.value == "share_acquired":
-            out += [f"{names[p['member_id']]} acquires (dc {dc})" for f, last, dc in p["ranges"] if f <= offset <= last]
-        elif e.kind.value == "share_state_write" and p["error"] is None:
-            out += [f"{trigger} → {target}" for f, last, trigger, target in p["transitions"] if f <= offset <= last]
+    for e in lab.trace.of_type(ShareAcquired, ShareStateWrite):
+        p = e.body
+        if isinstance(p, ShareAcquired):
+            out += [f"{names[p.member_id]} acquires (dc {dc})" for f, last, dc in p.ranges if f <= offset <= last]
+        elif p.error is None:
+            out += [f"{trigger} → {target}" for f, last, trigger, target in p.transitions if f <= offset <= last]
     return out
 
 # %% [markdown]

@@ -36,6 +36,7 @@ from kip_lab.viz import notebook_charts
 notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), each with a PNG for GitHub
 
 
+from kip_lab.events import ShareStateWrite
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.lab.share_invariants import at_least_once
@@ -69,11 +70,11 @@ def share_lab(seed):
 def writes(lab, since_ms=0):
     """Every WriteShareGroupState the leaders sent after ``since_ms``: who, why, and the answer."""
     out = []
-    for e in lab.trace:
-        if e.kind.value == "share_state_write" and e.time_ms >= since_ms:
-            p = e.payload
-            out.append(f"t={e.time_ms:>6} {e.actor}: {p['origin']:<24} leader epoch {p['request']['leader_epoch']}"
-                       f" -> {p['error'] or 'OK'}")
+    for e in lab.trace.of_type(ShareStateWrite):
+        if e.time_ms >= since_ms:
+            p = e.body
+            out.append(f"t={e.time_ms:>6} {e.actor}: {p.origin:<24} leader epoch {p.request['leader_epoch']}"
+                       f" -> {p.error or 'OK'}")
     return out
 
 # %% [markdown]

@@ -79,6 +79,7 @@ else:
 
 # %%
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import MessageSent, TimerFired
 from kip_lab.lab import Lab, LabConfig
 
 SESSION_TIMEOUT_MS = 6_000
@@ -182,8 +183,8 @@ if REAL:
 # NBVAL_CHECK_OUTPUT
 if REAL:
     facts(split)
-    expired = server.call(lambda lab: [e.time_ms for e in lab.trace if e.kind.value == "timer_fired"
-                                       and e.payload["timer"][0] == "session" and c2_member in e.payload["timer"]])
+    expired = server.call(lambda lab: [e.time_ms for e in lab.trace.of_type(TimerFired)
+                                       if e.body.timer[0] == "session" and c2_member in e.body.timer])
     print("c2 was removed by its session timer:", len(expired) == 1)
     print("and not before its session could run out:", expired[0] - killed_at_ms >= SESSION_TIMEOUT_MS - 1_500)
 
@@ -245,9 +246,9 @@ if REAL:
 def client_names(lab, clients):
     """member id -> the client id that heartbeated with it; a client's second member id is 'back'."""
     names = {}
-    for event in lab.trace:
-        if event.kind.value == "message_sent" and event.actor in clients:
-            member_id = event.payload["body"].get("member_id")
+    for event in lab.trace.of_type(MessageSent):
+        if event.actor in clients:
+            member_id = event.body.body.get("member_id")
             if member_id and member_id not in names:
                 names[member_id] = f"{event.actor}, back" if event.actor in names.values() else event.actor
     return names

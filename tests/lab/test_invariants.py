@@ -20,6 +20,7 @@ from kip_lab.clients import CallbackConfig
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.coordinator.result import CoordinatorResult
+from kip_lab.events import AssignmentChanged, HandlerResult, InvariantViolated
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab.invariants import INVARIANTS, InvariantViolation
 from kip_lab.protocol import Errors
@@ -61,7 +62,7 @@ def check_both_ways(break_it: Callable[[Lab], None], name: str) -> list[Any]:
     raising = stable_pair(raise_on_violation=True)  # built before anything is broken
     break_it(traced)
     step, stepped = first_violation(traced)
-    names = {e.payload["invariant"] for e in stepped if e.kind.value == "invariant_violated"}
+    names = {e.body.invariant for e in stepped if isinstance(e.body, InvariantViolated)}
     assert name in names
     assert not [e for e in traced.trace if e.kind.value == "invariant_violated" and e.step < step]
     break_it(raising)
@@ -114,9 +115,9 @@ def test_single_owner_catches_a_client_told_to_take_anothers_partition() -> None
         on_next_heartbeat(lab, "A", change)
 
     stepped = check_both_ways(tell_a_to_take_foo_3, "single-owner")
-    grabbed = [e for e in stepped if e.actor == "A" and e.kind.value == "assignment_changed"]
-    assert grabbed and [grabbed[-1].payload["owned"][i][1] for i in range(4)] == [0, 1, 2, 3]
-    text = next(e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated")
+    grabbed = [e.body for e in stepped if e.actor == "A" and isinstance(e.body, AssignmentChanged)]
+    assert grabbed and [grabbed[-1].owned[i][1] for i in range(4)] == [0, 1, 2, 3]
+    text = next(e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated))
     assert text == "foo-3 is owned by A and B"
 
 
@@ -138,7 +139,7 @@ def test_epochs_never_go_back_catches_a_member_epoch_written_lower(monkeypatch: 
 
     stepped = check_both_ways(break_it, "epochs-never-go-back")
     assert any(e.kind.value == "handler_result" and e.actor == "broker-0" for e in stepped)
-    text = next(e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated")
+    text = next(e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated))
     assert text == "A went from epoch 2 to 1"
 
 
@@ -161,7 +162,7 @@ def test_target_covers_subscriptions_catches_a_partition_assigned_twice() -> Non
         on_next_heartbeat(lab, "A", change)
 
     stepped = check_both_ways(break_it, "target-covers-subscriptions")
-    text = next(e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated")
+    text = next(e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated))
     assert "assigned twice" in text and "unassigned []" in text
 
 
@@ -181,10 +182,10 @@ def test_stable_means_converged_catches_a_member_marked_stable_while_still_waiti
         lab.add_consumer("C", subscribed_topic_names=["foo"])
 
     stepped = check_both_ways(break_it, "stable-means-converged")
-    text = next(e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated")
+    text = next(e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated))
     assert text == "group g is Stable but C is not converged"
     # The step that made the group Stable: the last revocation acknowledged.
-    assert any(e.kind.value == "handler_result" and e.payload["origin"] == "ConsumerGroupHeartbeat" for e in stepped)
+    assert any(isinstance(e.body, HandlerResult) and e.body.origin == "ConsumerGroupHeartbeat" for e in stepped)
 
 
 def test_partition_epochs_match_ownership_catches_lost_bookkeeping(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,7 +201,7 @@ def test_partition_epochs_match_ownership_catches_lost_bookkeeping(monkeypatch: 
         lab.add_consumer("C", subscribed_topic_names=["foo"])
 
     stepped = check_both_ways(break_it, "partition-epochs-match-ownership")
-    text = next(e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated")
+    text = next(e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated))
     assert text == "group g: partition epochs differ from ownership"
 
 
@@ -217,7 +218,7 @@ def test_a_forged_record_replayed_later_is_caught_when_written() -> None:
         on_next_heartbeat(lab, "B", change)
 
     stepped = check_both_ways(break_it, "epochs-never-go-back")
-    texts = [e.payload["explanation"] for e in stepped if e.kind.value == "invariant_violated"]
+    texts = [e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated)]
     assert "group g went from epochs (2, 2) to (1, 2)" in texts
 
 

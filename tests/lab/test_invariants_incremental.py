@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import kip_lab.coordinator.coordinator as coordinator_module
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import ReconciliationState as ServerMemberState
+from kip_lab.events import InvariantViolated
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab.invariants import InvariantChecker
 
@@ -104,11 +105,7 @@ def build(mode: str, seed: int, classic: set[str], second_group: set[str]) -> La
 
 
 def violations(lab: Lab) -> list[tuple[int, str, str]]:
-    return [
-        (e.step, e.payload["invariant"], e.payload["explanation"])
-        for e in lab.trace
-        if e.kind.value == "invariant_violated"
-    ]
+    return [(e.step, e.body.invariant, e.body.explanation) for e in lab.trace.of_type(InvariantViolated)]
 
 
 script = st.lists(

@@ -12,6 +12,18 @@ from bench_support import import_benchmark
 from lab_support import make_lab
 
 from kip_lab.clients import MemberState
+from kip_lab.events import (
+    ActionApplied,
+    AssignmentChanged,
+    CallbackInvoked,
+    Event,
+    FaultInjected,
+    HandlerResult,
+    InvariantViolated,
+    MessageDropped,
+    MessageSent,
+    StateTransition,
+)
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig, Trace, TraceEvent
 from kip_lab.lab import actions as a
 from kip_lab.lab.metrics import compute_metrics, stability_by_step
@@ -40,7 +52,7 @@ def events(lab: Lab, actor: str | None = None, kind: str | None = None, since: i
 
 def sent(lab: Lab, actor: str, api: str | None = "ConsumerGroupHeartbeat", since: int = 0) -> list[TraceEvent]:
     """``actor``'s requests of ``api`` (of every API when None)."""
-    return [e for e in events(lab, actor, "message_sent", since) if api is None or e.payload["api"] == api]
+    return [e for e in events(lab, actor, "message_sent", since) if api is None or e.body.api == api]
 
 
 def members(lab: Lab) -> set[str]:
@@ -75,7 +87,7 @@ def test_with_nothing_due_step_refuses_and_run_stops_without_a_step() -> None:
     assert (lab.step_count, len(lab.trace)) == (steps, events)
     assert lab.run(steps=5) == 0 and lab.step_count == steps
     assert lab.run(until=1_000) == 1 and lab.now == 1_000  # the one step is the clock's advance
-    assert lab.trace[-1].kind is EventKind.ACTION_APPLIED and lab.trace[-1].payload["action"] == "advance_to"
+    assert lab.trace[-1].kind is EventKind.ACTION_APPLIED and lab.trace[-1].body.name == "advance_to"
 
 
 def test_crash_stops_the_process_and_the_session_timeout_removes_the_member() -> None:
@@ -83,18 +95,18 @@ def test_crash_stops_the_process_and_the_session_timeout_removes_the_member() ->
     crashed_at = lab.now
     lab.crash("A")
     assert not lab.clients["A"].alive and lab.clients["A"].fetching == {}
-    assert events(lab, "lab", "fault_injected")[-1].payload == {"action": "crash", "member": "A"}
+    assert events(lab, "lab", "fault_injected")[-1].body.fields == {"action": "crash", "member": "A"}
     lab.run(until=crashed_at + 100)  # a heartbeat A sent just before the crash may still arrive
     last_heard = max(
         e.time_ms
         for e in events(lab, "broker-0", "message_delivered")
-        if e.payload["from"] == "A" and e.payload["api"] == "ConsumerGroupHeartbeat"
+        if e.body.source == "A" and e.body.api == "ConsumerGroupHeartbeat"
     )
     lab.run(until=last_heard + 44_999)
     assert "A" in members(lab)  # nobody told the coordinator
     assert not [e for e in sent(lab, "A") if e.time_ms > crashed_at]
     lab.run(until=last_heard + 45_001)
-    timeout = [e for e in events(lab, "broker-0", "handler_result") if e.payload["origin"] == "session timeout A"]
+    timeout = [e for e in events(lab, "broker-0", "handler_result") if e.body.origin == "session timeout A"]
     assert [e.time_ms for e in timeout] == [last_heard + 45_000]  # the session timeout, from the last heartbeat
     assert members(lab) == {"B"}
     assert lab.run_until_stable()
@@ -133,13 +145,11 @@ def test_a_restarted_client_never_takes_an_answer_meant_for_its_previous_incarna
     lab.add_partitions("foo", 2)
     restarted_at = lab.step_count
     lab.restart("D")
-    old_requests = {e.payload["correlation_id"] for e in sent(lab, "D", api=None)}
+    old_requests = {e.body.correlation_id for e in sent(lab, "D", api=None)}
     lab.run(until=lab.now + 60_000)
 
     late = [
-        e
-        for e in events(lab, "D", "message_delivered", since=restarted_at)
-        if e.payload["correlation_id"] in old_requests
+        e for e in events(lab, "D", "message_delivered", since=restarted_at) if e.body.correlation_id in old_requests
     ]
     assert late  # answers to the old process did arrive after the restart
     assert lab.run_until_stable()
@@ -167,7 +177,7 @@ def test_pause_past_the_poll_timeout_leaves_and_resume_rejoins() -> None:
     assert "A" in members(lab) and lab.clients["A"].state is MemberState.STABLE
     lab.run(until=paused_at + 20_010)
     assert lab.clients["A"].state is MemberState.STALE and "A" not in members(lab)
-    expired = [e for e in events(lab, "A", "state_transition") if e.payload["trigger"] == "poll timer expired"]
+    expired = [e for e in events(lab, "A", "state_transition") if e.body.trigger == "poll timer expired"]
     assert [e.time_ms for e in expired] == [paused_at + 20_000]
     assert lab.run_until_stable()
     assert owned(lab, "B") == list(range(6))
@@ -183,10 +193,10 @@ def test_drop_messages_drops_the_next_message_and_the_request_times_out() -> Non
     lab.drop_messages("A", 1)
     lab.run(until=lab.now + 8_000)
     dropped = events(lab, "network", "message_dropped", since)
-    assert [(d.payload["from"], d.payload["api"], d.payload["reason"]) for d in dropped] == [
+    assert [(d.body.source, d.body.api, d.body.reason) for d in dropped] == [
         ("A", "ConsumerGroupHeartbeat", "dropped by fault")
     ]
-    notes = [e.payload["text"] for e in events(lab, "A", "note", since)]
+    notes = [e.body.text for e in events(lab, "A", "note", since)]
     assert any("timed out" in text for text in notes)
     assert [e.time_ms > dropped[0].time_ms for e in sent(lab, "A", since=since)][:1] == [True]  # a retry
     assert lab.clients["A"].state is MemberState.STABLE
@@ -197,8 +207,8 @@ def test_delay_messages_adds_latency_to_the_next_messages_only() -> None:
     since = lab.step_count
     lab.delay_messages("A", 2, 300)
     lab.run(until=lab.now + 12_000)
-    on_link = [e for e in events(lab, None, "message_sent", since) if "A" in (e.payload["from"], e.payload["to"])]
-    assert [e.payload["latency_ms"] for e in on_link[:4]] == [301, 301, 1, 1]
+    on_link = [e for e in events(lab, None, "message_sent", since) if "A" in (e.body.source, e.body.destination)]
+    assert [e.body.latency_ms for e in on_link[:4]] == [301, 301, 1, 1]
 
 
 def test_partition_link_drops_everything_for_a_while() -> None:
@@ -208,11 +218,11 @@ def test_partition_link_drops_everything_for_a_while() -> None:
     healed = lab.now + 6_000
     lab.run(until=lab.now + 12_000)
     dropped = events(lab, "network", "message_dropped", since)
-    assert dropped and all(d.payload["reason"] == "link partitioned" for d in dropped)
+    assert dropped and all(d.body.reason == "link partitioned" for d in dropped)
     assert all(d.time_ms < healed for d in dropped)
     assert any(e.time_ms >= healed for e in sent(lab, "A", since=since))
     assert "A" in members(lab)  # shorter than the session timeout: still a member
-    assert not [e for e in events(lab, "A", "state_transition", since) if e.payload["to"] == "FENCED"]
+    assert not [e for e in events(lab, "A", "state_transition", since) if e.body.to_state == "FENCED"]
 
 
 def test_fail_over_rebuilds_the_same_group_on_the_next_broker() -> None:
@@ -226,7 +236,7 @@ def test_fail_over_rebuilds_the_same_group_on_the_next_broker() -> None:
     assert after["groups"] == before["groups"] and after["offsets"] == before["offsets"]
     since = lab.step_count
     lab.run(until=lab.now + 11_000)
-    assert {e.payload["to"] for e in sent(lab, "A", since=since)} == {"broker-1"}
+    assert {e.body.destination for e in sent(lab, "A", since=since)} == {"broker-1"}
     assert lab.is_stable() and lab.coordinator.groups["g"].group_epoch == before["groups"]["g"]["group_epoch"]
 
 
@@ -295,7 +305,7 @@ def test_send_request_is_a_scripted_heartbeat() -> None:
         subscribed_topic_names=["foo"],
         topic_partitions=[],
     )
-    assert events(lab, "lab", "action_applied")[-1].payload["action"] == "send_request"
+    assert events(lab, "lab", "action_applied")[-1].body.name == "send_request"
     lab.run(until=lab.now + 5)
     response = lab.clients["S"].last_response
     assert isinstance(response, ConsumerGroupHeartbeatResponse)
@@ -309,7 +319,7 @@ def test_scheduled_fault_happens_at_its_time() -> None:
     expected = lab.now + 1_234
     lab.run(until=lab.now + 2_000)
     fault = events(lab, "lab", "fault_injected")[-1]
-    assert fault.payload == {"action": "crash", "member": "A"} and fault.time_ms == expected
+    assert fault.body.fields == {"action": "crash", "member": "A"} and fault.time_ms == expected
     assert not lab.clients["A"].alive
 
 
@@ -328,8 +338,8 @@ def test_advance_to_traces_the_coordinators_timers() -> None:
     lab.crash("A")
     lab.apply(a.AdvanceTo(time_ms=lab.now + 60_000))  # one step across A's session timeout
     timers = events(lab, "coordinator", "timer_fired")
-    assert [t.payload["timer"] for t in timers] == [["session", "g", "A"]]
-    assert any(e.payload.get("origin") == "session timeout A" for e in events(lab, kind="handler_result"))
+    assert [t.body.timer for t in timers] == [("session", "g", "A")]
+    assert any(e.body.origin == "session timeout A" for e in events(lab, kind="handler_result"))
     assert compute_metrics(lab.trace)["records_written"] == lab.world.log.end_offset
 
 
@@ -362,17 +372,14 @@ def test_same_seed_same_bytes_other_seed_other_trace() -> None:
     first, second = faulty_run(7), faulty_run(7)
     assert first.trace.to_jsonl() == second.trace.to_jsonl()
     assert len(first.trace) > 500
-    assert any(e.payload.get("reason") == "random loss" for e in first.trace.of_kind(EventKind.MESSAGE_DROPPED))
+    assert any(e.body.reason == "random loss" for e in first.trace.of_type(MessageDropped))
     assert faulty_run(8).trace.to_jsonl() != first.trace.to_jsonl()
 
 
 def test_fixed_latency_runs_do_not_depend_on_the_seed_for_anything_but_ids() -> None:
     fixed = LinkConfig()
     one, two = faulty_run(1, fixed), faulty_run(2, fixed)
-    moves = [
-        [(e.step, e.actor, e.payload["to"]) for e in lab.trace.of_kind(EventKind.STATE_TRANSITION)]
-        for lab in (one, two)
-    ]
+    moves = [[(e.step, e.actor, e.body.to_state) for e in lab.trace.of_type(StateTransition)] for lab in (one, two)]
     assert moves[0] == moves[1]
 
 
@@ -398,44 +405,41 @@ def test_to_pandas_is_one_row_per_event() -> None:
     assert json.loads(frame["payload"].iloc[0]) == lab.trace[0].payload
 
 
-def test_a_trace_event_is_immutable_and_makes_a_deferred_payload_once() -> None:
-    import copy
-    import pickle
-
-    made = []
-
-    def deferred() -> dict[str, Any]:
-        made.append(1)
-        return {"body": {"x": 1}}
-
-    event = TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, deferred)
-    assert (event.step, event.time_ms, event.actor, event.kind) == (3, 30, "m1", EventKind.MESSAGE_SENT)
-    assert made == []  # nothing summarised until someone reads it
-    assert event.payload is event.payload and made == [1]
-    for name in ("step", "payload"):
-        with pytest.raises(AttributeError, match="immutable"):
-            setattr(event, name, 4)
-    same = TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, {"body": {"x": 1}})
-    assert event == same
-    assert not event != same  # noqa: SIM202  (__ne__ is defined, and tested)
-    assert event != TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, {"body": {"x": 2}})
-    assert pickle.loads(pickle.dumps(TraceEvent(3, 30, "m1", EventKind.MESSAGE_SENT, deferred))) == same
-    assert copy.deepcopy(event) == same
-    with pytest.raises(TypeError):
-        hash(event)
+def test_a_message_body_is_summarised_only_when_read() -> None:
+    """A run sends far more messages than anyone reads: the event keeps the model, and its
+    JSON view is the same whenever it is made."""
+    response = ConsumerGroupHeartbeatResponse(member_id="m", member_epoch=2)
+    event = TraceEvent(3, 30, "broker-0", MessageSent(7, "broker-0", "m1", "ConsumerGroupHeartbeat", 1, 5, response))
+    assert event.body.message is response
+    assert event.body.body == {"member_id": "m", "member_epoch": 2}
+    assert event.payload["body"] == event.body.body and event.kind is EventKind.MESSAGE_SENT
+    saved = TraceEvent.from_dict(json.loads(event.to_json()))
+    assert saved == event and saved.body.message == {"member_id": "m", "member_epoch": 2}
 
 
 # ---------------------------------------------------------------------------- metrics on hand-made traces
-def ev(step: int, time_ms: int, actor: str, kind: str, payload: dict[str, Any]) -> TraceEvent:
-    return TraceEvent(step, time_ms, actor, EventKind(kind), payload)
+def ev(step: int, time_ms: int, actor: str, body: Event) -> TraceEvent:
+    return TraceEvent(step, time_ms, actor, body)
+
+
+def heartbeat(message_id: int, source: str, destination: str) -> MessageSent:
+    return MessageSent(message_id, source, destination, "ConsumerGroupHeartbeat", message_id, 5, None)
+
+
+def lost(message_id: int) -> MessageDropped:
+    return MessageDropped(message_id, "A", "broker-0", "ConsumerGroupHeartbeat", message_id, "random loss")
+
+
+def owns(member: str, owned: tuple, fetching: tuple) -> AssignmentChanged:
+    return AssignmentChanged(member, 1, owned=owned, fetching=fetching)
 
 
 def rec(key_type: str, value: dict[str, Any] | None, **key: Any) -> dict[str, Any]:
     return {"key": {"group_id": "g", **key, "type": key_type}, "value": value}
 
 
-def tps(*parts: int) -> list[list[Any]]:
-    return [["t", p] for p in parts]
+def tps(*parts: int) -> tuple[tuple[str, int], ...]:
+    return tuple(("t", p) for p in parts)
 
 
 ADD_A = {"action": "add_consumer", "member": "A", "config": {"group_id": "g", "subscribed_topic_names": ["foo"]}}
@@ -458,30 +462,30 @@ JOIN_A = [
 
 def hand_made() -> list[TraceEvent]:
     def moved(step: int, t: int, name: str, to: str, frm: str) -> TraceEvent:
-        return ev(step, t, name, "state_transition", {"from": frm, "to": to, "trigger": "x", "member_id": name})
+        return ev(step, t, name, StateTransition("consumer", frm, to, "x", name, 1))
 
     return [
-        ev(1, 0, "lab", "action_applied", {"action": "create_topic", "topic": "foo", "partitions": 2}),
-        ev(2, 0, "lab", "action_applied", ADD_A),
+        ev(1, 0, "lab", ActionApplied({"action": "create_topic", "topic": "foo", "partitions": 2})),
+        ev(2, 0, "lab", ActionApplied(ADD_A)),
         moved(2, 0, "A", "JOINING", "UNSUBSCRIBED"),
-        ev(3, 0, "A", "message_sent", {"id": 1, "from": "A", "to": "broker-0", "api": "ConsumerGroupHeartbeat"}),
-        ev(4, 5, "broker-0", "handler_result", {"origin": "ConsumerGroupHeartbeat", "records": JOIN_A}),
-        ev(4, 5, "broker-0", "message_sent", {"id": 2, "from": "broker-0", "to": "A", "api": "ConsumerGroupHeartbeat"}),
+        ev(3, 0, "A", heartbeat(1, "A", "broker-0")),
+        ev(4, 5, "broker-0", HandlerResult("ConsumerGroupHeartbeat", written=JOIN_A)),
+        ev(4, 5, "broker-0", heartbeat(2, "broker-0", "A")),
         moved(5, 10, "A", "RECONCILING", "JOINING"),
-        ev(5, 10, "A", "assignment_changed", {"member_id": "A", "owned": tps(0, 1), "fetching": tps(0)}),
+        ev(5, 10, "A", owns("A", tps(0, 1), tps(0))),
         moved(6, 20, "A", "ACKNOWLEDGING", "RECONCILING"),
         moved(7, 20, "A", "STABLE", "ACKNOWLEDGING"),
-        ev(8, 30, "A", "assignment_changed", {"member_id": "A", "owned": tps(0, 1), "fetching": tps(0, 1)}),
-        ev(9, 40, "network", "message_dropped", {"id": 3, "from": "A", "api": "ConsumerGroupHeartbeat"}),
-        ev(10, 50, "A", "message_sent", {"id": 4, "from": "A", "to": "broker-0", "api": "ConsumerGroupHeartbeat"}),
-        ev(11, 60, "network", "message_dropped", {"id": 4, "from": "A", "api": "ConsumerGroupHeartbeat"}),
-        ev(12, 100, "lab", "fault_injected", {"action": "delay_messages", "member": "A"}),
-        ev(13, 110, "lab", "fault_injected", {"action": "crash", "member": "A"}),
-        ev(13, 110, "A", "assignment_changed", {"member_id": "A", "owned": tps(0, 1), "fetching": []}),
-        ev(14, 120, "lab", "action_applied", ADD_B),
-        ev(15, 150, "B", "callback_invoked", {"callback": "on_partitions_revoked", "partitions": ["foo-0", "foo-1"]}),
-        ev(16, 160, "B", "assignment_changed", {"member_id": "B", "owned": tps(0), "fetching": tps(0)}),
-        ev(17, 170, "invariants", "invariant_violated", {"invariant": "single-owner", "explanation": "x"}),
+        ev(8, 30, "A", owns("A", tps(0, 1), tps(0, 1))),
+        ev(9, 40, "network", lost(3)),
+        ev(10, 50, "A", heartbeat(4, "A", "broker-0")),
+        ev(11, 60, "network", lost(4)),
+        ev(12, 100, "lab", FaultInjected({"action": "delay_messages", "member": "A"})),
+        ev(13, 110, "lab", FaultInjected({"action": "crash", "member": "A"})),
+        ev(13, 110, "A", owns("A", tps(0, 1), ())),
+        ev(14, 120, "lab", ActionApplied(ADD_B)),
+        ev(15, 150, "B", CallbackInvoked("on_partitions_revoked", ("foo-0", "foo-1"), 0, None)),
+        ev(16, 160, "B", owns("B", tps(0), tps(0))),
+        ev(17, 170, "invariants", InvariantViolated("single-owner", "x")),
     ]
 
 
@@ -504,7 +508,7 @@ def test_metrics_of_a_hand_made_trace() -> None:
 
 
 def test_metrics_time_to_stable_waits_for_topic_changes_to_be_noticed() -> None:
-    added = ev(12, 100, "lab", "fault_injected", {"action": "add_partitions", "topic": "foo", "count": 1})
+    added = ev(12, 100, "lab", FaultInjected({"action": "add_partitions", "topic": "foo", "count": 1}))
     trace = [*hand_made()[:11], added]
     m = compute_metrics(trace)
     assert m["triggers"][-1]["time_to_stable_ms"] is None  # the group still has 2 of 3 partitions
@@ -514,9 +518,9 @@ def test_metrics_time_to_stable_waits_for_topic_changes_to_be_noticed() -> None:
             13,
             130,
             "broker-0",
-            "handler_result",
-            {
-                "records": [
+            HandlerResult(
+                "timer",
+                written=[
                     rec(
                         "ConsumerGroupPartitionMetadataKey",
                         {"epoch": 2, "topics": [{"topic_id": "t", "topic_name": "foo", "num_partitions": 3}]},
@@ -528,10 +532,10 @@ def test_metrics_time_to_stable_waits_for_topic_changes_to_be_noticed() -> None:
                         {"member_epoch": 2, "topic_partitions": [{"topic_id": "t", "partitions": [0, 1, 2]}]},
                         member_id="A",
                     ),
-                ]
-            },
+                ],
+            ),
         ),
-        ev(14, 140, "A", "assignment_changed", {"member_id": "A", "owned": tps(0, 1, 2), "fetching": tps(0, 1, 2)}),
+        ev(14, 140, "A", owns("A", tps(0, 1, 2), tps(0, 1, 2))),
     ]
     m = compute_metrics(grown)
     assert [(t["cause"], t["time_to_stable_ms"]) for t in m["triggers"][-2:]] == [
@@ -560,14 +564,12 @@ def test_metrics_of_the_member_failure_case_study() -> None:
     assert all(downtime[f"foo-{p}"] >= 40_000 for p in (0, 1))  # A's partitions waited for the timeout
     assert all(downtime[f"foo-{p}"] < 45_000 for p in (2, 3, 4, 5))
     assert m["stable_at_end"] and m["unsettled_triggers"] == 0
-    handled = sum(1 for e in lab.trace if e.payload.get("origin") == "ConsumerGroupHeartbeat")
+    handled = sum(1 for e in lab.trace.of_type(HandlerResult) if e.body.origin == "ConsumerGroupHeartbeat")
     on_the_wire = [e for e in lab.world.network.in_flight.values() if e.api == "ConsumerGroupHeartbeat"]
     assert m["heartbeats_sent"] == handled + sum(1 for e in on_the_wire if e.source in lab.clients)
     assert m["records_written"] == lab.world.log.end_offset
     revoked = sum(
-        len(e.payload["partitions"])
-        for e in lab.trace.of_kind(EventKind.CALLBACK_INVOKED)
-        if e.payload["callback"] == "on_partitions_revoked"
+        len(e.body.partitions) for e in lab.trace.of_type(CallbackInvoked) if e.body.callback == "on_partitions_revoked"
     )
     assert m["revocations"] == revoked == 4  # A gave 3 to B then 1 to C; B gave 1 to C
     assert m["partition_moves"] == 2 + 2 + 2  # to B on its join, to C on its join, A's two on the crash
@@ -621,7 +623,7 @@ def test_benchmark_b_without_auto_commit_is_the_same_group_with_heartbeats_only(
         lab = bench.group(10, 100, enable_auto_commit=auto_commit)
         assert lab.run_until_stable()
         _, _, steps[auto_commit] = bench.bench_steady(lab, 100, 1)
-        commits = [e for e in lab.trace if e.kind is EventKind.MESSAGE_SENT and e.payload["api"] == "OffsetCommit"]
+        commits = [e for e in lab.trace.of_type(MessageSent) if e.body.api == "OffsetCommit"]
         assert bool(commits) is auto_commit
     assert 0 < steps[False] < steps[True]
 
@@ -631,8 +633,8 @@ def test_configure_link_gives_one_member_its_own_latency_and_loss():
     start = len(lab.trace)
     lab.configure_link("B", LinkConfig(latency=LatencyModel(kind="fixed", ms=40)))
     lab.run(until=lab.now + 12_000)
-    sent = [e for e in lab.trace[start:] if e.kind is EventKind.MESSAGE_SENT]
-    latency = {(e.payload["from"], e.payload["to"]): e.payload["latency_ms"] for e in sent}
+    sent = [e.body for e in lab.trace[start:] if isinstance(e.body, MessageSent)]
+    latency = {(m.source, m.destination): m.latency_ms for m in sent}
     assert latency[("B", "broker-0")] == latency[("broker-0", "B")] == 40
     assert latency[("A", "broker-0")] == latency[("broker-0", "A")] == 1
     lab.configure_link("A", LinkConfig(drop_probability=1.0))
@@ -640,5 +642,5 @@ def test_configure_link_gives_one_member_its_own_latency_and_loss():
     lab.run(until=lab.now + 12_000)
     dropped = [e for e in lab.trace[mark:] if e.kind is EventKind.MESSAGE_DROPPED]
     assert dropped and all(
-        e.payload["reason"] == "random loss" and "A" in (e.payload["from"], e.payload["to"]) for e in dropped
+        e.body.reason == "random loss" and "A" in (e.body.source, e.body.destination) for e in dropped
     )

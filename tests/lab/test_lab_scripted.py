@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from golden_support import GROUP, Snapshot, snapshot
 
+from kip_lab.events import MessageSent
 from kip_lab.lab import Lab
 
 MEMBERS = ("A", "B", "C")
@@ -61,6 +62,6 @@ def test_scripted_basic_case_reproduces_every_step():
         3, 3, {"A": [0], "B": [2], "C": [1]}, {"A": "e3 [0]", "B": "e3 [2]", "C": "e3 [1]"}, "Stable"
     )
     # every request and response crossed the network
-    sent = [e for e in lab.trace if e.kind.value == "message_sent" and e.payload["api"] == "ConsumerGroupHeartbeat"]
+    sent = [e for e in lab.trace.of_type(MessageSent) if e.body.api == "ConsumerGroupHeartbeat"]
     assert len(sent) == 2 * 10
     assert not lab.invariants.violations

@@ -16,6 +16,7 @@ import pytest
 from kip_lab.assignors.client import RangeAssignor
 from kip_lab.clients import ClassicConsumer, Consumer, ConsumerConfig
 from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.events import MessageSent
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
 from kip_lab.scenarios import load_library_scenario
@@ -63,11 +64,7 @@ def test_kip848_has_no_group_wide_join_barrier(results):
 
     def sent(protocol: str, api: str) -> list[str]:
         trace = results[protocol].trace
-        return [
-            e.payload["from"]
-            for e in trace
-            if e.kind.value == "message_sent" and e.payload.get("api") == api and e.actor in "ABCDE"
-        ]
+        return [e.body.source for e in trace.of_type(MessageSent) if e.body.api == api and e.actor in "ABCDE"]
 
     for protocol in ("eager", "cooperative"):
         joins = sent(protocol, "JoinGroup")
@@ -117,14 +114,14 @@ def test_online_migration_converts_the_group_and_keeps_the_assignment():
     assert isinstance(lab.clients["C"], ClassicConsumer)  # C is still classic, reconciled alone
     c_joins = [
         e
-        for e in lab.trace
-        if e.step > converted and e.payload.get("from") == "C" and e.payload.get("api") == "JoinGroup"
+        for e in lab.trace.of_type(MessageSent)
+        if e.step > converted and e.body.source == "C" and e.body.api == "JoinGroup"
     ]
     assert c_joins  # it rejoined (REBALANCE_IN_PROGRESS) while A never sent a JoinGroup again
     assert not [
         e
-        for e in lab.trace
-        if e.step > converted and e.payload.get("from") == "A" and e.payload.get("api") == "JoinGroup"
+        for e in lab.trace.of_type(MessageSent)
+        if e.step > converted and e.body.source == "A" and e.body.api == "JoinGroup"
     ]
 
     lab.close("C")

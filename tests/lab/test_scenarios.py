@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kip_lab.lab import EventKind
+from kip_lab.events import (
+    ActionApplied,
+    AssignmentChanged,
+    CallbackInvoked,
+    EventKind,
+    HandlerResult,
+    MessageDelivered,
+    MessageDropped,
+    MessageSent,
+    StateTransition,
+)
 from kip_lab.scenarios import (
     Scenario,
     ScenarioError,
@@ -112,37 +122,37 @@ def test_member_failure_removes_the_member_one_session_timeout_after_its_last_he
     result = run_scenario(load_library_scenario("member_failure"))
     last_heartbeat = max(
         e.time_ms
-        for e in result.trace.of_kind(EventKind.MESSAGE_DELIVERED)
-        if e.payload["from"] == "A" and e.payload["api"] == "ConsumerGroupHeartbeat"
+        for e in result.trace.of_type(MessageDelivered)
+        if e.body.source == "A" and e.body.api == "ConsumerGroupHeartbeat"
     )
     bumps = [
         e.time_ms
-        for e in result.trace.of_kind(EventKind.HANDLER_RESULT)
-        if e.payload["origin"] != "ConsumerGroupHeartbeat"
-        and any(r["key"]["type"] == "ConsumerGroupMetadataKey" for r in e.payload.get("records", []))
+        for e in result.trace.of_type(HandlerResult)
+        if e.body.origin != "ConsumerGroupHeartbeat"
+        and any(r["key"]["type"] == "ConsumerGroupMetadataKey" for r in e.body.records)
     ]
     assert bumps == [last_heartbeat + 45_000]
 
 
 def test_lost_heartbeat_is_accepted_at_the_previous_epoch():
     trace = run_scenario(load_library_scenario("lost_heartbeat")).trace
-    dropped = trace.of_kind(EventKind.MESSAGE_DROPPED)
-    assert [(e.payload["to"], e.payload["api"], e.payload["body"]["member_epoch"]) for e in dropped] == [
+    dropped = trace.of_type(MessageDropped)
+    assert [(e.body.destination, e.body.api, e.body.body["member_epoch"]) for e in dropped] == [
         ("A", "ConsumerGroupHeartbeat", 2)
     ]
     resent = next(
         e
-        for e in trace.of_kind(EventKind.MESSAGE_SENT)
-        if e.actor == "A" and e.payload["api"] == "ConsumerGroupHeartbeat" and e.step > dropped[0].step
+        for e in trace.of_type(MessageSent)
+        if e.actor == "A" and e.body.api == "ConsumerGroupHeartbeat" and e.step > dropped[0].step
     )
-    assert resent.payload["body"]["member_epoch"] == 1
+    assert resent.body.body["member_epoch"] == 1
     answer = next(
         e
-        for e in trace.of_kind(EventKind.MESSAGE_SENT)
-        if e.payload["to"] == "A" and e.payload["api"] == "ConsumerGroupHeartbeat" and e.step > resent.step
+        for e in trace.of_type(MessageSent)
+        if e.body.destination == "A" and e.body.api == "ConsumerGroupHeartbeat" and e.step > resent.step
     )
-    assert answer.payload["body"]["member_epoch"] == 2
-    assert "error_code" not in answer.payload["body"]
+    assert answer.body.body["member_epoch"] == 2
+    assert "error_code" not in answer.body.body
 
 
 def test_coordinator_failover_happens_mid_reconciliation():
@@ -153,8 +163,8 @@ def test_coordinator_failover_happens_mid_reconciliation():
     trace = run_scenario(scenario).trace
     not_coordinator = [
         e
-        for e in trace.of_kind(EventKind.MESSAGE_SENT)
-        if e.actor == "broker-0" and e.payload["body"].get("error_code") == 16  # NOT_COORDINATOR
+        for e in trace.of_type(MessageSent)
+        if e.actor == "broker-0" and e.body.body.get("error_code") == 16  # NOT_COORDINATOR
     ]
     assert not_coordinator
 
@@ -163,8 +173,8 @@ def test_static_member_bounce_never_bumps_the_group_epoch_after_the_joins():
     result = run_scenario(load_library_scenario("static_member_bounce"))
     epochs = [
         r["value"]["epoch"]
-        for e in result.trace.of_kind(EventKind.HANDLER_RESULT)
-        for r in e.payload.get("records", [])
+        for e in result.trace.of_type(HandlerResult)
+        for r in e.body.records
         if r["key"]["type"] == "ConsumerGroupMetadataKey"
     ]
     assert epochs == [1, 2]
@@ -174,28 +184,26 @@ def test_static_member_bounce_never_bumps_the_group_epoch_after_the_joins():
 def test_slow_revocation_removes_the_member_while_its_callback_runs():
     trace = run_scenario(load_library_scenario("slow_revocation")).trace
     moves = [
-        (e.time_ms, e.payload["from"], e.payload["trigger"])
-        for e in trace.of_kind(EventKind.STATE_TRANSITION)
-        if e.actor == "A" and e.payload["to"] == "PREPARE_LEAVING"
+        (e.time_ms, e.body.from_state, e.body.trigger)
+        for e in trace.of_type(StateTransition)
+        if e.actor == "A" and e.body.to_state == "PREPARE_LEAVING"
     ]
-    revoked = next(
-        e for e in trace.of_kind(EventKind.CALLBACK_INVOKED) if e.payload["callback"] == "on_partitions_revoked"
-    )
+    revoked = next(e for e in trace.of_type(CallbackInvoked) if e.body.callback == "on_partitions_revoked")
     assert [m[1:] for m in moves] == [("RECONCILING", "poll timer expired")]
-    assert revoked.time_ms < moves[0][0] < revoked.time_ms + revoked.payload["duration_ms"]  # mid-callback
+    assert revoked.time_ms < moves[0][0] < revoked.time_ms + revoked.body.duration_ms  # mid-callback
     removals = [
         (
             e.time_ms,
-            [r["value"]["epoch"] for r in e.payload["records"] if r["key"]["type"] == "ConsumerGroupMetadataKey"],
+            [r["value"]["epoch"] for r in e.body.records if r["key"]["type"] == "ConsumerGroupMetadataKey"],
         )
-        for e in trace.of_kind(EventKind.HANDLER_RESULT)
+        for e in trace.of_type(HandlerResult)
         if any(
             r["key"]["type"] == "ConsumerGroupMemberMetadataKey" and r["key"]["member_id"] == "A" and r["value"] is None
-            for r in e.payload.get("records", [])
+            for r in e.body.records
         )
     ]
     assert [epochs for _, epochs in removals] == [[3]]
-    assert moves[0][0] <= removals[0][0] < revoked.time_ms + revoked.payload["duration_ms"]
+    assert moves[0][0] <= removals[0][0] < revoked.time_ms + revoked.body.duration_ms
 
 
 def test_the_library_validates_against_the_exported_json_schema():
@@ -287,16 +295,16 @@ def test_at_step_applies_the_action_as_that_step():
     scenario = load_library_scenario("scripted_basic")
     trace = run_scenario(scenario).trace
     for event in scenario.events:
-        applied = [e for e in trace.at_step(event.at_step) if e.kind is EventKind.ACTION_APPLIED]
-        assert [e.payload["member"] for e in applied] == [event.member]
-        assert applied[0].payload["body"]["member_epoch"] == event.body["member_epoch"]
+        applied = [e.body for e in trace.at_step(event.at_step) if e.kind is EventKind.ACTION_APPLIED]
+        assert [action.member for action in applied] == [event.member]
+        assert applied[0].fields["body"]["member_epoch"] == event.body["member_epoch"]
 
 
 def test_topic_references_in_request_bodies_become_topic_ids():
     scenario = load_library_scenario("scripted_basic")
     lab = build_lab(scenario)
     trace = run_scenario(scenario).trace
-    bodies = [e.payload["body"] for e in trace.of_kind(EventKind.ACTION_APPLIED) if e.payload.get("body")]
+    bodies = [e.body.fields["body"] for e in trace.of_type(ActionApplied) if e.body.fields.get("body")]
     assert {"topic_id": lab.topic_id("foo"), "partitions": [0, 1, 2]} in bodies[1]["topic_partitions"]
     assert all("topic" not in tp for b in bodies for tp in b.get("topic_partitions", []))
 
@@ -482,11 +490,11 @@ def test_a_share_member_may_change_its_subscription_in_a_scenario():
     assert result.stopped is None and result.stable and not result.violations
     lab = build_lab(scenario_from_yaml(SHARE_SUBSCRIPTION))
     orders, audit = lab.topic_id("orders"), lab.topic_id("audit")
-    changes = [e for e in result.trace.of_kind(EventKind.ASSIGNMENT_CHANGED) if e.actor == "S"]
-    before = [e.payload["share_assigned"] for e in changes if e.time_ms < 8000]
-    held = [e.payload["share_assigned"] for e in changes]
-    assert before[-1] == [[orders, 0]]
-    assert sorted(held[-1]) == sorted([[orders, 0], [audit, 0], [audit, 1]])
+    changes = [e for e in result.trace.of_type(AssignmentChanged) if e.actor == "S"]
+    before = [e.body.share_assigned for e in changes if e.time_ms < 8000]
+    held = [e.body.share_assigned for e in changes]
+    assert before[-1] == ((orders, 0),)
+    assert sorted(held[-1]) == sorted([(orders, 0), (audit, 0), (audit, 1)])
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kip_lab.clients.share_consumer import FailureRule
+from kip_lab.events import MessageSent, Note, ShareAcquired, ShareStateWrite
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.share_invariants import at_least_once
 from kip_lab.share import partition as partition_module
@@ -45,9 +46,9 @@ def _transitions_of(lab: Lab, offset: int) -> list[tuple[str, str]]:
     """(trigger, target) of every persisted change of ``offset``, in order."""
     return [
         (trigger, target)
-        for e in lab.trace
-        if e.kind.value == "share_state_write" and e.payload["error"] is None
-        for first, last, trigger, target in e.payload["transitions"]
+        for e in lab.trace.of_type(ShareStateWrite)
+        if e.body.error is None
+        for first, last, trigger, target in e.body.transitions
         if first <= offset <= last
     ]
 
@@ -55,9 +56,8 @@ def _transitions_of(lab: Lab, offset: int) -> list[tuple[str, str]]:
 def _acquisitions_of(lab: Lab, offset: int) -> list[int]:
     return [
         count
-        for e in lab.trace
-        if e.kind.value == "share_acquired"
-        for first, last, count in e.payload["ranges"]
+        for e in lab.trace.of_type(ShareAcquired)
+        for first, last, count in e.body.ranges
         if first <= offset <= last
     ]
 
@@ -96,7 +96,7 @@ def test_rejected_poison_is_archived_after_one_delivery():
 
 def test_more_consumers_than_partitions_share_the_partition():
     lab = _poison_run("release", consumers=4)
-    members = {e.payload["member_id"] for e in lab.trace if e.kind.value == "share_acquired"}
+    members = {e.body.member_id for e in lab.trace.of_type(ShareAcquired)}
     assert len(members) >= 2  # several members read the one partition
     assert all(c.assigned == {(lab.topic_id("orders"), 0)} for c in lab.clients.values())
 
@@ -151,11 +151,7 @@ def test_a_zombie_share_partition_leader_is_fenced_by_leader_epoch():
     lab.move_share_leader("orders", 0)
     lab.add_share_consumer("B", group_id="queue", subscribed_topic_names=["orders"])  # reads the new leader
     lab.run(until=60_000)
-    fenced = [
-        e
-        for e in lab.trace
-        if e.kind.value == "share_state_write" and e.actor == old and e.payload["error"] == "FENCED_LEADER_EPOCH"
-    ]
+    fenced = [e for e in lab.trace.of_type(ShareStateWrite) if e.actor == old and e.body.error == "FENCED_LEADER_EPOCH"]
     assert fenced  # the zombie's lock expiry could not be written once the new leader had read
     assert _sp(lab).spso == 10  # the new leader redelivered and everything completed
     assert lab.invariants.violations == []
@@ -210,8 +206,8 @@ def test_start_offset_may_move_back_by_an_admin_reset():
     lab.close("C0")
     lab.run(until=lab.now + 10_000)
     lab.reset_share_group_offsets("queue", "orders", "earliest")
-    note = [e for e in lab.trace if e.kind.value == "note" and "errors" in e.payload][-1]
-    assert note.payload["errors"] == {"orders-0": "NONE"}
+    note = [e.body for e in lab.trace.of_type(Note) if "errors" in e.body.details][-1]
+    assert note.details["errors"] == {"orders-0": "NONE"}
     lab.add_share_consumer("again", group_id="queue", subscribed_topic_names=["orders"])
     lab.run(until=lab.now + 30_000)
     assert _acquisitions_of(lab, 0) == [1, 1]  # delivered again after the reset, its count restarted
@@ -321,12 +317,9 @@ def test_a_share_member_changes_its_subscription_and_takes_the_new_topics():
     assert lab.run_until_stable()
     assert _share_partitions(lab, "S") == ["audit-0", "audit-1", "audit-2", "orders-0"]
     sent = [
-        e.payload["body"]
-        for e in lab.trace
-        if e.step > since
-        and e.actor == "S"
-        and e.kind.value == "message_sent"
-        and e.payload["api"] == "ShareGroupHeartbeat"
+        e.body.body
+        for e in lab.trace.of_type(MessageSent)
+        if e.step > since and e.actor == "S" and e.body.api == "ShareGroupHeartbeat"
     ]
     member_id = lab.clients["S"].member_id
     assert sent[0] == {

@@ -31,6 +31,7 @@ pytest.importorskip("altair")
 
 import widgets.stepper as stepper_module  # noqa: E402
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE  # noqa: E402
+from kip_lab.events import HandlerResult, MessageSent, StateTransition  # noqa: E402
 from kip_lab.lab import Lab  # noqa: E402
 from kip_lab.lab import actions as a  # noqa: E402
 from kip_lab.lab.invariants import InvariantChecker  # noqa: E402
@@ -219,13 +220,13 @@ def test_a_start_step_outside_the_run_is_refused_with_the_range(frontend: None, 
 
 def test_each_click_says_what_the_step_did(stepper: Stepper) -> None:
     lab = stepper.lab
-    sent = next(e for e in lab.trace if e.kind.value == "message_sent" and e.payload["api"] == "ConsumerGroupHeartbeat")
+    sent = next(e for e in lab.trace.of_type(MessageSent) if e.body.api == "ConsumerGroupHeartbeat")
     stepper.slider.value = sent.step
     line = stepper.happened.value
-    assert f"{sent.payload['from']} sent ConsumerGroupHeartbeat" in line and f"to {sent.payload['to']}" in line
-    moved = next(e for e in lab.trace if e.kind.value == "state_transition")
+    assert f"{sent.body.source} sent ConsumerGroupHeartbeat" in line and f"to {sent.body.destination}" in line
+    moved = next(e for e in lab.trace.of_type(StateTransition))
     stepper.slider.value = moved.step
-    assert f"{moved.actor}: {moved.payload['from']} → {moved.payload['to']}" in html.unescape(stepper.happened.value)
+    assert f"{moved.actor}: {moved.body.from_state} → {moved.body.to_state}" in html.unescape(stepper.happened.value)
 
 
 def test_step_axis_cursor_moves_on_every_step(stepper: Stepper) -> None:
@@ -387,8 +388,8 @@ def test_member_state_diagram_marks_the_transition_just_taken(stepper: Stepper) 
     stepper.member_choice.value = "B"
     step = steps_with(lab, "state_transition", "B")[1]
     stepper.slider.value = step
-    event = next(e for e in lab.trace.at_step(step) if e.kind.value == "state_transition" and e.actor == "B")
-    edge = svg_node(stepper.diagram.value, f"edge:{event.payload['from']}->{event.payload['to']}")
+    event = next(e.body for e in lab.trace.at_step(step) if isinstance(e.body, StateTransition) and e.actor == "B")
+    edge = svg_node(stepper.diagram.value, f"edge:{event.from_state}->{event.to_state}")
     assert TAKEN_COLOR in edge
     stepper.step_button.click()  # nothing happened to B at the next step: no edge is marked
     if step + 1 not in steps_with(lab, "state_transition", "B"):
@@ -444,9 +445,7 @@ def test_diagram_shows_the_dot_source_when_dot_is_missing(
 def test_records_written_at_this_step(stepper: Stepper) -> None:
     lab = stepper.lab
     writes = {
-        e.step: [r["key"]["type"] for r in e.payload["records"]]
-        for e in lab.trace
-        if e.kind.value == "handler_result" and e.payload.get("records")
+        e.step: [r["key"]["type"] for r in e.body.records] for e in lab.trace.of_type(HandlerResult) if e.body.records
     }
     assert writes, "the run wrote no records"
     step = min(writes)
@@ -524,7 +523,7 @@ def assert_forked(stepper: Stepper, at_step: int, old_future: list[tuple], old_h
     assert counter_step(stepper) == (at_step + 1, lab.horizon)
     assert stepper.slider.max == stepper.play.max == lab.horizon != old_horizon
     fault = [e for e in lab.trace.at_step(at_step + 1) if e.kind.value in ("fault_injected", "action_applied")]
-    assert [e.payload["action"] for e in fault] == [action]
+    assert [e.body.name for e in fault] == [action]
     lab.seek(lab.horizon)
     assert events_after(lab, at_step) != old_future, "the steps after the fault are a new future"
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator, GroupState
+from kip_lab.events import HandlerResult
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.scaling import join_with_and_without_batching
 from kip_lab.pipeline.spec import load_sweep
@@ -177,9 +178,8 @@ def test_a_share_group_batches_its_targets_too() -> None:
         assert group.assignment_epoch == group.group_epoch
         targets[interval] = sum(
             1
-            for e in lab.trace
-            if e.kind.value == "handler_result"
-            and any(r["key"]["type"] == "ShareGroupTargetAssignmentMetadataKey" for r in e.payload.get("records", ()))
+            for e in lab.trace.of_type(HandlerResult)
+            if any(r["key"]["type"] == "ShareGroupTargetAssignmentMetadataKey" for r in e.body.records)
         )
     assert targets[0] == 8
     assert targets[1_000] < targets[0]

@@ -17,6 +17,7 @@ from kip_lab.assignors.client import CooperativeStickyAssignor, RebalanceProtoco
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CallbackConfig, ClassicConsumerConfig
 from kip_lab.clients import classic_consumer as cc
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import CallbackInvoked, MessageSent, Note, StateTransition
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
 from kip_lab.lab.metrics import compute_metrics
@@ -44,9 +45,9 @@ def stable(lab: Lab, timeout_ms: int = 120_000) -> int:
 
 def callbacks(lab: Lab, member: str, after: int = 0) -> list[tuple[str, list[str]]]:
     return [
-        (e.payload["callback"], e.payload["partitions"])
-        for e in lab.trace
-        if e.step > after and e.actor == member and e.kind.value == "callback_invoked"
+        (e.body.callback, list(e.body.partitions))
+        for e in lab.trace.of_type(CallbackInvoked)
+        if e.step > after and e.actor == member
     ]
 
 
@@ -54,9 +55,9 @@ def leader_views(lab: Lab, after: int = 0) -> list[dict]:
     """The leader's sets per generation, with member ids replaced by the Lab's member names."""
     names = {c.member_id: n for n, c in lab.clients.items()}
     views = []
-    for e in lab.trace:
-        if e.step > after and e.kind.value == "note" and "leader" in e.payload:
-            view = dict(e.payload["leader"])
+    for e in lab.trace.of_type(Note):
+        if e.step > after and "leader" in e.body.details:
+            view = dict(e.body.details["leader"])
             for key in ("owned", "intended", "final"):
                 view[key] = {names.get(m, m): parts for m, parts in view[key].items()}
             views.append(view)
@@ -66,10 +67,9 @@ def leader_views(lab: Lab, after: int = 0) -> list[dict]:
 def joins(lab: Lab, member: str, after: int = 0) -> list[list[str]]:
     """The owned partitions each JoinGroup of ``member`` claimed (the first protocol's subscription)."""
     out = []
-    for e in lab.trace:
-        sent = e.step > after and e.kind.value == "message_sent" and e.payload.get("from") == member
-        if sent and e.payload.get("api") == "JoinGroup":
-            metadata = json.loads(e.payload["body"]["protocols"][0]["metadata"])
+    for e in lab.trace.of_type(MessageSent):
+        if e.step > after and e.body.source == member and e.body.api == "JoinGroup":
+            metadata = json.loads(e.body.body["protocols"][0]["metadata"])
             out.append(sorted(f"{t}-{p}" for t, ps in metadata.get("owned_partitions", {}).items() for p in ps))
     return out
 
@@ -85,12 +85,8 @@ def generation(lab: Lab, member: str) -> int:
 def first_step(lab: Lab, member: str, callback: str, partition: str, after: int = 0) -> int:
     return next(
         e.step
-        for e in lab.trace
-        if e.step > after
-        and e.actor == member
-        and e.kind.value == "callback_invoked"
-        and e.payload["callback"] == callback
-        and partition in e.payload["partitions"]
+        for e in lab.trace.of_type(CallbackInvoked)
+        if e.step > after and e.actor == member and e.body.callback == callback and partition in e.body.partitions
     )
 
 
@@ -458,7 +454,9 @@ def test_kafka_the_leader_rejoins_and_the_deleted_topics_partitions_are_revoked(
     lab, mark = deleted_topic_group("kafka")
     assert callbacks(lab, "C1", mark)[0] == ("on_partitions_revoked", ["x-0"])
     assert all(kind != "on_partitions_lost" for m in ("C1", "C2") for kind, _ in callbacks(lab, m, mark))
-    rejoins = [e.payload["rejoin"] for e in lab.trace if e.step > mark and "rejoin" in e.payload]
+    rejoins = [
+        e.body.details["rejoin"] for e in lab.trace.of_type(Note) if e.step > mark and "rejoin" in e.body.details
+    ]
     assert rejoins[0] == "the leader's metadata changed"
 
 
@@ -578,8 +576,8 @@ def test_skipping_the_first_bounce_stalls_visibly_and_moves_nothing():
     lab.run(until=lab.now + 30_000)
     c1 = lab.clients["C1"]
     assert c1.state.value == "FATAL"  # no common assignor: INCONSISTENT_GROUP_PROTOCOL
-    fatal = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "fatal" in e.payload)
-    assert fatal.payload["fatal"] == "INCONSISTENT_GROUP_PROTOCOL" and not c1.owned
+    fatal = next(e.body for e in lab.trace.of_type(Note) if e.actor == "C1" and "fatal" in e.body.details)
+    assert fatal.details["fatal"] == "INCONSISTENT_GROUP_PROTOCOL" and not c1.owned
     assert lab.invariants.violations == []
     assert sorted(owned(lab, "C2") + owned(lab, "C3")) == [f"t-{i}" for i in range(6)]
     assert {m: owned(lab, m) for m in before} == before  # nothing moved
@@ -604,7 +602,7 @@ def test_kip_the_leader_withholds_for_every_assignor(monkeypatch):
         CooperativeStickyAssignor, "_assign_partitions", CooperativeStickyAssignor.__mro__[1]._assign_partitions
     )
     lab, mark = two_member_group(COOPERATIVE, fidelity="kip")
-    notes = [e.payload["leader"] for e in lab.trace if e.step > mark and "leader" in e.payload]
+    notes = [e.body.details["leader"] for e in lab.trace.of_type(Note) if e.step > mark and "leader" in e.body.details]
     assert notes and notes[0]["withheld"]  # the first assignment after C2 joined held a partition back
     assert sorted(owned(lab, "C1") + owned(lab, "C2")) == ["a-0", "b-0"]
 
@@ -620,9 +618,9 @@ def test_classic_client_transitions_are_the_tables():
     lab.close("C1")
     stable(lab)
     taken = {
-        (e.payload["from"], e.payload["trigger"], e.payload["to"])
+        (e.body.from_state, e.body.trigger, e.body.to_state)
         for e in lab.trace
-        if e.kind.value == "state_transition" and e.payload.get("machine") == CLASSIC_MEMBER_MACHINE.name
+        if isinstance(e.body, StateTransition) and e.body.machine == CLASSIC_MEMBER_MACHINE.name
     }
     rows = {(t.source, t.trigger, t.target) for t in CLASSIC_MEMBER_MACHINE.transitions}
     assert taken <= rows
@@ -694,9 +692,9 @@ def _joining_member(max_poll_interval_ms: int) -> Lab:
 
 def _c2_transitions(lab: Lab) -> set[tuple[str, str, str]]:
     return {
-        (e.payload["from"], e.payload["trigger"], e.payload["to"])
+        (e.body.from_state, e.body.trigger, e.body.to_state)
         for e in lab.trace
-        if e.actor == "C2" and e.kind.value == "state_transition"
+        if e.actor == "C2" and isinstance(e.body, StateTransition)
     }
 
 
@@ -848,10 +846,16 @@ def test_an_assignment_naming_an_unsubscribed_topic_is_refused(monkeypatch):
     mark = lab.step_count
     add(lab, "C2", COOPERATIVE, ["a"])
     lab.run(until=lab.now + 20_000)
-    refused = [e for e in lab.trace if e.step > mark and e.actor == "C2" and "assignment_refused" in e.payload]
-    assert refused and refused[0].payload["assignment_refused"] == ["other"]
+    refused = [
+        e.body
+        for e in lab.trace.of_type(Note)
+        if e.step > mark and e.actor == "C2" and "assignment_refused" in e.body.details
+    ]
+    assert refused and refused[0].details["assignment_refused"] == ["other"]
     assert "other-0" not in owned(lab, "C2")
-    rejoins = [e.payload["rejoin"] for e in lab.trace if e.actor == "C2" and "rejoin" in e.payload]
+    rejoins = [
+        e.body.details["rejoin"] for e in lab.trace.of_type(Note) if e.actor == "C2" and "rejoin" in e.body.details
+    ]
     assert "assignment does not match the subscription" in rejoins
     assert not lab.is_stable()
 
@@ -942,7 +946,7 @@ def test_the_traces_stable_is_the_labs_stable_at_every_step(strategy, callbacks)
         synced = [
             e
             for e in lab.trace
-            if e.actor == name and e.kind.value == "state_transition" and e.payload["trigger"] == "SyncGroup answered"
+            if e.actor == name and isinstance(e.body, StateTransition) and e.body.trigger == "SyncGroup answered"
         ]
         assert lab.clients[name].rebalance_metrics.rebalance_total == len(synced) > 2
 

@@ -17,6 +17,7 @@ from lab_support import make_lab
 
 from kip_lab.clients import CONSUMER_MEMBER_MACHINE, CallbackConfig, MemberState
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import MessageSent, StateTransition
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol import Errors
@@ -31,9 +32,9 @@ FULL_JOIN_FIELDS = {"group_id", "member_id", "member_epoch", "rebalance_timeout_
 
 def transitions(lab: Lab, name: str, since: int = 0) -> list[tuple[str, str, str]]:
     return [
-        (e.payload["from"], e.payload["to"], e.payload["trigger"])
-        for e in lab.trace
-        if e.actor == name and e.kind.value == "state_transition" and e.step > since
+        (e.body.from_state, e.body.to_state, e.body.trigger)
+        for e in lab.trace.of_type(StateTransition)
+        if e.actor == name and e.step > since
     ]
 
 
@@ -47,7 +48,7 @@ def events(lab: Lab, name: str | None = None, kind: str | None = None, since: in
 
 def heartbeats(lab: Lab, name: str, since: int = 0) -> list:
     """The ConsumerGroupHeartbeat requests ``name`` sent (message_sent events)."""
-    return [e for e in events(lab, name, "message_sent", since) if e.payload["api"] == "ConsumerGroupHeartbeat"]
+    return [e for e in events(lab, name, "message_sent", since) if e.body.api == "ConsumerGroupHeartbeat"]
 
 
 def step_until(lab: Lab, predicate, limit: int = 10_000) -> list:
@@ -60,7 +61,7 @@ def step_until(lab: Lab, predicate, limit: int = 10_000) -> list:
 
 
 def sends(name: str, api: str = "ConsumerGroupHeartbeat"):
-    return lambda evs: any(e.actor == name and e.kind.value == "message_sent" and e.payload["api"] == api for e in evs)
+    return lambda evs: any(e.actor == name and isinstance(e.body, MessageSent) and e.body.api == api for e in evs)
 
 
 def partitions_of(lab: Lab, name: str) -> list[int]:
@@ -141,7 +142,7 @@ def test_join_answered_with_an_empty_assignment_reconciles_it_once() -> None:
         ("ACKNOWLEDGING", "STABLE", "acknowledgement sent"),
     ]
     assert partitions_of(lab, "B") == []
-    callbacks = [(e.payload["callback"], e.payload["partitions"]) for e in events(lab, "B", "callback_invoked")]
+    callbacks = [(e.body.callback, list(e.body.partitions)) for e in events(lab, "B", "callback_invoked")]
     assert callbacks == [("on_partitions_assigned", [])]
     lab.run(until=lab.now + 30_000)  # later heartbeats bring nothing new: no more callbacks
     assert len(events(lab, "B", "callback_invoked")) == 1
@@ -179,18 +180,16 @@ def test_fenced_member_runs_on_partitions_lost_then_rejoins_with_epoch_zero() ->
     since = fence_by_partition(lab)
     moves = transitions(lab, "A", since)
     assert moves[:2] == [("STABLE", "FENCED", "fenced"), ("FENCED", "JOINING", "partitions lost, rejoin")]
-    fenced = next(e for e in events(lab, "A", "state_transition", since) if e.payload["to"] == "FENCED")
-    rejoined = next(e for e in events(lab, "A", "state_transition", since) if e.payload["to"] == "JOINING")
-    lost = [e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_lost"]
-    assert [e.payload["partitions"] for e in lost] == [[f"foo-{p}" for p in owned]]
+    fenced = next(e for e in events(lab, "A", "state_transition", since) if e.body.to_state == "FENCED")
+    rejoined = next(e for e in events(lab, "A", "state_transition", since) if e.body.to_state == "JOINING")
+    lost = [e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_lost"]
+    assert [list(e.body.partitions) for e in lost] == [[f"foo-{p}" for p in owned]]
     assert fenced.step <= lost[0].step < rejoined.step  # the rejoin waits for the callback
-    assert not [
-        e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_revoked"
-    ]
+    assert not [e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_revoked"]
     rejoin = next(h for h in heartbeats(lab, "A", rejoined.step - 1))
-    assert rejoin.payload["body"]["member_epoch"] == 0
-    assert rejoin.payload["body"]["member_id"] == "A"  # same member id
-    assert set(rejoin.payload["body"]) >= FULL_JOIN_FIELDS
+    assert rejoin.body.body["member_epoch"] == 0
+    assert rejoin.body.body["member_id"] == "A"  # same member id
+    assert set(rejoin.body.body) >= FULL_JOIN_FIELDS
     assert lab.run_until_stable()
     assert sorted(partitions_of(lab, "A") + partitions_of(lab, "B")) == list(range(6))
 
@@ -209,14 +208,14 @@ def test_close_prepares_leaving_releases_then_leaves_with_epoch_minus_one() -> N
         ("LEAVING", "UNSUBSCRIBED", "leave heartbeat sent"),
     ]
     a_events = events(lab, "A", since=since)
-    commit = next(e for e in a_events if e.kind.value == "message_sent" and e.payload["api"] == "OffsetCommit")
+    commit = next(e for e in a_events if e.kind.value == "message_sent" and e.body.api == "OffsetCommit")
     revoke = next(e for e in a_events if e.kind.value == "callback_invoked")
-    leaving = next(e for e in a_events if e.kind.value == "state_transition" and e.payload["to"] == "LEAVING")
-    leave = next(h for h in heartbeats(lab, "A", since) if h.payload["body"]["member_epoch"] < 0)
-    assert revoke.payload["callback"] == "on_partitions_revoked"
-    assert revoke.payload["partitions"] == ["foo-0", "foo-1", "foo-2"]
+    leaving = next(e for e in a_events if e.kind.value == "state_transition" and e.body.to_state == "LEAVING")
+    leave = next(h for h in heartbeats(lab, "A", since) if h.body.body["member_epoch"] < 0)
+    assert revoke.body.callback == "on_partitions_revoked"
+    assert list(revoke.body.partitions) == ["foo-0", "foo-1", "foo-2"]
     assert commit.step < revoke.step < leaving.step < leave.step
-    assert heartbeats(lab, "A", since)[-1].payload["body"] == {"group_id": "g", "member_id": "A", "member_epoch": -1}
+    assert heartbeats(lab, "A", since)[-1].body.body == {"group_id": "g", "member_id": "A", "member_epoch": -1}
     assert "A" not in lab.coordinator.groups["g"].members  # gone at once, no session timeout
     assert lab.clients["A"].owned == set() and lab.clients["A"].fetching == {}
     assert lab.run_until_stable()
@@ -234,7 +233,7 @@ def test_static_member_leaves_with_epoch_minus_two_and_keeps_its_place() -> None
     since = lab.step_count
     lab.close("A")
     lab.run(until=lab.now + 100)
-    body = heartbeats(lab, "A", since)[-1].payload["body"]
+    body = heartbeats(lab, "A", since)[-1].body.body
     assert body["member_epoch"] == -2 and body["instance_id"] == "a-1"
     group = lab.coordinator.groups["g"]
     assert "A" in group.members  # a static member's temporary leave keeps its assignment
@@ -261,7 +260,7 @@ def test_leave_heartbeat_does_not_wait_for_a_heartbeat_in_flight() -> None:
     lab.close("A")
     lab.run(until=lab.now + 3_000)
     leave = heartbeats(lab, "A")[-1]
-    assert leave.payload["body"]["member_epoch"] == -1
+    assert leave.body.body["member_epoch"] == -1
     assert leave.time_ms == sent_at  # Kafka: a LEAVING member heartbeats at once, in flight or not
     assert lab.clients["A"].state is MemberState.UNSUBSCRIBED
 
@@ -291,7 +290,7 @@ def test_poll_timeout_leaves_goes_stale_and_rejoins_on_resume() -> None:
         ("PREPARE_LEAVING", "LEAVING", "partitions released"),
         ("LEAVING", "STALE", "leave heartbeat sent after poll timeout"),
     ]
-    assert heartbeats(lab, "A", since)[-1].payload["body"]["member_epoch"] == -1
+    assert heartbeats(lab, "A", since)[-1].body.body["member_epoch"] == -1
     assert not events(lab, "A", "callback_invoked", since)  # on_partitions_lost waits for the application
     assert "A" not in lab.coordinator.groups["g"].members
     assert lab.run_until_stable()
@@ -301,12 +300,12 @@ def test_poll_timeout_leaves_goes_stale_and_rejoins_on_resume() -> None:
     lab.resume("A")
     lab.run(until=lab.now + 1)
     lost = events(lab, "A", "callback_invoked", resumed)
-    assert [(e.payload["callback"], e.payload["partitions"]) for e in lost] == [
+    assert [(e.body.callback, list(e.body.partitions)) for e in lost] == [
         ("on_partitions_lost", [f"foo-{p}" for p in owned])
     ]
     completed = events(lab, "A", "callback_completed", resumed)[0]
-    joining = next(e for e in events(lab, "A", "state_transition", resumed) if e.payload["to"] == "JOINING")
-    assert joining.payload["from"] == "STALE" and joining.payload["trigger"] == "poll"
+    joining = next(e for e in events(lab, "A", "state_transition", resumed) if e.body.to_state == "JOINING")
+    assert joining.body.from_state == "STALE" and joining.body.trigger == "poll"
     assert completed.step <= joining.step
     assert lab.run_until_stable()
     assert sorted(partitions_of(lab, "A") + partitions_of(lab, "B")) == list(range(6))
@@ -322,9 +321,9 @@ def test_paused_member_processes_nothing_so_commits_stand_still() -> None:
     paused_at = lab.step_count
     lab.run(until=lab.now + 5_000)
     commits = [
-        e.payload["body"]["topics"][0]["partitions"][0]["committed_offset"]
+        e.body.body["topics"][0]["partitions"][0]["committed_offset"]
         for e in events(lab, "A", "message_sent", paused_at)
-        if e.payload["api"] == "OffsetCommit"
+        if e.body.api == "OffsetCommit"
     ]
     assert len(commits) >= 4 and len(set(commits)) == 1
     lab.resume("A")
@@ -353,7 +352,7 @@ def test_a_commit_the_coordinator_refuses_is_not_recorded_and_reconciliation_goe
     a_committed, b_committed = dict(a.committed), dict(b.committed)
     since = lab.step_count
     lab.run(until=lab.now + 3_000)
-    answers = [e for e in events(lab, "A", "message_delivered", since) if e.payload["api"] == "OffsetCommit"]
+    answers = [e for e in events(lab, "A", "message_delivered", since) if e.body.api == "OffsetCommit"]
     assert len(answers) >= 2
     assert a.committed == a_committed and b.committed != b_committed
     lab.add_consumer("C", subscribed_topic_names=["foo"])  # A and B each give C a partition
@@ -372,7 +371,7 @@ def test_two_static_members_with_one_instance_id_the_second_is_fatal() -> None:
     lab.add_consumer("B", subscribed_topic_names=["foo"], instance_id="shared")
     lab.run(until=lab.now + 20_000)
     assert transitions(lab, "B") == [("UNSUBSCRIBED", "JOINING", "subscribe"), ("JOINING", "FATAL", "fatal error")]
-    notes = [e.payload["text"] for e in events(lab, "B", "note")]
+    notes = [e.body.text for e in events(lab, "B", "note")]
     assert any("UNRELEASED_INSTANCE_ID" in text for text in notes)
     assert len(heartbeats(lab, "B")) == 1  # FATAL is absorbing: no more requests
     assert partitions_of(lab, "A") == [0, 1]
@@ -384,7 +383,7 @@ def test_first_heartbeat_is_full_with_epoch_zero_later_ones_carry_only_changes()
     """Kafka ``ConsumerHeartbeatRequestManager`` (``HeartbeatState.buildRequestData``): the join carries every field,
     later heartbeats only what changed."""
     lab = make_lab(members="A", rack_id="rack-1", server_assignor="uniform")
-    hbs = [h.payload["body"] for h in heartbeats(lab, "A")]
+    hbs = [h.body.body for h in heartbeats(lab, "A")]
     assert hbs[0] == {
         "group_id": "g",
         "member_id": "A",
@@ -400,7 +399,7 @@ def test_first_heartbeat_is_full_with_epoch_zero_later_ones_carry_only_changes()
     assert ack["member_epoch"] == 1
     assert ack["topic_partitions"][0]["partitions"] == list(range(6))
     lab.run(until=lab.now + 20_000)
-    steady = [h.payload["body"] for h in heartbeats(lab, "A")][2:]
+    steady = [h.body.body for h in heartbeats(lab, "A")][2:]
     assert len(steady) >= 3
     assert all(body == {"group_id": "g", "member_id": "A", "member_epoch": 1} for body in steady)
 
@@ -417,7 +416,7 @@ def test_changed_subscription_is_sent_alone_with_the_next_heartbeat() -> None:
     step_until(lab, sends("A"))
     first = heartbeats(lab, "A", since)[0]
     assert first.time_ms == last + 5_002  # not at once: the interval after the last response (1 ms each way)
-    assert first.payload["body"] == {
+    assert first.body.body == {
         "group_id": "g",
         "member_id": "A",
         "member_epoch": 1,
@@ -435,12 +434,12 @@ def test_acknowledgement_heartbeat_goes_out_at_once() -> None:
     lab.add_consumer("C", subscribed_topic_names=["foo"])
     assert lab.run_until_stable()
     for name in "ABC":
-        reconciled = [e for e in events(lab, name, "state_transition", since) if e.payload["to"] == "ACKNOWLEDGING"]
+        reconciled = [e for e in events(lab, name, "state_transition", since) if e.body.to_state == "ACKNOWLEDGING"]
         assert reconciled
         for event in reconciled:
             ack = next(h for h in heartbeats(lab, name, event.step - 1) if h.step >= event.step)
             assert ack.time_ms == event.time_ms  # not after the 5 s interval
-            assert "topic_partitions" in ack.payload["body"]
+            assert "topic_partitions" in ack.body.body
 
 
 def test_heartbeat_interval_comes_from_the_coordinator() -> None:
@@ -464,16 +463,14 @@ def test_not_coordinator_during_a_failover_backs_off_then_finds_the_new_one() ->
     assert lab.world.coordinator_host == "broker-1"
     since = lab.step_count
     lab.run(until=lab.now + 1_000)
-    answer = next(
-        e for e in events(lab, "broker-0", "message_sent", since) if e.payload["api"] == "ConsumerGroupHeartbeat"
-    )
-    assert answer.payload["body"]["error_code"] == Errors.NOT_COORDINATOR
-    delivered = next(e for e in events(lab, "A", "message_delivered", since) if e.payload["id"] == answer.payload["id"])
+    answer = next(e for e in events(lab, "broker-0", "message_sent", since) if e.body.api == "ConsumerGroupHeartbeat")
+    assert answer.body.body["error_code"] == Errors.NOT_COORDINATOR
+    delivered = next(e for e in events(lab, "A", "message_delivered", since) if e.body.id == answer.body.id)
     retry = heartbeats(lab, "A", since)[0]
-    assert retry.payload["to"] == "broker-1"
+    assert retry.body.destination == "broker-1"
     assert retry.time_ms == delivered.time_ms + 150  # backoff, then the coordinator is looked up again
-    assert FULL_JOIN_FIELDS - {"member_epoch"} <= set(retry.payload["body"])  # a full request after an error
-    assert retry.payload["body"]["member_epoch"] == 1
+    assert FULL_JOIN_FIELDS - {"member_epoch"} <= set(retry.body.body)  # a full request after an error
+    assert retry.body.body["member_epoch"] == 1
     assert lab.run_until_stable()
     assert lab.clients["A"].state is MemberState.STABLE
 
@@ -488,12 +485,12 @@ def test_lost_response_times_out_and_the_retry_is_a_full_request() -> None:
     lab.drop_messages("A", 1)  # the next message on the link: the coordinator's answer
     lab.run(until=request.time_ms + 3_500)
     dropped = events(lab, None, "message_dropped", request.step)
-    assert [(d.payload["from"], d.payload["api"]) for d in dropped] == [("broker-0", "ConsumerGroupHeartbeat")]
-    timeout = [e for e in events(lab, "A", "note", request.step) if "timed out" in e.payload["text"]]
+    assert [(d.body.source, d.body.api) for d in dropped] == [("broker-0", "ConsumerGroupHeartbeat")]
+    timeout = [e for e in events(lab, "A", "note", request.step) if "timed out" in e.body.text]
     assert [e.time_ms for e in timeout] == [request.time_ms + 3_000]
     retry = heartbeats(lab, "A", request.step)[0]
     assert retry.time_ms == request.time_ms + 3_000 + 100
-    assert {"rebalance_timeout_ms", "subscribed_topic_names", "topic_partitions"} <= set(retry.payload["body"])
+    assert {"rebalance_timeout_ms", "subscribed_topic_names", "topic_partitions"} <= set(retry.body.body)
     assert lab.clients["A"].state is MemberState.STABLE
 
 
@@ -505,8 +502,8 @@ def test_lost_offset_fetch_is_retried_until_the_partition_is_fetched() -> None:
     step_until(lab, lambda evs: any(e.kind.value == "callback_invoked" for e in evs))
     lab.drop_messages("A", 1)  # the next message: the OffsetFetch for the new partitions
     lab.run(until=lab.now + 3_000)
-    fetches = [e for e in events(lab, "A", "message_sent") if e.payload["api"] == "OffsetFetch"]
-    dropped = [e for e in events(lab, None, "message_dropped") if e.payload["api"] == "OffsetFetch"]
+    fetches = [e for e in events(lab, "A", "message_sent") if e.body.api == "OffsetFetch"]
+    dropped = [e for e in events(lab, None, "message_dropped") if e.body.api == "OffsetFetch"]
     assert len(dropped) == 1 and len(fetches) == 1
     assert fetches[0].time_ms == dropped[0].time_ms + 2_000 + 100  # the request timeout, then the backoff
     assert lab.run_until_stable()
@@ -522,13 +519,13 @@ def test_commit_and_revocation_finish_before_anyone_is_assigned_the_partition() 
     lab.add_consumer("C", subscribed_topic_names=["foo"])
     assert lab.run_until_stable()
     a_events = events(lab, "A", since=since)
-    commit = next(e for e in a_events if e.kind.value == "message_sent" and e.payload["api"] == "OffsetCommit")
+    commit = next(e for e in a_events if e.kind.value == "message_sent" and e.body.api == "OffsetCommit")
     committed = next(
         e
         for e in a_events
         if e.kind.value == "message_delivered"
-        and e.payload["correlation_id"] == commit.payload["correlation_id"]
-        and e.payload["api"] == "OffsetCommit"
+        and e.body.correlation_id == commit.body.correlation_id
+        and e.body.api == "OffsetCommit"
     )
     revoke = next(e for e in a_events if e.kind.value == "callback_invoked")
     revoked = next(e for e in a_events if e.kind.value == "callback_completed")
@@ -540,14 +537,14 @@ def test_commit_and_revocation_finish_before_anyone_is_assigned_the_partition() 
     }
     assert commit.step < committed.step <= revoke.step < revoked.step  # commit, then revoke
     assigned = {
-        p: next(e for e in events(lab, "C", "callback_invoked", since) if p in e.payload["partitions"])
+        p: next(e for e in events(lab, "C", "callback_invoked", since) if p in e.body.partitions)
         for p in ("foo-2", "foo-5")
     }
-    assert all(e.payload["callback"] == "on_partitions_assigned" for e in assigned.values())
+    assert all(e.body.callback == "on_partitions_assigned" for e in assigned.values())
     assert revoked.step < assigned["foo-2"].step  # the coordinator waited for A's acknowledgement
     b_revoke = next(e for e in events(lab, "B", "callback_invoked", since))
     b_revoked = next(e for e in events(lab, "B", "callback_completed", since))
-    assert b_revoke.payload["partitions"] == ["foo-5"]
+    assert list(b_revoke.body.partitions) == ["foo-5"]
     assert b_revoked.step < assigned["foo-5"].step
     assert sorted(partitions_of(lab, "C")) == [2, 5]
 
@@ -621,15 +618,13 @@ def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored
     fetch = next(
         e
         for e in events(lab, "A", "message_delivered", since)
-        if e.payload["api"] == "OffsetFetch" and e.payload["to"] == "A"
+        if e.body.api == "OffsetFetch" and e.body.destination == "A"
     )
-    revoke = next(
-        e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_revoked"
-    )
+    revoke = next(e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_revoked")
     revoked = next(
-        e for e in events(lab, "A", "callback_completed", since) if e.payload["callback"] == "on_partitions_revoked"
+        e for e in events(lab, "A", "callback_completed", since) if e.body.callback == "on_partitions_revoked"
     )
-    assert revoke.payload["partitions"] == ["foo-2"]
+    assert list(revoke.body.partitions) == ["foo-2"]
     assert revoke.step < fetch.step < revoked.step  # the position arrived during the revocation
     a = lab.clients["A"]
     assert partitions_of(lab, "A") == [0, 1]
@@ -651,17 +646,17 @@ def test_slow_revoke_callback_delays_the_acknowledgement() -> None:
     invoked = next(e for e in events(slow, "A", "callback_invoked", since))
     completed = next(e for e in events(slow, "A", "callback_completed", since))
     assert completed.time_ms - invoked.time_ms == 2_000
-    acked = next(e for e in events(slow, "A", "state_transition", since) if e.payload["to"] == "ACKNOWLEDGING")
+    acked = next(e for e in events(slow, "A", "state_transition", since) if e.body.to_state == "ACKNOWLEDGING")
     ack = next(h for h in heartbeats(slow, "A", acked.step - 1) if h.step >= acked.step)
     assert acked.time_ms == ack.time_ms == completed.time_ms
-    c_assigned = next(e for e in events(slow, "C", "callback_invoked", since) if "foo-2" in e.payload["partitions"])
+    c_assigned = next(e for e in events(slow, "C", "callback_invoked", since) if "foo-2" in e.body.partitions)
     assert c_assigned.time_ms > ack.time_ms  # C got foo-2 only after A let go of it
     fast, fast_since = run(0)
 
     def reconcile_ms(lab: Lab, since: int) -> int:
         moves = events(lab, "A", "state_transition", since)
-        start = next(e for e in moves if e.payload["to"] == "RECONCILING")
-        done = next(e for e in moves if e.payload["to"] == "ACKNOWLEDGING")
+        start = next(e for e in moves if e.body.to_state == "RECONCILING")
+        done = next(e for e in moves if e.body.to_state == "ACKNOWLEDGING")
         return done.time_ms - start.time_ms
 
     assert reconcile_ms(slow, since) - reconcile_ms(fast, fast_since) == 2_000
@@ -674,11 +669,11 @@ def test_failing_revoke_callback_stays_reconciling_until_the_rebalance_timeout()
     since = lab.step_count
     lab.add_consumer("B", subscribed_topic_names=["foo"], max_poll_interval_ms=30_000)
     lab.run(until=lab.now + 45_000)
-    failures = [e for e in events(lab, "A", "callback_invoked", since) if e.payload["error"]]
-    assert failures and all(e.payload["callback"] == "on_partitions_revoked" for e in failures)
-    assert failures[0].payload["error"].startswith("RuntimeError: on_partitions_revoked failed")
+    failures = [e for e in events(lab, "A", "callback_invoked", since) if e.body.error]
+    assert failures and all(e.body.callback == "on_partitions_revoked" for e in failures)
+    assert failures[0].body.error.startswith("RuntimeError: on_partitions_revoked failed")
     removed = next(
-        e for e in events(lab, "broker-0", "handler_result", since) if e.payload["origin"] == "rebalance timeout A"
+        e for e in events(lab, "broker-0", "handler_result", since) if e.body.origin == "rebalance timeout A"
     )
     moves = transitions(lab, "A", since)
     assert moves[0] == ("STABLE", "RECONCILING", "new assignment")
@@ -687,19 +682,17 @@ def test_failing_revoke_callback_stays_reconciling_until_the_rebalance_timeout()
     assert removed.time_ms - failures[0].time_ms == pytest.approx(30_000, abs=20)
     for h in heartbeats(lab, "A", since):
         if h.step < removed.step:
-            assert "topic_partitions" not in h.payload["body"]  # nothing released, nothing acked
-    lost = [
-        e for e in events(lab, "A", "callback_invoked", removed.step) if e.payload["callback"] == "on_partitions_lost"
-    ]
-    assert lost and lost[0].payload["partitions"] == [f"foo-{p}" for p in range(6)]
+            assert "topic_partitions" not in h.body.body  # nothing released, nothing acked
+    lost = [e for e in events(lab, "A", "callback_invoked", removed.step) if e.body.callback == "on_partitions_lost"]
+    assert lost and lost[0].body.partitions == tuple(f"foo-{p}" for p in range(6))
 
 
 def test_failing_assign_callback_is_retried() -> None:
     """Kafka ``AbstractMembershipManager.revokeAndAssign``: a failing assignment callback is retried on a later
     heartbeat."""
     lab = make_lab(members="A", partitions=2, callbacks=CallbackConfig(assigned_failures=1))
-    failed = [e for e in events(lab, "A", "callback_invoked") if e.payload["error"]]
-    assert [e.payload["callback"] for e in failed] == ["on_partitions_assigned"]
+    failed = [e for e in events(lab, "A", "callback_invoked") if e.body.error]
+    assert [e.body.callback for e in failed] == ["on_partitions_assigned"]
     assert lab.clients["A"].state is MemberState.STABLE
     assert partitions_of(lab, "A") == [0, 1]
 
@@ -720,8 +713,8 @@ def test_fenced_while_preparing_to_leave_unsubscribes_without_rejoining() -> Non
         ("PREPARE_LEAVING", "LEAVING", "fenced while leaving"),
         ("LEAVING", "UNSUBSCRIBED", "fenced while leaving"),
     ]
-    assert not [e for e in events(lab, "A", "callback_invoked", since) if e.payload["callback"] == "on_partitions_lost"]
-    assert all(h.payload["body"]["member_epoch"] >= 0 for h in heartbeats(lab, "A", since))  # no leave sent
+    assert not [e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_lost"]
+    assert all(h.body.body["member_epoch"] >= 0 for h in heartbeats(lab, "A", since))  # no leave sent
     assert lab.clients["A"].owned == set()
     assert lab.clients["A"].member_epoch == -1
 

@@ -328,7 +328,7 @@ def test_offsets_survive_failover(h):
 def test_offset_commit_value_dumps_like_a_message() -> None:
     """A plain value record gives the views and the trace what a pydantic Message would:
     every field, or only those that differ from their defaults."""
-    from kip_lab.lab.network import summarize
+    from kip_lab.events import summarize
     from kip_lab.protocol.records import OffsetCommitValue
 
     plain = OffsetCommitValue(offset=42, commit_timestamp=1_000)
@@ -349,7 +349,7 @@ def test_commit_request_partitions_are_checked_by_their_topic_and_dump_as_fields
     by name, refuses unknown ones, and dumps it as a dict like a pydantic Message."""
     from pydantic import ValidationError
 
-    from kip_lab.lab.network import summarize
+    from kip_lab.events import summarize
 
     topic = OffsetCommitRequestTopic(
         topic_id="t1",

@@ -12,6 +12,7 @@ from kip_lab.clients.share_acknowledgements import (
     to_batches,
 )
 from kip_lab.clients.share_consumer import FailureRule
+from kip_lab.events import MessageDropped, MessageSent, Note, StateTransition
 from kip_lab.protocol.share import AcknowledgementBatch, AcknowledgeType
 
 A, R, J = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
@@ -151,7 +152,7 @@ def _lab(**consumer):
 
 
 def _requests(lab, api: str) -> list:
-    return [e for e in lab.trace if e.kind.value == "message_sent" and e.payload.get("api") == api]
+    return [e for e in lab.trace.of_type(MessageSent) if e.body.api == api]
 
 
 @pytest.mark.parametrize("commit", ["poll", "sync", "async"])
@@ -162,7 +163,7 @@ def test_every_commit_mode_acknowledges_everything_and_reports_to_the_callback(c
     assert consumer.outcomes == {"accept": 10}
     reported = sorted(o for r in consumer.commit_results if r["error"] is None for o in r["offsets"])
     assert reported == list(range(10))
-    acknowledges = [e for e in _requests(lab, "ShareAcknowledge") if e.payload.get("from") == "A"]
+    acknowledges = [e for e in _requests(lab, "ShareAcknowledge") if e.body.source == "A"]
     if commit == "poll":
         assert not acknowledges  # piggy-backed on the next ShareFetch
     else:
@@ -174,12 +175,12 @@ def test_every_commit_mode_acknowledges_everything_and_reports_to_the_callback(c
 def test_commit_sync_waits_for_the_answer_before_polling_again():
     lab = _lab(commit="sync", max_poll_records=5, processing_ms_per_record=1.0)
     lab.run(until=20_000)
-    sent = [e for e in lab.trace if e.kind.value == "message_sent" and e.payload.get("from") == "A"]
-    apis = [e.payload["api"] for e in sent if e.payload["api"] in ("ShareFetch", "ShareAcknowledge")]
+    sent = [e for e in lab.trace.of_type(MessageSent) if e.body.source == "A"]
+    apis = [e.body.api for e in sent if e.body.api in ("ShareFetch", "ShareAcknowledge")]
     first_ack = apis.index("ShareAcknowledge")
     assert apis[first_ack + 1] == "ShareFetch"
     acked_at = next(e for e in lab.trace if e.kind.value == "share_ack_result" and e.actor == "A").time_ms
-    next_fetch = [e.time_ms for e in sent if e.payload["api"] == "ShareFetch" and e.time_ms >= acked_at - 1]
+    next_fetch = [e.time_ms for e in sent if e.body.api == "ShareFetch" and e.time_ms >= acked_at - 1]
     assert next_fetch and next_fetch[0] >= acked_at  # no fetch while the commit was out
 
 
@@ -217,7 +218,7 @@ def test_a_fenced_member_rejoins_with_epoch_zero_and_its_member_id():
     lab.resume("A")
     lab.run(until=70_000)
     assert consumer.member_id == member_id and member_id in lab.coordinator.share_groups["q"].members
-    transitions = [e.payload["trigger"] for e in lab.trace if e.kind.value == "state_transition" and e.actor == "A"]
+    transitions = [e.body.trigger for e in lab.trace.of_type(StateTransition) if e.actor == "A"]
     assert "fenced" in transitions and "partitions lost, rejoin" in transitions
 
 
@@ -282,12 +283,12 @@ def test_a_lost_share_fetch_times_out_and_the_session_reopens_at_epoch_zero():
     lab.partition_link("A", 2_000)  # the next ShareFetch (the session's second) is dropped
     lab.run(until=60_000)
     config = lab.clients["A"].config
-    (lost,) = [e for e in lab.trace if e.kind.value == "message_dropped" and e.payload["api"] == "ShareFetch"]
-    timed_out = [e for e in lab.trace if e.actor == "A" and e.kind.value == "note" and "timed out" in e.payload["text"]]
-    assert [e.payload["text"] for e in timed_out] == [f"ShareFetch request {lost.payload['correlation_id']} timed out"]
+    (lost,) = [e for e in lab.trace.of_type(MessageDropped) if e.body.api == "ShareFetch"]
+    timed_out = [e for e in lab.trace.of_type(Note) if e.actor == "A" and "timed out" in e.body.text]
+    assert [e.body.text for e in timed_out] == [f"ShareFetch request {lost.body.correlation_id} timed out"]
     assert timed_out[0].time_ms == lost.time_ms + config.request_timeout_ms
-    after = [e for e in _requests(lab, "ShareFetch") if e.payload["from"] == "A" and e.step > timed_out[0].step]
+    after = [e for e in _requests(lab, "ShareFetch") if e.body.source == "A" and e.step > timed_out[0].step]
     assert after[0].time_ms == timed_out[0].time_ms + config.retry_backoff_ms
-    assert [f.payload["body"]["share_session_epoch"] for f in after[:3]] == [0, 1, 2]  # the session opened again
+    assert [f.body.body["share_session_epoch"] for f in after[:3]] == [0, 1, 2]  # the session opened again
     assert lab.clients["A"].outcomes == {"accept": 10}
     assert lab.world.share.share_partition("q", (lab.topic_id("T"), 0)).spso == 10
