@@ -162,11 +162,20 @@ class ChangeSubscription(_Action):
     regex: str | None = None
 
 
-class SendRequest(_Action):
+class ClientRequest(_Action):
+    """A request a client that is not simulated sends: a scripted one (``SendRequest``) or a real
+    one through the wire front door. The World hands ``body`` to the client named ``member``."""
+
+    action: str
+    member: str
+    api: str
+    body: dict[str, Any]
+
+
+class SendRequest(ClientRequest):
     """A scripted client sends an exact request (``body`` is the request's fields)."""
 
     action: Literal["send_request"] = "send_request"
-    member: str
     api: Literal[
         "ConsumerGroupHeartbeat",
         "ConsumerGroupDescribe",
@@ -175,7 +184,6 @@ class SendRequest(_Action):
         "ConsumerGroupPrepareAssignment",
         "ConsumerGroupInstallAssignment",
     ] = "ConsumerGroupHeartbeat"
-    body: dict[str, Any]
 
 
 class AddShareConsumer(_Action):
@@ -320,5 +328,5 @@ Handler = TypeVar("Handler")
 
 def handler_for(handlers: Mapping[type, Handler], action: Any) -> Handler | None:
     """The handler registered for the action's class, or for its nearest base class (a real client's
-    ``WireRequest`` is a ``SendRequest``); ``None`` when there is none."""
+    ``WireRequest`` is a ``ClientRequest``); ``None`` when there is none."""
     return next((handlers[cls] for cls in type(action).__mro__ if cls in handlers), None)

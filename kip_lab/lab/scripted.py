@@ -24,11 +24,28 @@ REQUESTS: dict[str, type[BaseModel]] = {
 
 
 @dataclass
-class ScriptedClient:
+class RequestingClient:
+    """A client the Lab does not simulate: it sends the requests it is handed and keeps the answers."""
+
     name: str
     world: Any
-    responses: list[tuple[str, Any]] = field(default_factory=list)
     alive: bool = True
+
+    def send(self, api: str, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def receive(self, envelope: Any) -> None:
+        raise NotImplementedError
+
+    def fire_timer(self, key: Any) -> None:  # never schedules any
+        raise ValueError(f"{self.name}: a scripted client has no timers ({key!r})")
+
+
+@dataclass
+class ScriptedClient(RequestingClient):
+    """Sends the requests a scenario or a notebook writes down; keeps each answer as (api, response)."""
+
+    responses: list[tuple[str, Any]] = field(default_factory=list)
 
     def send(self, api: str, body: dict[str, Any]) -> None:
         request = REQUESTS[api].model_validate(body)
@@ -37,9 +54,6 @@ class ScriptedClient:
 
     def receive(self, envelope: Any) -> None:
         self.responses.append((envelope.api, envelope.payload))
-
-    def fire_timer(self, key: Any) -> None:  # never schedules any
-        raise ValueError(f"{self.name}: a scripted client has no timers ({key!r})")
 
     @property
     def last_response(self) -> Any:

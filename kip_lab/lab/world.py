@@ -330,12 +330,12 @@ class World:
             raise KeyError(f"no member named {name!r}; members: {sorted(self.clients)}") from None
 
     def scripted(self, name: str, kind: type | None = None) -> Any:
-        from kip_lab.lab.scripted import ScriptedClient
+        from kip_lab.lab.scripted import RequestingClient, ScriptedClient
 
         client = self.clients.get(name)
         if client is None:
             client = self.clients[name] = (kind or ScriptedClient)(name, self)
-        if not isinstance(client, ScriptedClient):
+        if not isinstance(client, RequestingClient):
             raise ValueError(f"{name!r} is an autonomous consumer; scripted requests need their own name")
         return client
 
@@ -382,7 +382,7 @@ def _action_handlers() -> dict[type, Callable[[World, Any], object]]:
         a.ChangeSubscription: lambda world, action: world.client(action.member).change_subscription(
             action.topics, action.regex
         ),
-        a.SendRequest: World._send_request,
+        a.ClientRequest: World._send_request,
     }
     for share_action in a.SHARE_ACTIONS:
         handlers[share_action] = lambda world, action: world.share.perform(action)

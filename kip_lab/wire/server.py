@@ -258,13 +258,13 @@ class WireServer:
     def _deliver(self) -> None:
         """Hand each answer the Lab's network delivered to a real client to the request awaiting it."""
         for name, client in self.lab.world.clients.items():
-            if not isinstance(client, WireClient) or not client.responses:
+            if not isinstance(client, WireClient) or not client.answers:
                 continue
-            for correlation_id, _api, response in client.responses:
+            for correlation_id, response in client.answers:
                 future = self._pending.pop((name, correlation_id), None)
                 if future is not None and not future.done():
                     future.set_result(response)
-            client.responses.clear()
+            client.answers.clear()
 
     def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future:
         """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the

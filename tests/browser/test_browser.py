@@ -193,7 +193,10 @@ READ_VIEW = r"""() => {
 }""".replace("HIGHLIGHT", HIGHLIGHT)
 
 # Clicks a button and resolves with the milliseconds until each part of the view changed.
-TIME_CLICK = "async ([label, waitMs]) => {\n    const read = " + READ_VIEW + r""";
+TIME_CLICK = (
+    "async ([label, waitMs]) => {\n    const read = "
+    + READ_VIEW
+    + r""";
     const before = read();
     const button = [...document.querySelectorAll('button.jupyter-button')].find(b => b.innerText.trim() === label);
     if (!button) throw new Error('no button ' + label);
@@ -216,6 +219,7 @@ TIME_CLICK = "async ([label, waitMs]) => {\n    const read = " + READ_VIEW + r""
         button.click();
     });
 }"""
+)
 
 
 def shot(page: sync_api.Page, name: str) -> None:
@@ -472,8 +476,10 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
             while not refused and time.monotonic() < deadline:
                 page.wait_for_timeout(100)
             assert refused == [GUARD_PROBE], refused
-            print(f"stepper click to view, ms: median {median(step_times):.0f} of {len(step_times)};"
-                  f" highlighted state: median {median(state_times):.0f} of {len(state_times)}")
+            print(
+                f"stepper click to view, ms: median {median(step_times):.0f} of {len(step_times)};"
+                f" highlighted state: median {median(state_times):.0f} of {len(state_times)}"
+            )
         except Exception:
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)

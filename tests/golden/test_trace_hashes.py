@@ -52,27 +52,27 @@ def _key(name: str, fidelity: str, interval: int) -> str:
     return f"{name}/{fidelity}" + (f"/batched-{interval}ms" if interval else "")
 
 
-def _digest(name: str, fidelity: str, interval: int) -> str:
+def _hash(name: str, fidelity: str, interval: int) -> str:
     trace = run_lab(_variant(name, fidelity, interval)).trace
     return f"{hashlib.sha256(trace.to_jsonl().encode()).hexdigest()} ({len(trace)} events)"
 
 
 @pytest.mark.parametrize(("name", "fidelity", "interval"), _cases(), ids=lambda v: str(v))
 def test_trace_is_unchanged(name: str, fidelity: str, interval: int) -> None:
-    """The saved trace hashes to the stored digest; a difference means the run records something else."""
+    """The saved trace hashes to the stored hash; a difference means the run records something else."""
     expected = json.loads(HASHES.read_text())
     key = _key(name, fidelity, interval)
-    assert key in expected, f"no stored digest for {key}: run this file with --update"
-    assert _digest(name, fidelity, interval) == expected[key]
+    assert key in expected, f"no stored hash for {key}: run this file with --update"
+    assert _hash(name, fidelity, interval) == expected[key]
 
 
-def test_every_stored_digest_has_a_case() -> None:
-    """A scenario removed from the library leaves no stale digest behind."""
+def test_every_stored_hash_has_a_case() -> None:
+    """A scenario removed from the library leaves no stale hash behind."""
     assert set(json.loads(HASHES.read_text())) == {_key(*case) for case in _cases()}
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--update"]:
         sys.exit("usage: python tests/golden/test_trace_hashes.py --update")
-    HASHES.write_text(json.dumps({_key(*c): _digest(*c) for c in _cases()}, indent=1, sort_keys=True) + "\n")
+    HASHES.write_text(json.dumps({_key(*c): _hash(*c) for c in _cases()}, indent=1, sort_keys=True) + "\n")
     print(f"wrote {HASHES}")

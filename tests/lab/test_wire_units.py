@@ -177,7 +177,7 @@ def test_a_real_clients_actor_is_made_in_its_first_step_and_replays():
     lab.seek(end)
     assert [e.to_json() for e in lab.trace] == trace
     twin = lab.fork()
-    assert twin.world.clients["c1"].responses == lab.world.clients["c1"].responses
+    assert twin.world.clients["c1"].answers == lab.world.clients["c1"].answers
     assert twin.world.clients["c1"] is not lab.world.clients["c1"]
 
 
