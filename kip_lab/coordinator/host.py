@@ -12,7 +12,7 @@ class adds nothing (the declarations are annotations, and the methods exist only
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, Parked
     from kip_lab.coordinator.client_side import AssignmentRound
     from kip_lab.coordinator.config import CoordinatorConfig
-    from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+    from kip_lab.coordinator.group import ConsumerGroup, SubscriptionMetadata, TargetPartitions
     from kip_lab.coordinator.member import Assignment, ConsumerGroupMember
     from kip_lab.coordinator.offsets import GroupOffsets
     from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from kip_lab.runtime.log import PartitionLog, Record
     from kip_lab.runtime.scheduler import Scheduler
     from kip_lab.share.group import ShareGroup
-
-    SubscriptionMetadata = dict[str, tuple[str, int]]
 
 
 class CoordinatorHost:
@@ -98,7 +96,6 @@ class CoordinatorHost:
         def _member_metadata_record(group_id: str, member: ConsumerGroupMember, group_epoch: int) -> Record: ...
         @staticmethod
         def _member_tombstones(group_id: str, member_id: str) -> list[Record]: ...
-        def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]: ...
         def _new_member_id(self) -> str: ...
         @staticmethod
         def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record: ...
