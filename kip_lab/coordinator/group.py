@@ -223,9 +223,11 @@ class ConsumerGroup:
         else:
             self.target[key.member_id] = target_from_topic_partitions(value.topic_partitions)
         entry = self.assignor_inputs.get(key.member_id)
-        if entry is not None:
+        if entry is not None:  # the same member with its new target
             target = self.target.get(key.member_id, {})
-            self.assignor_inputs[key.member_id] = replace(entry, target_partitions=target)
+            self.assignor_inputs[key.member_id] = MemberSubscription(
+                entry.subscribed_topic_ids, target, entry.instance_id, entry.rack_id
+            )
 
     def _replay_member_metadata(
         self, key: ConsumerGroupMemberMetadataKey, value: ConsumerGroupMemberMetadataValue | None
