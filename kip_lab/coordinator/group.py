@@ -301,8 +301,8 @@ class ConsumerGroup:
         old_target: Mapping[str, Mapping[str, tuple[int, ...]]],
     ) -> dict[str, MemberSubscription]:
         """``members`` as the server-side assignor sees them under ``metadata`` and ``old_target``, in
-        member-id order: the group's own entry wherever it was built from these very member, partition
-        metadata and target (every member a heartbeat did not change), else a new one."""
+        member-id order: the group's own entry wherever it was built from the very same member object,
+        partition metadata and target object (every member a heartbeat did not change), else a new one."""
         kept = self.assignor_inputs if metadata == self.subscription_metadata else {}
         inputs = {}
         for member_id in sorted(members):
