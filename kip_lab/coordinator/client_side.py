@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions, subscribed_topic_ids
 from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
@@ -145,12 +145,11 @@ class ClientSideAssignment(CoordinatorHost):
             )
         assignor_name = self._client_side_assignor(group.members) or ""
         metadata = group.subscription_metadata
-        names = list(metadata)
         members = []
         subscriptions: dict[str, frozenset[str]] = {}
         for member_id in sorted(group.members):
             member = group.members[member_id]
-            topic_ids = sorted(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
+            topic_ids = sorted(subscribed_topic_ids(member, metadata))
             subscriptions[member_id] = frozenset(topic_ids)
             own = next((a for a in member.client_assignors if a.name == assignor_name), None)
             members.append(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import random
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any, cast
@@ -28,7 +28,6 @@ from typing import Any, cast
 from kip_lab.assignors import (
     AssignmentSpec,
     MapOrder,
-    MemberSubscription,
     PartitionAssignor,
     PartitionAssignorError,
     RangeAssignor,
@@ -44,6 +43,7 @@ from kip_lab.coordinator.describe import GroupDescriber
 from kip_lab.coordinator.group import (
     ConsumerGroup,
     GroupState,
+    SubscriptionMetadata,
     TargetPartitions,
     check_group_transition,
     group_snapshot_head,
@@ -120,8 +120,6 @@ from kip_lab.runtime.scheduler import Scheduler
 from kip_lab.share.group import ShareGroup
 from kip_lab.share.group_assignor import SimpleAssignor
 from kip_lab.share.group_config import ShareGroupConfig
-
-SubscriptionMetadata = dict[str, tuple[str, int]]  # topic name -> (topic id, partitions)
 
 
 def _fresh(member: ConsumerGroupMember) -> ConsumerGroupMember:
@@ -854,13 +852,6 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         return self.config.fidelity == "kip" and new.server_assignor != old.server_assignor
 
     # ------------------------------------------------------------------ subscriptions
-    def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            compiled = compile_subscription(member.subscribed_topic_regex)
-            names.update(n for n in candidates if compiled.fullmatch(n) is not None)
-        return names
-
     def has_unseen_metadata(self, group_id: str) -> bool:
         """Whether the cluster changed in a way the group's partition metadata does not show yet.
 
@@ -931,23 +922,16 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         return computed_at is None or self.now_ms - computed_at >= interval
 
     def _assignment_spec(
-        self, members: dict[str, ConsumerGroupMember], metadata: SubscriptionMetadata, old_target: dict
+        self,
+        group: ConsumerGroup,
+        members: dict[str, ConsumerGroupMember],
+        metadata: SubscriptionMetadata,
+        old_target: dict[str, TargetPartitions],
     ) -> AssignmentSpec:
-        names = list(metadata)
-        specs = {}
-        for member_id in sorted(members):
-            member = members[member_id]
-            topic_ids = frozenset(metadata[n][0] for n in self._member_topic_names(member, names) if n in metadata)
-            specs[member_id] = MemberSubscription(
-                subscribed_topic_ids=topic_ids,
-                target_partitions=old_target.get(member_id, {}),
-                instance_id=member.instance_id,
-                rack_id=member.rack_id,
-            )
         topics = {tid: TopicMetadata(tid, name, n) for name, (tid, n) in metadata.items()}
         # Kafka reads targets in its hash maps' order; the KIP's tables list them as they were assigned.
         map_order = MapOrder.AS_GIVEN if self.config.fidelity == "kip" else MapOrder.JAVA_HASH
-        return AssignmentSpec(members=specs, topics=topics, map_order=map_order)
+        return AssignmentSpec(group.assignor_members(members, metadata, old_target), topics, map_order=map_order)
 
     def _compute_target(
         self,
@@ -959,15 +943,14 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
         """Run the server-side assignor; the batch holds changed members then the epoch."""
         old_target = group.target if old_target is None else old_target
-        spec = self._assignment_spec(members, metadata, old_target)
+        spec = self._assignment_spec(group, members, metadata, old_target)
         assignor = self._server_assignor(members)
         try:
             computed = assignor.assign(spec)
         except PartitionAssignorError as exc:
             raise ApiError(Errors.UNKNOWN_SERVER_ERROR, f"Assignor {assignor.name} failed: {exc}") from None
         new_target = {
-            member_id: {t: tuple(p) for t, p in sorted(computed.get(member_id, {}).items()) if p}
-            for member_id in members
+            member_id: {t: tuple(p) for t, p in computed.get(member_id, {}).items() if p} for member_id in members
         }
         return new_target, self._target_batch(group.group_id, old_target, new_target, group_epoch)
 

@@ -2,16 +2,17 @@
 
 ``ConsumerGroup.replay`` is the single entry point: every field below is either written
 by a record or derived from fields that are (the partition epochs, the static-member
-index, the subscribed-topic counts, the group state).
+index, the members as the server-side assignor sees them, the group state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from kip_lab.assignors.spec import MemberSubscription
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.common import Message, from_topic_partitions, target_from_topic_partitions
@@ -31,12 +32,37 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     RecordKey,
 )
+from kip_lab.regex import compile_subscription
 
 if TYPE_CHECKING:
     from kip_lab.share.group import ShareGroup
 
 # topic id -> partitions in the order the assignor gave them
 TargetPartitions = dict[str, tuple[int, ...]]
+# topic name -> (topic id, partition count): the group's partition metadata
+SubscriptionMetadata = dict[str, tuple[str, int]]
+
+
+def subscribed_topic_ids(member: ConsumerGroupMember, metadata: SubscriptionMetadata) -> frozenset[str]:
+    """The ids of the topics in ``metadata`` the member subscribes to, by name or by its regex."""
+    ids = {metadata[name][0] for name in member.subscribed_topic_names if name in metadata}
+    if member.subscribed_topic_regex:
+        compiled = compile_subscription(member.subscribed_topic_regex)
+        ids.update(topic_id for name, (topic_id, _) in metadata.items() if compiled.fullmatch(name) is not None)
+    return frozenset(ids)
+
+
+def assignor_input(
+    member: ConsumerGroupMember, metadata: SubscriptionMetadata, target: Mapping[str, tuple[int, ...]]
+) -> MemberSubscription:
+    """The member as the server-side assignor sees it: its subscribed topic ids and its previous target
+    (Kafka ``TargetAssignmentBuilder.createMemberSubscriptionAndAssignment``)."""
+    return MemberSubscription(
+        subscribed_topic_ids=subscribed_topic_ids(member, metadata),
+        target_partitions=target,
+        instance_id=member.instance_id,
+        rack_id=member.rack_id,
+    )
 
 
 class GroupState(StrEnum):
@@ -102,6 +128,10 @@ class ConsumerGroup:
         # derived
         self.partition_epochs: dict[str, dict[int, int]] = {}
         self.static_members: dict[str, str] = {}
+        # Each member's assignor input under the partition metadata and target above, rebuilt only when
+        # a record changes one of them: a target computation reuses the entries of the members it does
+        # not see changed (``assignor_members``), as Kafka's group keeps its members' subscriptions.
+        self.assignor_inputs: dict[str, MemberSubscription] = {}
         self.unreconciled: set[str] = set()  # members not reconciled to the assignment epoch
         self.dead = False
 
@@ -172,10 +202,11 @@ class ConsumerGroup:
     def _replay_partition_metadata(
         self, key: ConsumerGroupPartitionMetadataKey, value: ConsumerGroupPartitionMetadataValue | None
     ) -> None:
-        if value is None:
-            self.subscription_metadata = {}
-        else:
-            self.subscription_metadata = {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
+        metadata = {} if value is None else {t.topic_name: (t.topic_id, t.num_partitions) for t in value.topics}
+        if metadata != self.subscription_metadata:
+            self.subscription_metadata = metadata
+            for member_id in self.members:
+                self._refresh_assignor_input(member_id)
 
     def _replay_target_metadata(
         self, key: ConsumerGroupTargetAssignmentMetadataKey, value: ConsumerGroupTargetAssignmentMetadataValue | None
@@ -191,6 +222,12 @@ class ConsumerGroup:
             self.target.pop(key.member_id, None)
         else:
             self.target[key.member_id] = target_from_topic_partitions(value.topic_partitions)
+        entry = self.assignor_inputs.get(key.member_id)
+        if entry is not None:  # the same member with its new target
+            target = self.target.get(key.member_id, {})
+            self.assignor_inputs[key.member_id] = MemberSubscription(
+                entry.subscribed_topic_ids, target, entry.instance_id, entry.rack_id
+            )
 
     def _replay_member_metadata(
         self, key: ConsumerGroupMemberMetadataKey, value: ConsumerGroupMemberMetadataValue | None
@@ -201,6 +238,7 @@ class ConsumerGroup:
             if old is not None:
                 self._set_ownership(old, None)
                 del self.members[member_id]
+                self.assignor_inputs.pop(member_id, None)
                 self.unreconciled.discard(member_id)
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
                     del self.static_members[old.instance_id]
@@ -220,6 +258,7 @@ class ConsumerGroup:
             classic_member_metadata=value.classic_member_metadata,
         )
         self.members[member_id] = member
+        self._refresh_assignor_input(member_id)
         self._track(member_id)
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member_id
@@ -255,6 +294,31 @@ class ConsumerGroup:
         self.members[member_id] = member
         self._track(member_id)
 
+    def assignor_members(
+        self,
+        members: Mapping[str, ConsumerGroupMember],
+        metadata: SubscriptionMetadata,
+        old_target: Mapping[str, Mapping[str, tuple[int, ...]]],
+    ) -> dict[str, MemberSubscription]:
+        """``members`` as the server-side assignor sees them under ``metadata`` and ``old_target``, in
+        member-id order: the group's own entry wherever it was built from the very same member object,
+        partition metadata and target object (every member a heartbeat did not change), else a new one."""
+        kept = self.assignor_inputs if metadata == self.subscription_metadata else {}
+        inputs = {}
+        for member_id in sorted(members):
+            member = members[member_id]
+            target = old_target.get(member_id) or {}
+            entry = kept.get(member_id)
+            if entry is None or self.members.get(member_id) is not member or not _same_target(entry, target):
+                entry = assignor_input(member, metadata, target)
+            inputs[member_id] = entry
+        return inputs
+
+    def _refresh_assignor_input(self, member_id: str) -> None:
+        member = self.members[member_id]
+        target = self.target.get(member_id, {})
+        self.assignor_inputs[member_id] = assignor_input(member, self.subscription_metadata, target)
+
     def _reconciled(self, member_id: str) -> bool:
         return self.members[member_id].is_reconciled_to(self.assignment_epoch)
 
@@ -286,6 +350,11 @@ class ConsumerGroup:
                             f"partition {topic_id}-{p} given to {new.member_id} while held at epoch {held[p]}"
                         )
                     held[p] = new.member_epoch
+
+
+def _same_target(entry: MemberSubscription, target: Mapping[str, tuple[int, ...]]) -> bool:
+    """Whether ``entry`` was built from ``target``: the very object the group holds, or both empty."""
+    return entry.target_partitions is target or not (entry.target_partitions or target)
 
 
 _REPLAYERS: dict[type[RecordKey], Callable[[ConsumerGroup, Any, Any], None]] = {

@@ -21,7 +21,7 @@ surface instead, in one place.
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, Parked
     from kip_lab.coordinator.client_side import AssignmentRound
     from kip_lab.coordinator.config import CoordinatorConfig
-    from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions
+    from kip_lab.coordinator.group import ConsumerGroup, SubscriptionMetadata, TargetPartitions
     from kip_lab.coordinator.member import ConsumerGroupMember
     from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
     from kip_lab.protocol.classic_group import (
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from kip_lab.runtime.log import Record
     from kip_lab.runtime.scheduler import Scheduler
     from kip_lab.share.group import ShareGroup
-
-    SubscriptionMetadata = dict[str, tuple[str, int]]
 
 
 class CoordinatorHost:
@@ -99,7 +97,6 @@ class CoordinatorHost:
         ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]: ...
         @staticmethod
         def _member_metadata_record(group_id: str, member: ConsumerGroupMember, group_epoch: int) -> Record: ...
-        def _member_topic_names(self, member: ConsumerGroupMember, candidates: Iterable[str]) -> set[str]: ...
         def _new_member_id(self) -> str: ...
         @staticmethod
         def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record: ...

@@ -13,18 +13,15 @@ import time
 from typing import Any
 
 from kip_lab.coordinator import CoordinatorConfig
-from kip_lab.events import HandlerResult
 from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.lab.network import LatencyModel, LinkConfig
-
-TARGET_RECORD = "ConsumerGroupTargetAssignmentMetadataKey"
+from kip_lab.protocol.records import ConsumerGroupTargetAssignmentMetadataKey
 
 
 def targets_computed(lab: Lab) -> int:
-    """How many target assignments the coordinator wrote in the run (one metadata record each)."""
-    return sum(
-        1 for e in lab.trace.of_type(HandlerResult) if any(r["key"]["type"] == TARGET_RECORD for r in e.body.records)
-    )
+    """How many target assignments the coordinator wrote in the run: one metadata record each in its
+    ``__consumer_offsets`` log (which a new coordinator keeps writing to after a failover)."""
+    return sum(1 for entry in lab.coordinator.log if type(entry.record.key) is ConsumerGroupTargetAssignmentMetadataKey)
 
 
 def joined_lab(

@@ -46,6 +46,7 @@ from sim_clients import (
 )
 
 from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, ReconciliationState
+from kip_lab.coordinator.group import assignor_input
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.runtime.scheduler import Scheduler
@@ -103,6 +104,8 @@ def check_group(group: ConsumerGroup) -> None:
       non-empty group) covers every subscribed partition exactly once (I7, server side).
     * A Stable group has GE == TE and every member at epoch TE, in state STABLE, with nothing
       pending revocation and ``assigned == target``.
+    * Each member's kept assignor input is the one built from scratch from the member, the
+      partition metadata and its target (never stale, after failover too).
     """
     gid = group.group_id
     assert group.assignment_epoch <= group.group_epoch, f"{gid}: TE {group.assignment_epoch} > GE {group.group_epoch}"
@@ -154,6 +157,13 @@ def check_group(group: ConsumerGroup) -> None:
             assert member.assigned == group.target_of(member.member_id), (
                 f"{where}: assigned {member.assigned} != target {group.target_of(member.member_id)}"
             )
+
+    metadata = group.subscription_metadata
+    fresh = {m: assignor_input(member, metadata, group.target.get(m, {})) for m, member in group.members.items()}
+    stale = sorted(m for m in fresh if group.assignor_inputs.get(m) != fresh[m])
+    assert not stale and set(group.assignor_inputs) == set(fresh), (
+        f"{gid}: kept assignor inputs differ from rebuilt ones for {stale or sorted(group.assignor_inputs)}"
+    )
 
 
 def check_stable_and_complete(h: Harness) -> None:
