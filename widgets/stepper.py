@@ -627,10 +627,10 @@ class Stepper(W.VBox):
             self._rendered[dot] = rendered
         return self._rendered[dot]
 
-    def _last_transition(self, member: str | None) -> dict | None:
+    def _last_transition(self, member: str | None) -> StateTransition | None:
         """The member's state transition at the current step, if it made one (the last, if several)."""
         taken = [
-            e.payload  # as JSON: what the diagram reads
+            e.body
             for e in self._full.at_step(self.lab.step_count)
             if isinstance(e.body, StateTransition) and e.actor == member
         ]

@@ -1,9 +1,9 @@
 """State machines and consumer groups as graphviz DOT text.
 
 ``machine_dot`` and ``group_dot`` are pure: they return DOT source built from the data
-(the machine's transition table, a ``ConsumerGroup``'s replayed state) and import nothing
-beyond the standard library. ``render`` is the only function that needs the ``graphviz``
-package and the ``dot`` executable, and it degrades to a message plus the source when they
+(the machine's transition table, a ``ConsumerGroup``'s replayed state, a trace's
+``StateTransition``) and need nothing beyond the standard library. ``render`` is the only
+function that needs the ``graphviz`` package and the ``dot`` executable, and it degrades to a message plus the source when they
 are missing, so a notebook without graphviz still shows something useful.
 
 Output is deterministic: states in the machine's declared order, edges sorted by
@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kip_lab.events import StateTransition
 from kip_lab.machines import StateMachine, Transition
 
 FONT = "Helvetica"
@@ -79,12 +80,13 @@ SMALL_MACHINE_EDGES = 8  # up to this many edges a machine is drawn left to righ
 
 
 def _normalise_transition(machine: StateMachine, last: Any) -> tuple[str, str | None, str]:
-    """(source, trigger or None, target) from a Transition, a 3-tuple or a (source, target) pair."""
+    """(source, trigger or None, target) from a Transition, a trace's StateTransition, a 3-tuple or a
+    (source, target) pair."""
     trigger: str | None
     if isinstance(last, Transition):
         source, trigger, target = last.source, last.trigger, last.target
-    elif isinstance(last, Mapping):  # a state_transition trace payload
-        source, trigger, target = last["from"], last.get("trigger"), last["to"]
+    elif isinstance(last, StateTransition):
+        source, trigger, target = last.from_state, last.trigger, last.to_state
     else:
         parts = tuple(last)
         if len(parts) == 3:
@@ -114,7 +116,7 @@ def machine_edges(machine: StateMachine) -> list[tuple[str, str, list[str]]]:
 def machine_dot(
     machine: StateMachine,
     current: str | None = None,
-    last_transition: Transition | tuple | Mapping | None = None,
+    last_transition: Transition | StateTransition | tuple | None = None,
     *,
     rankdir: str | None = None,
     focus: bool = False,
@@ -124,8 +126,8 @@ def machine_dot(
     One node per state (the initial state has a double border and an arrow from a start
     point); one edge per connected (source, target) pair labelled with its triggers, one
     per line. ``current`` fills that state; ``last_transition`` — a ``Transition``, a
-    ``(source, trigger, target)`` or ``(source, target)`` tuple, or a ``state_transition``
-    trace payload — draws that edge bold and red and marks the trigger taken with ▶.
+    ``(source, trigger, target)`` or ``(source, target)`` tuple, or a trace's
+    ``StateTransition`` — draws that edge bold and red and marks the trigger taken with ▶.
     Both are checked against the table: highlighting an undeclared state or edge raises.
 
     ``rankdir`` defaults to the layout that fits a page: left to right for a small machine,

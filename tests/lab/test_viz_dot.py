@@ -16,6 +16,7 @@ import pytest
 
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
+from kip_lab.events import StateTransition
 from kip_lab.lab import Lab
 from kip_lab.machines import IllegalTransition, StateMachine, Transition
 from kip_lab.viz.dot import (
@@ -132,9 +133,9 @@ def test_taken_trigger_is_singled_out_on_a_merged_edge():
     _, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, last_transition=step))
     label = next(a["label"] for s, t, a in edges if (s, t) == ("JOINING", "PREPARE_LEAVING")).split("\n")
     assert sorted(label) == sorted([TAKEN_MARK + "poll timer expired", "unsubscribe or close"])
-    # a state_transition payload from the trace works the same way
-    payload = {"from": "STABLE", "to": "RECONCILING", "trigger": "new assignment"}
-    _, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, current="RECONCILING", last_transition=payload))
+    # a state transition from the trace works the same way
+    taken = StateTransition("consumer", "STABLE", "RECONCILING", "new assignment", "m-1", 3)
+    _, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, current="RECONCILING", last_transition=taken))
     assert [(s, t) for s, t, a in edges if a.get("color") == TAKEN_COLOR] == [("STABLE", "RECONCILING")]
 
 
