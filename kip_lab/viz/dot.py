@@ -3,8 +3,9 @@
 ``machine_dot`` and ``group_dot`` are pure: they return DOT source built from the data
 (the machine's transition table, a ``ConsumerGroup``'s replayed state, a trace's
 ``StateTransition``) and need nothing beyond the standard library. ``render`` is the only
-function that needs the ``graphviz`` package and the ``dot`` executable, and it degrades to a message plus the source when they
-are missing, so a notebook without graphviz still shows something useful.
+function that needs the ``graphviz`` package and the ``dot`` executable, and it degrades to a
+message plus the source when they are missing, so a notebook without graphviz still shows
+something useful.
 
 Output is deterministic: states in the machine's declared order, edges sorted by
 (source, target) in that order with their triggers in declaration order, members sorted by
