@@ -56,8 +56,8 @@ class LinkConfig(BaseModel):
 
 
 class Envelope(NamedTuple):
-    """A message in flight: ``payload`` is a request or response model. A value built for every
-    message sent (with ``tuple.__new__``, at C speed), and pickled at C speed in snapshots."""
+    """A message in flight: ``payload`` is a request or response model. A NamedTuple: one is built
+    for every message sent, and snapshots pickle it at C speed."""
 
     message_id: int
     source: str
@@ -124,7 +124,7 @@ class Network:
                 extra = faults.delay_ms
         if reason is None and config.drop_probability and world.rng.random() < config.drop_probability:
             reason = "random loss"
-        envelope = tuple.__new__(Envelope, (message_id, source, destination, api, payload, correlation_id, now))
+        envelope = Envelope(message_id, source, destination, api, payload, correlation_id, now)
         if reason is not None:
             world.emit("network", MessageDropped(*_ends(envelope), reason, envelope.payload))
             return message_id
