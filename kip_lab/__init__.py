@@ -6,6 +6,7 @@ live behind optional extras and are never imported from here.
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator, GroupState, ReconciliationState
+from kip_lab.errors import KipLabError
 from kip_lab.protocol import ApiError, Errors
 
 __version__ = "0.1.0"
@@ -18,6 +19,7 @@ __all__ = [
     "Errors",
     "GroupCoordinator",
     "GroupState",
+    "KipLabError",
     "ReconciliationState",
     "__version__",
 ]

@@ -17,6 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from kip_lab.errors import KipLabError
 from kip_lab.scenarios import (
     Scenario,
     ScenarioError,
@@ -33,7 +34,7 @@ from kip_lab.scenarios.model import LONG_MAX, export_schema
 OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
 
 
-class UsageError(Exception):
+class UsageError(KipLabError):
     """An option the command cannot use (an output path it cannot write): exit 2 with the message."""
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from kip_lab.errors import KipLabError
+
 TP = tuple[str, int]  # (topic id, partition)
 
 
@@ -44,7 +46,7 @@ class EventKind(StrEnum):
     SHARE_ACK_RESULT = "share_ack_result"  # a share consumer's acknowledgement commit callback
 
 
-class TraceFieldError(ValueError):
+class TraceFieldError(KipLabError, ValueError):
     """A saved event whose payload does not fit its kind; ``field`` names the payload key at fault."""
 
     def __init__(self, field: str, message: str) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kip_lab.errors import KipLabError
 
-class IllegalTransition(RuntimeError):
+
+class IllegalTransition(KipLabError, RuntimeError):
     """A component tried to move along an edge its machine does not declare."""
 
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
+from kip_lab.errors import KipLabError
+
 MAX_PATTERN_LENGTH = 10_000
 
 
-class InvalidRegex(ValueError):
+class InvalidRegex(KipLabError, ValueError):
     """The pattern is not a valid RE2 expression (or is too long); ``reason`` is what is wrong with it."""
 
     def __init__(self, message: str, reason: str) -> None:

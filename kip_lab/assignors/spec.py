@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from kip_lab.errors import KipLabError
+
 TopicId = str
 MemberId = str
 # topic id -> partition indexes, in the order of the member's target record (Kafka reads a record
@@ -93,7 +95,7 @@ def subscription_type(spec: AssignmentSpec) -> SubscriptionType:
 GroupAssignment = dict[MemberId, dict[TopicId, list[int]]]
 
 
-class PartitionAssignorError(Exception):
+class PartitionAssignorError(KipLabError):
     """The assignor cannot compute an assignment (``PartitionAssignorException``)."""
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from kip_lab.errors import KipLabError
 from kip_lab.protocol.share import AcknowledgementBatch, AcknowledgeType
 
 TP = tuple[str, int]  # (topic id, partition)
@@ -33,7 +34,7 @@ class AcknowledgementMode(StrEnum):
     EXPLICIT = "explicit"
 
 
-class IllegalAcknowledgement(RuntimeError):
+class IllegalAcknowledgement(KipLabError, RuntimeError):
     """Kafka's IllegalStateException / IllegalArgumentException from ``acknowledge``."""
 
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import ReconciliationState
+from kip_lab.errors import KipLabError
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.touched import Touched, actor_of
@@ -70,7 +71,7 @@ OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRAN
 QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
 
 
-class InvariantViolation(AssertionError):
+class InvariantViolation(KipLabError, AssertionError):
     """Raised instead of only tracing when the Lab is built with ``raise_on_violation``."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from kip_lab.errors import KipLabError
 from kip_lab.events import Event, EventKind, TraceFieldError, event_from_payload
 from kip_lab.runtime.collector import collector_paused
 
@@ -25,7 +26,7 @@ __all__ = ["EventKind", "Trace", "TraceEvent", "TraceFileError"]
 E = TypeVar("E", bound=Event)
 
 
-class TraceFileError(ValueError):
+class TraceFileError(KipLabError, ValueError):
     """A saved trace that cannot be read back: names the file, the line (or row) and the field."""
 
     def __init__(self, source: str, line: int, field: str, message: str) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import kip_lab
+from kip_lab.errors import KipLabError
 
 MASTER_ENV = "KIP_LAB_SPARK_MASTER"
 REMOTE_ENV = "KIP_LAB_SPARK_REMOTE"
@@ -39,7 +40,7 @@ _LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
 SPARK_JAVA_MODULE = "jdk.incubator.vector"  # Spark 4's launcher always adds it; a trimmed runtime may not have it
 
 
-class SparkSetupError(RuntimeError):
+class SparkSetupError(KipLabError, RuntimeError):
     """Spark cannot start here (no Java, no pyspark, conflicting settings); the message says what to do."""
 
 

@@ -41,6 +41,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import yaml
 
+from kip_lab.errors import KipLabError
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.execute import (
     execute_run,
@@ -60,7 +61,7 @@ RUNS_PER_TASK = 8  # runs per Spark task: few tasks (each costs the JVM), small 
 TABLE_ORDER = ("events", "metrics", "runs")  # runs last: its row marks a run finished
 
 
-class SweepOutputError(RuntimeError):
+class SweepOutputError(KipLabError, RuntimeError):
     """The output folder cannot take this sweep (it holds another one, another schema version, a
     damaged ``sweep.json``, or it cannot be written)."""
 

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from kip_lab.errors import KipLabError
 from kip_lab.protocol.common import Message
 
 LOWEST_CONSUMER_PROTOCOL_VERSION = 0
@@ -29,7 +30,7 @@ HIGHEST_CONSUMER_PROTOCOL_VERSION = 3
 TopicPartition = tuple[str, int]
 
 
-class ConsumerProtocolError(ValueError):
+class ConsumerProtocolError(KipLabError, ValueError):
     """Bytes that are not a valid embedded subscription or assignment."""
 
 

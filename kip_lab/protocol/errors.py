@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from kip_lab.errors import KipLabError
+
 
 class Errors(IntEnum):
     UNKNOWN_SERVER_ERROR = -1
@@ -56,7 +58,7 @@ class Errors(IntEnum):
 GROUP_NOT_EMPTY = Errors.NON_EMPTY_GROUP
 
 
-class ApiError(Exception):
+class ApiError(KipLabError):
     """Raised inside a handler to answer the request with ``error`` and ``message``.
 
     Handlers validate before they compute, so raising never leaves records half-written.

@@ -30,6 +30,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from kip_lab.errors import KipLabError
 from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
 Loc = tuple[str | int, ...]
@@ -51,7 +52,7 @@ class Problem:
     message: str
 
 
-class ScenarioError(Exception):
+class ScenarioError(KipLabError):
     """A scenario that cannot be read or is not valid; ``str()`` is the report for a person."""
 
     def __init__(self, source: str, problems: list[Problem]) -> None:

@@ -44,6 +44,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
 from kip_lab.coordinator import CoordinatorConfig, GroupState
 from kip_lab.coordinator.config import lift_fidelity
+from kip_lab.errors import KipLabError
 from kip_lab.lab import actions as a
 from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
@@ -61,7 +62,7 @@ MAX_PRODUCED_RECORDS = 1_000_000  # by one produce_share_records event (count x 
 LONG_MAX = 2**63 - 1
 
 
-class FieldError(ValueError):
+class FieldError(KipLabError, ValueError):
     """A cross-reference problem, with the path of the field at fault.
 
     Raised from ``Scenario``'s own validator, whose errors pydantic reports at the root;

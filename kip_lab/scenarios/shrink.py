@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kip_lab.errors import KipLabError
 from kip_lab.scenarios.loading import ScenarioError
 from kip_lab.scenarios.model import Scenario
 from kip_lab.scenarios.runner import run_scenario
@@ -29,7 +30,7 @@ Data = dict[str, Any]
 MAX_PASSES = 8  # rounds over every reduction; each round that changes nothing ends the search
 
 
-class NothingToShrink(ValueError):
+class NothingToShrink(KipLabError, ValueError):
     """The scenario's run violates no invariant."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kip_lab.errors import KipLabError
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share_group import (
     AlterShareGroupOffsetsRequest,
@@ -184,7 +185,7 @@ class ShareAdmin:
         self.group_configs[group_id] = SharePartitionConfig(**{**base.model_dump(), "auto_offset_reset": value})
 
 
-class ShareAdminError(RuntimeError):
+class ShareAdminError(KipLabError, RuntimeError):
     def __init__(self, error: Errors, message: str | None) -> None:
         super().__init__(f"{error.name}: {message}" if message else error.name)
         self.error = error

@@ -36,12 +36,14 @@ from kio.static.constants import uuid_zero
 from kio.static.primitive import i32
 from pydantic import BaseModel
 
+from kip_lab.errors import KipLabError
+
 API_VERSIONS_KEY = 18
 SIZE = struct.Struct(">i")
 PREFIX = struct.Struct(">hh")  # every request header starts with the API key and version
 
 
-class MalformedRequest(ValueError):
+class MalformedRequest(KipLabError, ValueError):
     """Bytes that are not a request of the API and version their header names."""
 
 

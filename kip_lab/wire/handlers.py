@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ValidationError
 
+from kip_lab.errors import KipLabError
 from kip_lab.lab import actions as a
 from kip_lab.protocol import classic_group as classic
 from kip_lab.protocol import consumer_group as cg
@@ -68,7 +69,7 @@ DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for CreateTopics with num_part
 T = TypeVar("T", bound=BaseModel)
 
 
-class WireError(Exception):
+class WireError(KipLabError):
     """A request the front door refuses by closing the connection (the reason is logged)."""
 
 

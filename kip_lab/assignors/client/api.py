@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import ClassVar
 
+from kip_lab.errors import KipLabError
 from kip_lab.protocol.consumer_protocol import (
     HIGHEST_CONSUMER_PROTOCOL_VERSION,
     ConsumerProtocolAssignment,
@@ -31,7 +32,7 @@ class RebalanceProtocol(StrEnum):
     COOPERATIVE = "COOPERATIVE"  # keep what you own; a partition moves only after its owner revoked it
 
 
-class ClientAssignorError(ValueError):
+class ClientAssignorError(KipLabError, ValueError):
     """Bad input to a client-side assignor, or an unknown assignor name."""
 
 
