@@ -70,6 +70,9 @@ OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRAN
 QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
 
 
+_INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed")  # rebuilt, not saved
+
+
 class InvariantViolation(AssertionError):
     """Raised instead of only tracing when the Lab is built with ``raise_on_violation``."""
 
@@ -91,17 +94,22 @@ class InvariantChecker:
         self._owners = _Owners()
         self._views: dict[str, _GroupView] = {}
         self._lasting: set[str] = set()  # groups whose last check found a violation that lasts
+        self._unindexed: set[str] = set()  # groups to check whole at the next group check (state replaced)
+        self._indexed: Any = None  # the coordinator whose groups the views index
 
     def __getstate__(self) -> dict[str, Any]:
         """What a snapshot keeps: the memories of what was seen, not the incremental indexes (they
         are as large as the world; a restored checker rebuilds them at its first check)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_touched", "_owners", "_views")}
+        return {k: v for k, v in self.__dict__.items() if k not in _INDEXES}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._touched = Touched() if self.mode == "incremental" else None  # everyone, at the first check
         self._owners = _Owners()
         self._views = {}
+        self._lasting = set()
+        self._unindexed = set()
+        self._indexed = None  # a restored world: its coordinator is new to the checker
 
     # -- what the Lab tells the incremental checks, besides each step's events ----------------
     def timer_fired(self, owner: Any) -> None:
@@ -118,6 +126,8 @@ class InvariantChecker:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
         if self._touched is not None:  # incremental
             self._touched.names.update(map(actor_of, events))
+            if world.coordinator is not self._indexed:
+                self._coordinator_replaced(world.coordinator)
         if QUIET_EVENTS.issuperset(map(_kind_of, events)) and world.written_key_types <= NO_GROUP_CHANGE:
             return []  # most steps: a message sent or delivered, a heartbeat answered, offsets written
         kinds = set(map(_kind_of, events))
@@ -147,6 +157,15 @@ class InvariantChecker:
             if self.raise_on_violation:
                 raise InvariantViolation("; ".join(f"{name}: {text}" for name, text in found))
         return found
+
+    def _coordinator_replaced(self, coordinator: Any) -> None:
+        """A coordinator loaded from the log (a failover) or restored from a snapshot (a seek, a
+        fork) holds new group objects whose state may differ from what the views saw: every
+        group is checked whole at the next group check, as a new group is, and indexed anew."""
+        self._indexed = coordinator
+        self._views.clear()
+        self._lasting.clear()
+        self._unindexed = set(coordinator.groups)
 
     # -- the full checks ----------------------------------------------------------------------
     def _single_owner(self, world: Any) -> list[tuple[str, str]]:
@@ -294,7 +313,9 @@ class InvariantChecker:
         for gid in [gid for gid in self._views if gid not in groups]:
             del self._views[gid]
         self._lasting &= groups.keys()
-        wanted = touched.keys() | self._lasting
+        self._unindexed &= groups.keys()
+        wanted = touched.keys() | self._lasting | self._unindexed
+        self._unindexed = set()
         if len(wanted) > 1:
             order = [gid for gid in groups if gid in wanted]
         else:
@@ -304,7 +325,7 @@ class InvariantChecker:
             group = groups[gid]
             view = self._views.get(gid)
             group_found = self._group_epochs(group)  # untouched: the epochs did not move, but "ahead" lasts
-            if view is None or view.group is not group:  # a new group, or one a new coordinator loaded
+            if view is None or view.group is not group:  # a new group, or one whose state was replaced
                 view = self._views[gid] = _GroupView(group)
                 for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
                     del self.member_epochs[key]

@@ -46,6 +46,7 @@ class StabilityTracker:
         self.member_clients: dict[tuple[str, str], str] = {}  # (group id, member id) -> client name
         self.groups_changed = True  # the group-level conditions need another look
         self.groups_stable = False
+        self.coordinator: Any = None  # the coordinator last asked about
 
     def step_done(self, events: Iterable[Any], batches: Iterable[Any]) -> None:
         """What a step touched: its events' actors, and the clients whose members its records name."""
@@ -63,6 +64,9 @@ class StabilityTracker:
 
     def is_stable(self, world: Any) -> bool:
         clients = world.clients
+        if world.coordinator is not self.coordinator:  # a failover's new coordinator: every answer may change
+            self.coordinator = world.coordinator
+            self.touched.everyone = True
         everyone = self.touched.everyone
         for name in self.touched.drain(clients):
             self._evaluate(world, name, clients[name])
