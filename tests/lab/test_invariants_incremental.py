@@ -18,6 +18,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from property_profile import examples
 
 import kip_lab.coordinator.coordinator as coordinator_module
 from kip_lab.coordinator.group import ConsumerGroup
@@ -133,7 +134,7 @@ FAILOVER_LOADS_A_VIOLATION: dict[str, Any] = {
 }
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**16),
     classic=st.sets(st.sampled_from(NAMES[:5]), max_size=2),
