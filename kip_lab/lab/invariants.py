@@ -13,7 +13,8 @@ Two ways to check, with the same verdicts at every step (``LabConfig(invariants=
   converged) up to date from those alone, so a check costs what the step changed, not what
   the world holds. A violation that lasts (two owners of one partition, a Stable group with
   a member that is not converged) is reported again at every checked step, as a full check
-  would.
+  would. A coordinator replaced (a failover loads the log; a seek or a fork restores a
+  snapshot) is noticed at the next check: its groups are checked whole and indexed anew.
 * ``"full"`` rescans every client and every group at each checked step: the reference the
   incremental checks are tested against (a property test runs both over random faulty runs).
 """

@@ -45,6 +45,7 @@ def faults(lab: Lab, name: str) -> dict[str, Any]:
         "fail-over": lambda: lab.fail_over(),
         "delete-bar": lambda: lab.delete_topic("bar"),
         "seek-back": lambda: lab.seek(lab.step_count // 2),  # a restored checker rebuilds its indexes
+        "seek-ahead": lambda: lab.seek(lab.horizon),  # after a seek back: restored from a later snapshot
     }
 
 
