@@ -24,7 +24,7 @@ costs a few events per heartbeat interval, not one per record.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -39,6 +39,7 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
+from kip_lab.runtime.memo import Memo
 
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 FENCING = {Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID}
@@ -99,10 +100,9 @@ class RebalanceListener(Protocol):
     def on_partitions_lost(self, partitions: list[str]) -> int: ...
 
 
-@lru_cache(maxsize=1 << 12)
 def _steady_heartbeat(group_id: str, member_id: str, member_epoch: int) -> ConsumerGroupHeartbeatRequest:
     """A heartbeat with nothing changed since the last one: a frozen value a member sends
-    again every interval, so it is built (and validated) once per member epoch."""
+    again every interval, so it is built (and validated) once per member epoch (``Consumer._steady``)."""
     return ConsumerGroupHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=member_epoch)
 
 
@@ -152,6 +152,7 @@ class Consumer(ApplicationLoop):
     # Kafka's currentAssignment is not NONE: an assignment was reconciled since the member (re)joined.
     _has_assignment: bool = False
     _reconciled: int = 0  # completed reconciliations: each one's acknowledgement reports the owned partitions
+    _steady: Memo[ConsumerGroupHeartbeatRequest] = field(default_factory=lambda: Memo(_steady_heartbeat, limit=16))
 
     def __post_init__(self) -> None:
         if self.listener is None:
@@ -338,7 +339,7 @@ class Consumer(ApplicationLoop):
         if config.instance_id is not None:
             body["instance_id"] = config.instance_id  # the coordinator needs it to find static members
         if len(body) == 3:  # group, member and epoch only
-            return _steady_heartbeat(config.group_id, self.member_id, epoch)
+            return self._steady(config.group_id, self.member_id, epoch)
         return ConsumerGroupHeartbeatRequest(**body)
 
     def _request_timed_out(self, correlation: int) -> None:

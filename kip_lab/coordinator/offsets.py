@@ -7,7 +7,6 @@ for the topic incarnation (topic id) that committed it, so a recreated topic sta
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -32,6 +31,7 @@ from kip_lab.protocol.records import (
     OffsetCommitValue,
 )
 from kip_lab.runtime.log import Record
+from kip_lab.runtime.memo import Memo
 from kip_lab.runtime.scheduler import Clock
 
 
@@ -52,35 +52,37 @@ class _CommitKeys(dict):
         return key
 
 
-@lru_cache(maxsize=1 << 12)
-def _commit_keys(group: str, topic: str) -> _CommitKeys:
-    return _CommitKeys(group, topic)
-
-
 _partition_index = attrgetter("partition_index")
 
 
-@lru_cache(maxsize=1 << 16)
-def _partition_answer(partition_index: int, error: Errors) -> OffsetCommitResponsePartition:
-    return OffsetCommitResponsePartition(partition_index=partition_index, error_code=error)
-
-
-@lru_cache(maxsize=1 << 12)
 def _commit_answer(
     topics: tuple[tuple[str | None, str | None, tuple[int, ...], tuple[Errors, ...]], ...],
 ) -> OffsetCommitResponse:
-    """The answer to a commit of ``topics`` (name, id, partitions, each partition's error): a member
-    commits the same partitions every interval, so the answer is the same each time."""
+    """The answer to a commit of ``topics`` (name, id, partitions, each partition's error)."""
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(
                 name=name,
                 topic_id=topic_id,
-                partitions=[_partition_answer(p, e) for p, e in zip(partitions, errors, strict=True)],
+                partitions=[
+                    OffsetCommitResponsePartition(partition_index=p, error_code=e)
+                    for p, e in zip(partitions, errors, strict=True)
+                ],
             )
             for name, topic_id, partitions, errors in topics
         ]
     )
+
+
+class OffsetAnswers:
+    """The frozen values a stable group's commits repeat, built once each and held by the coordinator
+    (so snapshots carry them): a partition's record key, shared by every commit of it, and the
+    answer to a member's commit of the same partitions, the same every interval. Building and
+    validating them per commit was a good part of a stable group's run."""
+
+    def __init__(self) -> None:
+        self.keys: Memo[_CommitKeys] = Memo(_CommitKeys, limit=1 << 12)  # (group, topic) -> partition -> key
+        self.answers: Memo[OffsetCommitResponse] = Memo(_commit_answer, limit=1 << 12)
 
 
 def _invalid_commit(request: OffsetCommitRequest) -> ApiError | None:
@@ -122,9 +124,9 @@ class OffsetManager:
 
     Its dependencies are given, not reached for: the committed offsets it reads and replays into,
     the cluster that resolves topics, the groups whose members' epochs it checks, the clock that
-    stamps a commit and the metadata size limit. A commit returns its records unapplied: the
-    coordinator appends them to the log and replays them here (``replay``), the only way the
-    offsets change.
+    stamps a commit, the metadata size limit and the repeated answers (``OffsetAnswers``). A commit
+    returns its records unapplied: the coordinator appends them to the log and replays them here
+    (``replay``), the only way the offsets change.
     """
 
     def __init__(
@@ -135,12 +137,14 @@ class OffsetManager:
         groups: Mapping[str, CommittingGroup],
         clock: Clock,
         metadata_max_bytes: int,
+        answers: OffsetAnswers,
     ) -> None:
         self.offsets = offsets
         self.cluster = cluster
         self.groups = groups
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
+        self.answers = answers
 
     def replay(self, records: Iterable[Record]) -> None:
         """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
@@ -193,7 +197,7 @@ class OffsetManager:
                 records += self._commit_records(request.group_id, topic, resolved, errors)
             topics.append((topic.name, topic.topic_id, indexes, errors))
         batches = (tuple(records),) if records else ()
-        return CoordinatorResult(_commit_answer(tuple(topics)), batches, origin="OffsetCommit")
+        return CoordinatorResult(self.answers.answers(tuple(topics)), batches, origin="OffsetCommit")
 
     def _resolve_commit_topic(
         self, topic: OffsetCommitRequestTopic, error: ApiError | None
@@ -248,7 +252,7 @@ class OffsetManager:
         self, group_id: str, topic: OffsetCommitRequestTopic, resolved: Topic, errors: tuple[Errors, ...]
     ) -> list[Record]:
         """One offset record per partition committed without error."""
-        keys, now = _commit_keys(group_id, resolved.name), self.clock.now_ms
+        keys, now = self.answers.keys(group_id, resolved.name), self.clock.now_ms
         return [
             Record(keys[index], OffsetCommitValue(offset, now, leader_epoch, metadata, resolved.topic_id))
             for (index, offset, leader_epoch, metadata), code in zip(topic.partitions, errors, strict=True)

@@ -13,17 +13,19 @@ Two ways to check, with the same verdicts at every step (``LabConfig(invariants=
   converged) up to date from those alone, so a check costs what the step changed, not what
   the world holds. A violation that lasts (two owners of one partition, a Stable group with
   a member that is not converged) is reported again at every checked step, as a full check
-  would.
+  would. A coordinator replaced (a failover loads the log; a seek or a fork restores a
+  snapshot) is noticed at the next check: its groups are checked whole and indexed anew.
 * ``"full"`` rescans every client and every group at each checked step: the reference the
   incremental checks are tested against (a property test runs both over random faulty runs).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Set
 from itertools import pairwise
-from operator import attrgetter
-from typing import Any, Literal
+from operator import attrgetter, itemgetter
+from typing import Any, Literal, Protocol
 
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
@@ -71,6 +73,9 @@ OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRAN
 QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
 
 
+_INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed")  # rebuilt, not saved
+
+
 class InvariantViolation(KipLabError, AssertionError):
     """Raised instead of only tracing when the Lab is built with ``raise_on_violation``."""
 
@@ -92,17 +97,22 @@ class InvariantChecker:
         self._owners = _Owners()
         self._views: dict[str, _GroupView] = {}
         self._lasting: set[str] = set()  # groups whose last check found a violation that lasts
+        self._unindexed: set[str] = set()  # groups to check whole at the next group check (state replaced)
+        self._indexed: Any = None  # the coordinator whose groups the views index
 
     def __getstate__(self) -> dict[str, Any]:
         """What a snapshot keeps: the memories of what was seen, not the incremental indexes (they
         are as large as the world; a restored checker rebuilds them at its first check)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_touched", "_owners", "_views")}
+        return {k: v for k, v in self.__dict__.items() if k not in _INDEXES}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._touched = Touched() if self.mode == "incremental" else None  # everyone, at the first check
         self._owners = _Owners()
         self._views = {}
+        self._lasting = set()
+        self._unindexed = set()
+        self._indexed = None  # a restored world: its coordinator is new to the checker
 
     # -- what the Lab tells the incremental checks, besides each step's events ----------------
     def timer_fired(self, owner: Any) -> None:
@@ -119,64 +129,114 @@ class InvariantChecker:
         """Check what this step's ``events`` and records (``world.written_key_types``) can have changed."""
         if self._touched is not None:  # incremental
             self._touched.names.update(map(actor_of, events))
+            if world.coordinator is not self._indexed:
+                self._coordinator_replaced(world.coordinator)
         if QUIET_EVENTS.issuperset(map(_kind_of, events)) and world.written_key_types <= NO_GROUP_CHANGE:
             return []  # most steps: a message sent or delivered, a heartbeat answered, offsets written
         kinds = set(map(_kind_of, events))
         changed = world.written_key_types - NO_GROUP_CHANGE  # a commit step: empty, with no names made
         written = {t.__name__ for t in changed} if changed else NOTHING_WRITTEN
-        wrote = bool(written)
         found: list[tuple[str, str]] = []
-        if not kinds.isdisjoint(OWNERSHIP_EVENTS) or wrote:
-            self.ownership_checks += 1
-            if self.mode == "full":
-                found += self._single_owner(world)
-                found += self._client_epochs(world, world.clients)
-            else:
-                found += self._ownership_incremental(world)
-        if wrote:
-            if self.mode == "full":
-                for group in world.coordinator.groups.values():
-                    found += self._group(group, written)
-            else:
-                found += self._groups_incremental(world, written)
+        if written or not kinds.isdisjoint(OWNERSHIP_EVENTS):
+            found += self._ownership(world)
+        if written:
+            found += self._groups(world, written)
         if "GroupMetadataKey" in written:
             found += self._classic_assignments(world)
         if not kinds.isdisjoint(SHARE_READS):
             found += self.share.check(events)
         if found:
-            self.violations += found
-            if self.raise_on_violation:
-                raise InvariantViolation("; ".join(f"{name}: {text}" for name, text in found))
+            self._report(found)
         return found
+
+    def _report(self, found: list[tuple[str, str]]) -> None:
+        self.violations += found
+        if self.raise_on_violation:
+            raise InvariantViolation("; ".join(f"{name}: {text}" for name, text in found))
+
+    def _ownership(self, world: Any) -> list[tuple[str, str]]:
+        """single-owner and the clients' epochs: a step that changed what members own."""
+        self.ownership_checks += 1
+        if self.mode == "full":
+            return self._single_owner(world) + self._client_epochs(world, world.clients)
+        return self._ownership_incremental(world)
+
+    def _groups(self, world: Any, written: Set[str]) -> list[tuple[str, str]]:
+        """The consumer groups' checks: a step that wrote group records."""
+        if self.mode == "full":
+            return [f for group in world.coordinator.groups.values() for f in self._group(group, written)]
+        return self._groups_incremental(world, written)
+
+    def _coordinator_replaced(self, coordinator: Any) -> None:
+        """A coordinator loaded from the log (a failover) or restored from a snapshot (a seek, a
+        fork) holds new group objects whose state may differ from what the views saw: every
+        group is checked whole at the next group check, as a new group is, and indexed anew."""
+        self._indexed = coordinator
+        self._views.clear()
+        self._lasting.clear()
+        self._unindexed = set(coordinator.groups)
+
+    # -- the rules both ways share --------------------------------------------------------------
+    def _client_epochs(self, world: Any, names: Iterable[str]) -> list[tuple[str, str]]:
+        """Each of ``names``' member epoch against the last one seen for that incarnation."""
+        found = []
+        memory = self.client_epochs
+        clients = world.clients
+        for name in names:
+            client = clients[name]
+            epoch = getattr(client, "member_epoch", None)
+            if epoch is None:
+                continue
+            key = (name, client.incarnation)
+            before = memory.get(key)
+            if before is not None and 0 < epoch < before:
+                found.append(_epoch_went_back(name, before, epoch))
+            memory[key] = epoch
+        return found
+
+    def _group_epochs(self, group: Any) -> list[tuple[str, str]]:
+        found = []
+        gid = group.group_id
+        epochs = (group.group_epoch, group.assignment_epoch)
+        before = self.group_epochs.get(gid)
+        if before is not None and (epochs[0] < before[0] or epochs[1] < before[1]):
+            found.append(("epochs-never-go-back", f"group {gid} went from epochs {before} to {epochs}"))
+        if group.assignment_epoch > group.group_epoch:
+            found.append(("epochs-never-go-back", f"group {gid}: assignment epoch ahead of group epoch {epochs}"))
+        self.group_epochs[gid] = epochs
+        return found
+
+    def _member_epochs(self, group: Any, member_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """epochs-never-go-back for ``member_ids``, in member order; those that left are forgotten."""
+        gid, members, memory = group.group_id, group.members, self.member_epochs
+        found = []
+        for member_id in member_ids:
+            member = members.get(member_id)
+            if member is None:
+                memory.pop((gid, member_id), None)
+                continue
+            last = memory.get((gid, member_id))
+            memory[(gid, member_id)] = member.member_epoch
+            if last is not None and 0 < member.member_epoch < last:
+                found.append((member_id, _epoch_went_back(member_id, last, member.member_epoch)))
+        if len(found) > 1:  # in member order, as a scan of the group finds them
+            position = {m: i for i, m in enumerate(members)}
+            found.sort(key=lambda item: position[item[0]])
+        return [f for _, f in found]
+
+    def _whole_group_epochs(self, group: Any) -> list[tuple[str, str]]:
+        """Every member's epoch; the members the group no longer has are forgotten."""
+        gid = group.group_id
+        for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
+            del self.member_epochs[key]
+        return self._member_epochs(group, group.members)
 
     # -- the full checks ----------------------------------------------------------------------
     def _single_owner(self, world: Any) -> list[tuple[str, str]]:
         """Within each group (two groups may well read the same partition); classic and mixed
         groups too, whatever generation each member is at."""
-        groups = world.coordinator.groups
-        classic_groups = world.coordinator.classic_groups
-        members: dict[str, list[tuple[str, Any]]] = {}
-        for name, client in world.clients.items():
-            if not getattr(client, "alive", False) or not hasattr(client, "owned") or client.state in GONE:
-                continue
-            group_id = client.config.group_id
-            group = groups.get(group_id) or classic_groups.get(group_id)
-            if group is None or client.member_id not in group.members:
-                continue  # removed by the coordinator: a zombie until it hears so
-            if client.owned:
-                members.setdefault(group_id, []).append((name, client.owned))
-        found = []
-        for group_id in sorted(members):
-            owners = members[group_id]
-            if len(owners) < 2 or len(set().union(*(o for _, o in owners))) == sum(len(o) for _, o in owners):
-                continue  # the common case, at C speed: nobody shares
-            seen: dict[tuple[str, int], str] = {}
-            for name, owned in sorted(owners, key=lambda item: item[0]):
-                for tp in sorted(owned):
-                    if tp in seen:
-                        found.append(("single-owner", f"{world.partition_name(tp)} is owned by {seen[tp]} and {name}"))
-                    seen[tp] = name
-        return found
+        owners = _owners_by_group(world)
+        return [f for group_id in sorted(owners) for f in _shared_partitions(world, owners[group_id])]
 
     def _classic_assignments(self, world: Any) -> list[tuple[str, str]]:
         """The leader's SyncGroup assignment, as the coordinator stored it for the generation."""
@@ -198,73 +258,10 @@ class InvariantChecker:
                     seen[tp] = member_id
         return found
 
-    def _client_epochs(self, world: Any, names: Iterable[str]) -> list[tuple[str, str]]:
-        """Each of ``names``' member epoch against the last one seen for that incarnation."""
-        found = []
-        memory = self.client_epochs
-        clients = world.clients
-        for name in names:
-            client = clients[name]
-            epoch = getattr(client, "member_epoch", None)
-            if epoch is None:
-                continue
-            key = (name, client.incarnation)
-            before = memory.get(key)
-            if before is not None and 0 < epoch < before:
-                found.append(("epochs-never-go-back", f"{name} went from epoch {before} to {epoch}"))
-            memory[key] = epoch
-        return found
-
     def _group(self, group: Any, written: Set[str] = ALL_RECORDS) -> list[tuple[str, str]]:
-        """The group checks; a check whose inputs no written record type can change is skipped."""
-        found = self._group_epochs(group)
-        for member_id, member in group.members.items():
-            found += self._member_epoch(group.group_id, member_id, member)
-        for key in [k for k in self.member_epochs if k[0] == group.group_id and k[1] not in group.members]:
-            del self.member_epochs[key]
-        if written & TARGET_INPUTS and _target_checked(group):
-            wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
-            targets = group.target
-            flat = [(tid, p) for m in group.members for tid, parts in targets.get(m, {}).items() for p in parts]
-            covered = set(flat)
-            if len(covered) != len(flat) or not wanted <= covered:  # else: once each, all covered
-                counted: dict[tuple[str, int], int] = {}
-                for tp in flat:
-                    counted[tp] = counted.get(tp, 0) + 1
-                found += _target_finding(group.group_id, [tp for tp, n in counted.items() if n > 1], wanted - covered)
-        if group.state is GroupState.STABLE:
-            for member_id, member in sorted(group.members.items()):
-                if not _converged(group, member_id, member):
-                    found.append(_not_converged(group.group_id, member_id))
-        if not written & OWNERSHIP_INPUTS:
-            return found
-        held: dict[str, dict[int, int]] = {}
-        for member in group.members.values():
-            for tid, parts in member.owned().items():
-                held.setdefault(tid, {}).update(dict.fromkeys(parts, member.member_epoch))
-        if held != group.partition_epochs:
-            found.append(_partition_epochs_differ(group.group_id))
-        return found
-
-    def _group_epochs(self, group: Any) -> list[tuple[str, str]]:
-        found = []
-        gid = group.group_id
-        epochs = (group.group_epoch, group.assignment_epoch)
-        before = self.group_epochs.get(gid)
-        if before is not None and (epochs[0] < before[0] or epochs[1] < before[1]):
-            found.append(("epochs-never-go-back", f"group {gid} went from epochs {before} to {epochs}"))
-        if group.assignment_epoch > group.group_epoch:
-            found.append(("epochs-never-go-back", f"group {gid}: assignment epoch ahead of group epoch {epochs}"))
-        self.group_epochs[gid] = epochs
-        return found
-
-    def _member_epoch(self, gid: str, member_id: str, member: Any) -> list[tuple[str, str]]:
-        key = (gid, member_id)
-        last = self.member_epochs.get(key)
-        self.member_epochs[key] = member.member_epoch
-        if last is not None and member.member_epoch > 0 and member.member_epoch < last:
-            return [("epochs-never-go-back", f"{member_id} went from epoch {last} to {member.member_epoch}")]
-        return []
+        """The group checks, from a scan of the whole group (the incremental views' reference)."""
+        found = self._group_epochs(group) + self._whole_group_epochs(group)
+        return found + _group_rules(group, _GroupScan(group), written)
 
     # -- the incremental checks -----------------------------------------------------------------
     def _ownership_incremental(self, world: Any) -> list[tuple[str, str]]:
@@ -281,70 +278,132 @@ class InvariantChecker:
         return self._owners.findings(world) + [f for _, f in epochs]
 
     def _groups_incremental(self, world: Any, written: Set[str]) -> list[tuple[str, str]]:
-        """The group checks of the groups the step's records name, plus the lasting violations of
-        the others (unchanged since their last check, as their state is)."""
-        touched: dict[str, set[str]] = {}
-        for batch in world.written_batches:
-            for key, _ in batch:
-                if type(key).__name__ in ALL_RECORDS:
-                    member_ids = touched.setdefault(key.group_id, set())
-                    member_id = getattr(key, "member_id", None)  # None: a group-level record
-                    if member_id is not None:
-                        member_ids.add(member_id)
+        """The group checks of the groups the step's records name and of those a replaced
+        coordinator holds, plus the lasting violations of the others (unchanged since their last
+        check, as their state is)."""
+        named = _named_by_records(world.written_batches)
         groups = world.coordinator.groups
         for gid in [gid for gid in self._views if gid not in groups]:
             del self._views[gid]
         self._lasting &= groups.keys()
-        wanted = touched.keys() | self._lasting
-        if len(wanted) > 1:
-            order = [gid for gid in groups if gid in wanted]
-        else:
-            order = [gid for gid in wanted if gid in groups]
+        wanted = named.keys() | self._lasting | self._unindexed
+        self._unindexed = set()
         found: list[tuple[str, str]] = []
-        for gid in order:
-            group = groups[gid]
-            view = self._views.get(gid)
-            group_found = self._group_epochs(group)  # untouched: the epochs did not move, but "ahead" lasts
-            if view is None or view.group is not group:  # a new group, or one a new coordinator loaded
-                view = self._views[gid] = _GroupView(group)
-                for key in [k for k in self.member_epochs if k[0] == gid and k[1] not in group.members]:
-                    del self.member_epochs[key]
-                for member_id, member in group.members.items():
-                    group_found += self._member_epoch(gid, member_id, member)
-            elif gid in touched:
-                group_found += self._touched_members(view, group, touched[gid])
-            lasting = view.lasting(written)
-            group_found += lasting
-            if lasting or view.lasts_ungated():
-                self._lasting.add(gid)
-            else:
-                self._lasting.discard(gid)
-            found += group_found
+        for gid in _in_group_order(groups, wanted):
+            found += self._group_incremental(groups[gid], named.get(gid), written)
         return found
 
-    def _touched_members(self, view: _GroupView, group: Any, member_ids: set[str]) -> list[tuple[str, str]]:
+    def _group_incremental(self, group: Any, named: set[str] | None, written: Set[str]) -> list[tuple[str, str]]:
+        """One group's checks from its view, updated from the members its records ``named`` (None:
+        no record named the group; every member when the view is new)."""
         gid = group.group_id
-        members = group.members
-        found = []
-        for member_id in member_ids:
-            if member_id in members:
-                found += [(member_id, f) for f in self._member_epoch(gid, member_id, members[member_id])]
-            else:
-                self.member_epochs.pop((gid, member_id), None)
-        if len(found) > 1:  # in member order, as the full check finds them
-            position = {m: i for i, m in enumerate(members)}
-            found.sort(key=lambda item: position[item[0]])
-        view.update(member_ids)
-        return [f for _, f in found]
+        found = self._group_epochs(group)  # untouched: the epochs did not move, but "ahead" lasts
+        view = self._views.get(gid)
+        if view is None or view.group is not group:  # a new group, or one whose state was replaced
+            view = self._views[gid] = _GroupView(group)
+            found += self._whole_group_epochs(group)
+        elif named is not None:
+            found += self._member_epochs(group, named)
+            view.update(named)
+        rules = _group_rules(group, view, written)
+        _toggle(self._lasting, gid, bool(rules) or view.lasts())
+        return found + rules
 
 
-def _target_checked(group: Any) -> bool:
-    """target-covers-subscriptions applies to a server-assigned group whose target is current."""
-    return (
-        bool(group.members)
-        and group.group_epoch == group.assignment_epoch
-        and not any(m.client_assignors for m in group.members.values())
+def _epoch_went_back(who: str, before: int, now: int) -> tuple[str, str]:
+    return ("epochs-never-go-back", f"{who} went from epoch {before} to {now}")
+
+
+def _owning(client: Any) -> bool:
+    """A client that counts for single-owner: alive, not gone, owning something."""
+    return bool(
+        getattr(client, "alive", False) and hasattr(client, "owned") and client.state not in GONE and client.owned
     )
+
+
+def _owners_by_group(world: Any) -> dict[str, list[tuple[str, Any]]]:
+    """The owning clients the coordinator still has as members, by group (a removed member is a
+    zombie until it hears so)."""
+    coordinator = world.coordinator
+    members: dict[str, list[tuple[str, Any]]] = {}
+    for name, client in world.clients.items():
+        if not _owning(client):
+            continue
+        group_id = client.config.group_id
+        group = coordinator.groups.get(group_id) or coordinator.classic_groups.get(group_id)
+        if group is not None and client.member_id in group.members:
+            members.setdefault(group_id, []).append((name, client.owned))
+    return members
+
+
+def _shared_partitions(world: Any, owners: list[tuple[str, Any]]) -> list[tuple[str, str]]:
+    """single-owner within one group: each partition two owners share, by owner then partition."""
+    if len(owners) < 2 or len(set().union(*(o for _, o in owners))) == sum(len(o) for _, o in owners):
+        return []  # the common case, at C speed: nobody shares
+    found = []
+    seen: dict[TP, str] = {}
+    for name, owned in sorted(owners, key=itemgetter(0)):
+        for tp in sorted(owned):
+            if tp in seen:
+                found.append(_two_owners(world, tp, seen[tp], name))
+            seen[tp] = name
+    return found
+
+
+def _two_owners(world: Any, tp: TP, before: str, name: str) -> tuple[str, str]:
+    return ("single-owner", f"{world.partition_name(tp)} is owned by {before} and {name}")
+
+
+def _named_by_records(batches: Iterable[Any]) -> dict[str, set[str]]:
+    """The groups the records name, each with the members named (empty: group-level records only)."""
+    named: dict[str, set[str]] = {}
+    for batch in batches:
+        for key, _ in batch:
+            if type(key).__name__ in ALL_RECORDS:
+                member_ids = named.setdefault(key.group_id, set())
+                member_id = getattr(key, "member_id", None)  # None: a group-level record
+                if member_id is not None:
+                    member_ids.add(member_id)
+    return named
+
+
+def _in_group_order(groups: dict[str, Any], wanted: Set[str]) -> list[str]:
+    """The ``wanted`` groups that exist, in the coordinator's order (the full check's)."""
+    if len(wanted) > 1:
+        return [gid for gid in groups if gid in wanted]
+    return [gid for gid in wanted if gid in groups]
+
+
+class _GroupFacts(Protocol):
+    """What the group rules read of one consumer group, besides its epochs and state."""
+
+    def client_assigned(self) -> bool:
+        """Some member brings its own assignor (then the target is theirs to cover)."""
+
+    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+        """The partitions the target gives out twice, and those the subscriptions want and nobody is given."""
+
+    def not_converged(self) -> list[str]:
+        """The members not at the group epoch with their target and nothing pending, sorted."""
+
+    def ownership_differs(self) -> bool:
+        """The partition epochs differ from what the members hold."""
+
+
+def _group_rules(group: Any, facts: _GroupFacts, written: Set[str]) -> list[tuple[str, str]]:
+    """The group invariants that hold or fail with the group's state, each written once: the full
+    check reads their facts from a scan of the group, the incremental one from its view. A rule
+    whose inputs no written record type can change is skipped, in both."""
+    gid = group.group_id
+    found = []
+    current = bool(group.members) and group.group_epoch == group.assignment_epoch
+    if written & TARGET_INPUTS and current and not facts.client_assigned():
+        found += _target_finding(gid, *facts.twice_and_uncovered())
+    if group.state is GroupState.STABLE:
+        found += [_not_converged(gid, member_id) for member_id in facts.not_converged()]
+    if written & OWNERSHIP_INPUTS and facts.ownership_differs():
+        found.append(_partition_epochs_differ(gid))
+    return found
 
 
 def _target_finding(gid: str, twice: Iterable[TP], missing: Iterable[TP]) -> list[tuple[str, str]]:
@@ -371,6 +430,38 @@ def _partition_epochs_differ(gid: str) -> tuple[str, str]:
     return ("partition-epochs-match-ownership", f"group {gid}: partition epochs differ from ownership")
 
 
+class _GroupScan:
+    """The group rules' facts read from the whole group at each check: the full check's, and the
+    reference the views are tested against."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def client_assigned(self) -> bool:
+        return any(m.client_assignors for m in self.group.members.values())
+
+    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+        group = self.group
+        wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
+        targets = group.target
+        flat = [(tid, p) for m in group.members for tid, parts in targets.get(m, {}).items() for p in parts]
+        covered = set(flat)
+        if len(covered) == len(flat) and wanted <= covered:
+            return (), ()  # the common case: each once, all covered
+        return [tp for tp, n in Counter(flat).items() if n > 1], wanted - covered
+
+    def not_converged(self) -> list[str]:
+        group = self.group
+        return [m for m, member in sorted(group.members.items()) if not _converged(group, m, member)]
+
+    def ownership_differs(self) -> bool:
+        held: dict[str, dict[int, int]] = {}
+        for member in self.group.members.values():
+            for tid, parts in member.owned().items():
+                held.setdefault(tid, {}).update(dict.fromkeys(parts, member.member_epoch))
+        return held != self.group.partition_epochs
+
+
 class _Owners:
     """Who owns which partition, as the clients see it, kept from the clients touched.
 
@@ -386,7 +477,7 @@ class _Owners:
 
     def update(self, name: str, client: Any) -> None:
         now = None
-        if getattr(client, "alive", False) and hasattr(client, "owned") and client.state not in GONE and client.owned:
+        if _owning(client):
             now = (client.config.group_id, frozenset(client.owned))
         before = self.held.get(name)
         if before == now:
@@ -425,7 +516,7 @@ class _Owners:
                 names = sorted(n for n in self.owners[gid][tp] if world.clients[n].member_id in group.members)
                 pairs += [(name, tp, before) for before, name in pairwise(names)]
             for name, tp, before in sorted(pairs):
-                found.append(("single-owner", f"{world.partition_name(tp)} is owned by {before} and {name}"))
+                found.append(_two_owners(world, tp, before, name))
         return found
 
 
@@ -440,7 +531,7 @@ class _GroupView:
     def __init__(self, group: Any) -> None:
         self.group = group
         self.diverged: set[str] = set()
-        self.client_side: set[str] = set()
+        self.client_assigning: set[str] = set()
         self.targets: dict[str, tuple[TP, ...]] = {}
         self.counts: dict[TP, int] = {}
         self.twice: set[TP] = set()
@@ -465,11 +556,11 @@ class _GroupView:
             changed_holdings |= self._set_holdings(member_id, member)
             if member is None:
                 self.diverged.discard(member_id)
-                self.client_side.discard(member_id)
+                self.client_assigning.discard(member_id)
                 continue
             diverged = bool(member.pending_revocation) or member.assigned != group.target_of(member_id)
             _toggle(self.diverged, member_id, diverged)
-            _toggle(self.client_side, member_id, bool(member.client_assignors))
+            _toggle(self.client_assigning, member_id, bool(member.client_assignors))
         for tp in changed_holdings:
             topic, partition = tp
             _toggle(self.mismatched, tp, self._held_at(tp) != group.partition_epochs.get(topic, {}).get(partition))
@@ -536,39 +627,27 @@ class _GroupView:
         last = [m for m in self.group.members if m in holders][-1]
         return holders[last]
 
-    def stable(self) -> bool:
-        return self.group.state is GroupState.STABLE  # kept by the group itself, member by member
+    # the facts the group rules read (``_GroupFacts``)
+    def client_assigned(self) -> bool:
+        return bool(self.client_assigning)
 
-    def lasting(self, written: Set[str]) -> list[tuple[str, str]]:
-        """The violations that last while the group does not change, as the full check finds them."""
-        group = self.group
-        gid = group.group_id
-        found = []
-        if (
-            written & TARGET_INPUTS
-            and group.members
-            and group.group_epoch == group.assignment_epoch
-            and not self.client_side
-        ):
-            found += _target_finding(gid, self.twice, self.uncovered)
-        if self.stable():
-            if group.group_epoch != group.assignment_epoch:
-                found += [_not_converged(gid, m) for m in sorted(group.members)]
-            else:
-                found += [_not_converged(gid, m) for m in sorted(self.diverged)]
-        if written & OWNERSHIP_INPUTS and self.mismatched:
-            found.append(_partition_epochs_differ(gid))
-        return found
+    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+        return self.twice, self.uncovered
 
-    def lasts_ungated(self) -> bool:
-        """Whether some check would find a violation if its records were written."""
+    def not_converged(self) -> list[str]:
         group = self.group
-        return bool(
-            group.assignment_epoch > group.group_epoch
-            or self.mismatched
-            or (self.stable() and (self.diverged or group.group_epoch != group.assignment_epoch))
-            or (group.members and group.group_epoch == group.assignment_epoch and (self.twice or self.uncovered))
-        )
+        if group.group_epoch != group.assignment_epoch:
+            return sorted(group.members)  # nobody is at the group epoch with its target
+        return sorted(self.diverged)
+
+    def ownership_differs(self) -> bool:
+        return bool(self.mismatched)
+
+    def lasts(self) -> bool:
+        """Whether some check would find a violation if its records were written: the group is
+        looked at again at every group check until it would not."""
+        group = self.group
+        return group.assignment_epoch > group.group_epoch or bool(_group_rules(group, self, ALL_RECORDS))
 
 
 def _toggle(members: set, item: Any, present: bool) -> None:

@@ -46,6 +46,7 @@ class StabilityTracker:
         self.member_clients: dict[tuple[str, str], str] = {}  # (group id, member id) -> client name
         self.groups_changed = True  # the group-level conditions need another look
         self.groups_stable = False
+        self.coordinator: Any = None  # the coordinator last asked about
 
     def step_done(self, events: Iterable[Any], batches: Iterable[Any]) -> None:
         """What a step touched: its events' actors, and the clients whose members its records name."""
@@ -63,6 +64,9 @@ class StabilityTracker:
 
     def is_stable(self, world: Any) -> bool:
         clients = world.clients
+        if world.coordinator is not self.coordinator:  # a failover's new coordinator: every answer may change
+            self.coordinator = world.coordinator
+            self.touched.everyone = True
         everyone = self.touched.everyone
         for name in self.touched.drain(clients):
             self._evaluate(world, name, clients[name])
@@ -105,25 +109,45 @@ def client_settled(world: Any, client: Any) -> bool:
         return True
     if isinstance(client, ClassicConsumer):
         return state in GONE_STATES or (client.settled() and _classic_member_converged(world, client))
-    if not isinstance(client, Consumer):
-        return True
+    if isinstance(client, Consumer):
+        return _consumer_settled(world, client)
+    return True
+
+
+def _consumer_settled(world: Any, client: Consumer) -> bool:
+    """A live consumer-protocol client: STABLE with nothing to reconcile, fetching what it owns,
+    and the coordinator agrees (``_coordinator_agrees``); or gone."""
+    state = client.state
     if state is ClientState.STALE and not client.paused:
         return False  # polled again: it rejoins once on_partitions_lost has run
     if state in GONE_STATES:
         return True
     if state is not ClientState.STABLE or client.reconciling or client.target is not None:
         return False
-    if set(client.owned) != set(client.fetching):
-        return False
-    group = world.coordinator.groups.get(client.config.group_id)
-    member = group.members.get(client.member_id) if group else None
+    return set(client.owned) == set(client.fetching) and _coordinator_agrees(world, client)
+
+
+def _coordinator_agrees(world: Any, client: Consumer) -> bool:
+    """The coordinator holds the client's member at its epoch, with its subscription, assigning
+    it what it owns."""
+    member = _consumer_member(world, client)
     if member is None or member.member_epoch != client.member_epoch:
         return False
     if sorted(member.subscribed_topic_names) != sorted(client.config.subscribed_topic_names or ()) or (
         member.subscribed_topic_regex != client.config.subscribed_topic_regex
     ):
         return False  # a subscription change the coordinator has not heard yet
-    return set(client.owned) == {(t, p) for t, parts in member.assigned.items() for p in parts}
+    return set(client.owned) == _assigned(member)
+
+
+def _consumer_member(world: Any, client: Any) -> Any:
+    """The client's member in its consumer group at the coordinator, or None."""
+    group = world.coordinator.groups.get(client.config.group_id)
+    return group.members.get(client.member_id) if group else None
+
+
+def _assigned(member: Any) -> set[tuple[str, int]]:
+    return {(t, p) for t, parts in member.assigned.items() for p in parts}
 
 
 def _classic_member_converged(world: Any, client: ClassicConsumer) -> bool:
@@ -132,36 +156,44 @@ def _classic_member_converged(world: Any, client: ClassicConsumer) -> bool:
     In a classic group that is the assignment its SyncGroup stored; after an online
     migration the member is in a consumer group and its assignment is the coordinator's.
     """
-    coordinator = world.coordinator
-    group_id = client.config.group_id
-    classic = coordinator.classic_groups.get(group_id)
+    classic = world.coordinator.classic_groups.get(client.config.group_id)
     if classic is not None and client.member_id in classic.members:
         if classic.generation_id != client.generation_id:
             return False
         stored = ConsumerProtocolAssignment.decode(classic.members[client.member_id].assignment)
         return client.partition_ids(stored.assigned_partitions) == set(client.owned)
-    group = coordinator.groups.get(group_id)
-    member = group.members.get(client.member_id) if group else None
-    if member is None:
-        return False
-    return set(client.owned) == {(t, p) for t, parts in member.assigned.items() for p in parts}
+    member = _consumer_member(world, client)
+    return member is not None and set(client.owned) == _assigned(member)
 
 
 def groups_stable(world: Any) -> bool:
     """The group-level part: every group with members Stable, its metadata current, its members live."""
     coordinator = world.coordinator
+    if not (_consumer_groups_stable(coordinator) and _share_groups_caught_up(coordinator)):
+        return False
+    live = {(c.config.group_id, c.member_id) for c in world.clients.values() if _live(c)}
+    groups = coordinator.groups
+    if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
+        return False  # a member whose process is gone: its session has yet to expire
+    return _classic_groups_stable(coordinator, live)
+
+
+def _consumer_groups_stable(coordinator: Any) -> bool:
+    """Every consumer group with members Stable, and none with a topic change still to notice
+    (added partitions, a new topic matching its regex: a rebalance still to come)."""
     groups = coordinator.groups
     if any(g.state is not GroupState.STABLE for g in groups.values() if g.members):
         return False
-    # A topic change the group has not noticed yet (added partitions, a new topic matching
-    # its regex) is a rebalance still to come.
-    if any(coordinator.has_unseen_metadata(group_id) for group_id in groups):
-        return False
-    if any(g.group_epoch > g.assignment_epoch for g in coordinator.share_groups.values() if g.members):
-        return False  # a share group's target held back by assignment batching
-    live = {(c.config.group_id, c.member_id) for c in world.clients.values() if _live(c)}
-    if any((gid, m) not in live for gid, g in groups.items() for m in g.members):
-        return False  # a member whose process is gone: its session has yet to expire
+    return not any(coordinator.has_unseen_metadata(group_id) for group_id in groups)
+
+
+def _share_groups_caught_up(coordinator: Any) -> bool:
+    """No share group's target is held back by assignment batching."""
+    return not any(g.group_epoch > g.assignment_epoch for g in coordinator.share_groups.values() if g.members)
+
+
+def _classic_groups_stable(coordinator: Any, live: set[tuple[str, str]]) -> bool:
+    """Every classic group with members Stable, its members' processes alive."""
     for group_id, group in coordinator.classic_groups.items():
         if not group.members:
             continue

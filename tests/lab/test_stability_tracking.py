@@ -13,6 +13,7 @@ import contextlib
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profile import examples
 from test_invariants_incremental import FAULTS, NAMES, build, faults
 
 from kip_lab.lab import Lab
@@ -25,7 +26,7 @@ def assert_agrees(lab: Lab) -> bool:
     return answer
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**16),
     classic=st.sets(st.sampled_from(NAMES[:5]), max_size=2),

@@ -10,7 +10,7 @@ from conftest import GROUP, Harness
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
-from kip_lab.coordinator.offsets import GroupOffsets, OffsetManager
+from kip_lab.coordinator.offsets import GroupOffsets, OffsetAnswers, OffsetManager
 from kip_lab.protocol import (
     Errors,
     OffsetCommitRequest,
@@ -46,7 +46,9 @@ def test_the_offset_manager_works_from_its_own_dependencies_and_changes_offsets_
     ``commitOffset`` returns records and only ``replay`` stores them. Here without any coordinator."""
     cluster, scheduler, offsets = ClusterMetadata(), Scheduler(now_ms=1_234), dict[str, GroupOffsets]()
     cluster.create_topic("foo", 2)
-    manager = OffsetManager(offsets, cluster=cluster, groups={}, clock=scheduler, metadata_max_bytes=4)
+    manager = OffsetManager(
+        offsets, cluster=cluster, groups={}, clock=scheduler, metadata_max_bytes=4, answers=OffsetAnswers()
+    )
 
     result = manager.commit(_commit("g", 42))
     assert [p.error_code for t in result.response.topics for p in t.partitions] == [Errors.NONE]
