@@ -264,6 +264,13 @@ def _group_with(
     return view
 
 
+def _subscriptions_with(group: ConsumerGroup, found: _FoundMember, updated: ConsumerGroupMember) -> SubscriptionCounts:
+    """The group's subscription counts with this member updated (and the static member it replaces gone),
+    from the kept counts and these members alone (Kafka ``ModernGroup.computeSubscribedTopicNames``)."""
+    old = [group.members[m] for m in dict.fromkeys((found.member_id, found.replaced)) if m in group.members]
+    return group.subscriptions.changed(removed=old, added=[updated])
+
+
 def _is_steady(r: ConsumerGroupHeartbeatRequest) -> bool:
     """A steady heartbeat carries none of the optional fields: the member is unchanged."""
     return (
@@ -1195,13 +1202,12 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
         target_due = self._target_due(group.group_id)
         target_behind = group.group_epoch > group.assignment_epoch and target_due
-        # The group's counts with this member's update applied, from the counts and this member alone
-        # (Kafka ``consumerGroupHeartbeat``): the same cost whatever the group's size.
+        # What the group's members would subscribe to and which assignors they would name with this update:
+        # the same cost whatever the group's size (Kafka ``consumerGroupHeartbeat``).
         subscriptions = group.subscriptions
         client_side = False
         if bump or replaced is not None or metadata_stale or target_behind:
-            old = [group.members[m] for m in dict.fromkeys((member_id, replaced)) if m in group.members]
-            subscriptions = subscriptions.changed(removed=old, added=[updated])
+            subscriptions = _subscriptions_with(group, found, updated)
             client_side = self._client_side_assignor(subscriptions) is not None  # UNSUPPORTED_ASSIGNOR if incompatible
         metadata = self._subscription_metadata(subscriptions) if bump or metadata_stale else group.subscription_metadata
         metadata_changed = metadata != group.subscription_metadata
