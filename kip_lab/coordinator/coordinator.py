@@ -264,6 +264,11 @@ def _group_with(
     return view
 
 
+def _members_without(group: ConsumerGroup, member_id: str) -> dict[str, ConsumerGroupMember]:
+    """The group's members but one: what a client-side round chooses from when that one leaves."""
+    return {m: v for m, v in group.members.items() if m != member_id}
+
+
 def _subscriptions_with(group: ConsumerGroup, found: _FoundMember, updated: ConsumerGroupMember) -> SubscriptionCounts:
     """The group's subscription counts with this member updated (and the static member it replaces gone),
     from the kept counts and these members alone (Kafka ``ModernGroup.computeSubscribedTopicNames``)."""
@@ -1389,21 +1394,20 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         """Leave, fencing, session or rebalance timeout: tombstones, then a group epoch bump."""
         group_id = group.group_id
         self._cancel_member_timers(group_id, member.member_id)
-        remaining = {m: v for m, v in group.members.items() if m != member.member_id}
+        remaining = group.subscriptions.changed(removed=[group.members[member.member_id]])
         if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
-        subscriptions = group.subscriptions.changed(removed=[group.members[member.member_id]])
         records = self._departure_tombstones(group_id, member.member_id)
-        records += self._departure_epoch_bump(group, subscriptions)
+        records += self._departure_epoch_bump(group, remaining)
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
             self.scheduler.cancel(self, timer_key("assignment", group_id, member.member_id))
-            if remaining:
-                self._choose_computing_member(group_id, remaining, round_)
+            if remaining.members:
+                self._choose_computing_member(group_id, _members_without(group, member.member_id), round_)
             else:
                 del self._rounds[group_id]
-        elif round_ is None and remaining and self._client_side_assignor(subscriptions) is not None:
-            self._start_round(group_id, remaining)
+        elif round_ is None and remaining.members and self._client_side_assignor(remaining) is not None:
+            self._start_round(group_id, _members_without(group, member.member_id))
         return CoordinatorResult(response, (tuple(records),), origin=origin)
 
     # ------------------------------------------------------------------ inspection

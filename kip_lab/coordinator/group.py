@@ -70,7 +70,8 @@ def assignor_input(
 @dataclass
 class SubscriptionCounts:
     """What a group's members ask for, counted: how many subscribe to each topic name and regex, name
-    each server-side assignor, and list each client-side assignor (and at which positions).
+    each server-side assignor, and list each client-side assignor (and at which positions); and how
+    many members there are, and how many of them speak the classic protocol.
 
     The group keeps these up to date as members change (Kafka ``ModernGroup.subscribedTopicNames``,
     ``ConsumerGroup.subscribedRegularExpressions`` and ``serverAssignors``), so that the subscription
@@ -81,6 +82,7 @@ class SubscriptionCounts:
     """
 
     members: int = 0
+    classic_members: int = 0  # members speaking the classic protocol (Kafka ``numClassicProtocolMembers``)
     topic_names: Counter[str] = field(default_factory=Counter)
     regexes: Counter[str] = field(default_factory=Counter)
     server_assignors: Counter[str] = field(default_factory=Counter)
@@ -103,6 +105,7 @@ class SubscriptionCounts:
         """A copy with ``removed`` taken out and ``added`` put in: the counts of the group as it would be."""
         counts = SubscriptionCounts(
             self.members,
+            self.classic_members,
             Counter(self.topic_names),
             Counter(self.regexes),
             Counter(self.server_assignors),
@@ -124,6 +127,8 @@ class SubscriptionCounts:
 
     def _count(self, member: ConsumerGroupMember, sign: int) -> None:
         self.members += sign
+        if member.uses_classic_protocol:
+            self.classic_members += sign
         for name in dict.fromkeys(member.subscribed_topic_names):
             _add(self.topic_names, name, sign)
         if member.subscribed_topic_regex:

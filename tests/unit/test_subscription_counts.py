@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import GROUP, Harness
+from migration_support import MigrationCase
 
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.group import SubscriptionCounts
@@ -108,3 +109,13 @@ def test_a_batched_join_reads_no_other_member() -> None:
     joined = h.join("D", ("foo",))
     assert joined.response.error_code == Errors.NONE
     assert dict.__len__(group.members) == 4 and group.group_epoch == 4
+
+
+def test_a_converted_group_counts_its_classic_members() -> None:
+    """Kafka ``ConsumerGroup.numClassicProtocolMembers``: after the online upgrade the classic members are
+    counted; the downgrade check reads that count (``validateOnlineDowngradeWithFencedMember``)."""
+    case = MigrationCase()
+    assert case.consumer_join("A").response.error_code == Errors.NONE
+    counts = case.gc.groups[GROUP].subscriptions
+    assert (counts.members, counts.classic_members) == (3, 2)
+    assert counts == SubscriptionCounts.of(case.gc.groups[GROUP].members.values())
