@@ -103,15 +103,13 @@ class SubscriptionCounts:
         self, removed: Iterable[ConsumerGroupMember] = (), added: Iterable[ConsumerGroupMember] = ()
     ) -> SubscriptionCounts:
         """A copy with ``removed`` taken out and ``added`` put in: the counts of the group as it would be."""
-        counts = SubscriptionCounts(
-            self.members,
-            self.classic_members,
-            Counter(self.topic_names),
-            Counter(self.regexes),
-            Counter(self.server_assignors),
-            self.client_assignor_members,
-            Counter(self.client_assignors),
-            Counter(self.client_assignor_positions),
+        counts = replace(
+            self,
+            topic_names=Counter(self.topic_names),
+            regexes=Counter(self.regexes),
+            server_assignors=Counter(self.server_assignors),
+            client_assignors=Counter(self.client_assignors),
+            client_assignor_positions=Counter(self.client_assignor_positions),
         )
         for member in removed:
             counts.remove(member)
