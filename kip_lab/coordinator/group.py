@@ -73,8 +73,8 @@ class SubscriptionCounts:
     each server-side assignor, and list each client-side assignor (and at which positions); and how
     many members there are, and how many of them speak the classic protocol.
 
-    The group keeps these up to date as members change (Kafka ``ModernGroup.subscribedTopicNames``,
-    ``ConsumerGroup.subscribedRegularExpressions`` and ``serverAssignors``), so that the subscription
+    The group keeps these up to date as members change (Kafka ``ModernGroup.subscribedTopicNames`` and
+    ``ConsumerGroup.serverAssignors``; Kafka 4.0 counts regexes alike), so that the subscription
     metadata and the assignor the group would use after one member's change come from the counts and
     that member alone, at the same cost whatever the group's size (Kafka
     ``ModernGroup.computeSubscribedTopicNames`` and ``ConsumerGroup.computePreferredServerAssignor``).

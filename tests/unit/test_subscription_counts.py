@@ -1,7 +1,7 @@
 """The consumer group's subscription counts: kept on replay, read by the heartbeat instead of the members.
 
 Kafka ``ModernGroup`` keeps ``subscribedTopicNames`` (topic name -> members subscribing) and
-``ConsumerGroup`` keeps ``subscribedRegularExpressions`` and ``serverAssignors`` the same way, updated
+``ConsumerGroup`` keeps ``serverAssignors`` the same way (Kafka 4.0 its regexes too), updated
 from each member's old and new value; ``consumerGroupHeartbeat`` computes the would-be subscription
 metadata and preferred assignor from them (``computeSubscribedTopicNames``,
 ``computePreferredServerAssignor``) without reading every member. kip_lab's ``SubscriptionCounts``
