@@ -12,6 +12,8 @@ exceeds 1.15 (a quadratic path creeping back in). The costs:
   quadratic by design — the reason Kafka 4.3 added batching);
 * the Lab steady state: 60 simulated seconds of the stable group;
 * rebuilding a coordinator from the log of a stable n-member group (replay and load duties);
+* 100 members joining a stable n-member group while batching holds the target back: the coordinator
+  alone, whose cost per join must not grow with n (exponent near 0; the run fails above 0.3);
 * the server-side uniform and range assignors, n members on 10 n partitions;
 * the client-side range, round-robin and cooperative-sticky assignors;
 * a share-partition's acquire and acknowledge of n records.
@@ -28,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo root importable
@@ -42,8 +45,10 @@ from kip_lab.assignors import range_assign, uniform_assign
 from kip_lab.assignors.client import client_assignor
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
+from kip_lab.protocol import ConsumerGroupHeartbeatRequest
 
 LINEAR_LIMIT = 1.15
+CONSTANT_LIMIT = 0.3  # a cost that should not grow with the size at all
 LINK = LinkConfig(latency=LatencyModel(ms=10))
 
 
@@ -184,6 +189,32 @@ def rebuild(members: int) -> Callable[[], object]:
     return lambda: GroupCoordinator.from_log(log, CoordinatorConfig(), cluster)
 
 
+def batched_joins(members: int) -> Callable[[], object]:
+    """100 members join a stable group of ``members`` while batching holds the target back (the first
+    join, untimed, computes a target; the next ones only bump the group epoch)."""
+    coordinator, cluster = stable_group(members, topics=10, partitions=max(members, 100))
+    log = coordinator.log.truncated(coordinator.log.batch_count)
+    joined = GroupCoordinator.from_log(log, CoordinatorConfig(assignment_interval_ms=1_000), cluster)
+    requests = [
+        ConsumerGroupHeartbeatRequest(
+            group_id="bench",
+            member_id=f"joiner-{i:03d}",
+            member_epoch=0,
+            rebalance_timeout_ms=60_000,
+            subscribed_topic_names=["topic-0"],
+            topic_partitions=[],
+        )
+        for i in range(101)
+    ]
+    joined.consumer_group_heartbeat(requests[0])
+    return partial(send_all, joined, requests[1:])
+
+
+def send_all(coordinator: GroupCoordinator, requests: Sequence[ConsumerGroupHeartbeatRequest]) -> None:
+    for request in requests:
+        coordinator.consumer_group_heartbeat(request)
+
+
 def server_assignor(assign) -> Callable[[int], Callable[[], object]]:
     def prepare(members: int) -> Callable[[], object]:
         spec = homogeneous_spec(members, 10, members)
@@ -215,6 +246,14 @@ def run_benchmarks(quick: bool) -> list[Scaling]:
     share_sizes = (5_000, 10_000, 20_000, 50_000) if quick else (50_000, 100_000, 200_000, 500_000)
     rows += [
         series("rebuild from log + load duties", "members", rebuild_sizes, rebuild, repeats, limit),
+        series(
+            "100 batched joins into a stable group (coordinator)",
+            "members",
+            rebuild_sizes,
+            batched_joins,
+            repeats,
+            None if quick else CONSTANT_LIMIT,
+        ),
         series("uniform assignor", "members", assignor_sizes, server_assignor(uniform_assign), repeats, limit),
         series("range assignor", "members", assignor_sizes, server_assignor(range_assign), repeats, limit),
         series("client range assignor", "members", client_sizes, client_side("range"), repeats, limit),

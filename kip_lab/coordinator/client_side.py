@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kip_lab.coordinator.group import ConsumerGroup, TargetPartitions, subscribed_topic_ids
+from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts, TargetPartitions, subscribed_topic_ids
 from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import ConsumerGroupMember
 from kip_lab.coordinator.result import CoordinatorResult
@@ -50,8 +50,9 @@ class ClientSideAssignment(CoordinatorHost):
     """Mixed into ``GroupCoordinator``; uses its groups, cluster, scheduler and ``_apply``."""
 
     @staticmethod
-    def _client_side_assignor(members: dict[str, ConsumerGroupMember]) -> str | None:
-        """The client-side assignor the group uses, or None in server-side mode.
+    def _client_side_assignor(subscriptions: SubscriptionCounts) -> str | None:
+        """The client-side assignor the group (its members' ``subscriptions``) uses, or None in
+        server-side mode.
 
         A client-side assignor is used as soon as one member names one, and it must be
         supported by every member (raises UNSUPPORTED_ASSIGNOR otherwise). Among those all
@@ -59,20 +60,12 @@ class ClientSideAssignment(CoordinatorHost):
         by name (the KIP gives precedence to the members' order without saying how to combine
         several members' orders).
         """
-        if not any(m.client_assignors for m in members.values()):
+        if not subscriptions.client_assignor_members:
             return None
-        common: set[str] | None = None
-        for member in members.values():
-            names = {a.name for a in member.client_assignors}
-            common = names if common is None else common & names
+        common = [name for name, listed in subscriptions.client_assignors.items() if listed == subscriptions.members]
         if not common:
             raise ApiError(Errors.UNSUPPORTED_ASSIGNOR, "No client-side assignor is supported by every member.")
-        positions = {name: 0 for name in common}
-        for member in members.values():
-            listed = [a.name for a in member.client_assignors]
-            for name in common:
-                positions[name] += listed.index(name)
-        return min(sorted(common), key=lambda name: positions[name])
+        return min(sorted(common), key=lambda name: subscriptions.client_assignor_positions[name])
 
     def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> AssignmentRound:
         round_ = self._rounds.get(group_id)
@@ -90,7 +83,7 @@ class ClientSideAssignment(CoordinatorHost):
         The KIP elides its selection rule; a member that missed its deadline is skipped
         until every member has had a turn.
         """
-        name = self._client_side_assignor(members)
+        name = self._client_side_assignor(SubscriptionCounts.of(members.values()))
         live = {m: members[m] for m in members if members[m].member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH}
         candidates = [m for m in live if m not in round_.excluded] or list(live)
         if not candidates:
@@ -143,7 +136,7 @@ class ClientSideAssignment(CoordinatorHost):
                 ConsumerGroupPrepareAssignmentResponse(error_code=error.error, error_message=error.message),
                 origin="ConsumerGroupPrepareAssignment",
             )
-        assignor_name = self._client_side_assignor(group.members) or ""
+        assignor_name = self._client_side_assignor(group.subscriptions) or ""
         metadata = group.subscription_metadata
         members = []
         subscriptions: dict[str, frozenset[str]] = {}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import random
-from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -43,6 +42,7 @@ from kip_lab.coordinator.describe import GroupDescriber
 from kip_lab.coordinator.group import (
     ConsumerGroup,
     GroupState,
+    SubscriptionCounts,
     SubscriptionMetadata,
     TargetPartitions,
     check_group_transition,
@@ -177,7 +177,8 @@ class _EpochUpdate:
     """Phase 3's answer: the new group epoch, the group as it will be, and the records saying so."""
 
     group_epoch: int
-    view: dict[str, ConsumerGroupMember]  # the members with this one updated (empty on the steady path)
+    updated: ConsumerGroupMember  # the member with the request's changes
+    subscriptions: SubscriptionCounts  # the group's, with this member updated
     metadata: SubscriptionMetadata
     target_due: bool  # batching allows a new target now
     client_side: bool  # the group uses a client-side assignor
@@ -262,6 +263,18 @@ def _group_with(
     view = {m: v for m, v in members.items() if m != found.replaced}
     view[found.member_id] = updated
     return view
+
+
+def _members_without(group: ConsumerGroup, member_id: str) -> dict[str, ConsumerGroupMember]:
+    """The group's members but one: what a client-side round chooses from when that one leaves."""
+    return {m: v for m, v in group.members.items() if m != member_id}
+
+
+def _subscriptions_with(group: ConsumerGroup, found: _FoundMember, updated: ConsumerGroupMember) -> SubscriptionCounts:
+    """The group's subscription counts with this member updated (and the static member it replaces gone),
+    from the kept counts and these members alone (Kafka ``ModernGroup.computeSubscribedTopicNames``)."""
+    old = [group.members[m] for m in dict.fromkeys((found.member_id, found.replaced)) if m in group.members]
+    return group.subscriptions.changed(removed=old, added=[updated])
 
 
 def _is_steady(r: ConsumerGroupHeartbeatRequest) -> bool:
@@ -574,7 +587,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             if member.state is ReconciliationState.UNREVOKED_PARTITIONS:
                 self._schedule_rebalance(group_id, member)
         batches: list[tuple[Record, ...]] = []
-        metadata = self._subscription_metadata(group.members)
+        metadata = self._subscription_metadata(group.subscriptions)
         self._metadata_checked[group_id] = self.cluster.version
         group_epoch = group.group_epoch
         if metadata != group.subscription_metadata:
@@ -586,9 +599,11 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
                 )
             )
         if group_epoch > group.assignment_epoch and group.members:
-            if self._client_side_assignor(group.members) is None:
+            if self._client_side_assignor(group.subscriptions) is None:
                 try:
-                    _, target_batch = self._compute_target(group, group.members, metadata, group_epoch)
+                    _, target_batch = self._compute_target(
+                        group, group.members, group.subscriptions, metadata, group_epoch
+                    )
                     batches.append(target_batch)
                     self._target_computed_at[group_id] = self.now_ms
                 except ApiError:  # e.g. an assignor this coordinator lacks: each heartbeat reports it
@@ -825,10 +840,10 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             records = [r for r in records if type(r.key) is not ConsumerGroupTargetAssignmentMemberKey]
         return records
 
-    def _departure_epoch_bump(self, group: ConsumerGroup, remaining: dict[str, ConsumerGroupMember]) -> list[Record]:
-        """After departures' tombstones: the partition metadata if the members left subscribe to other
-        topics, then the group epoch bumped once (Kafka ``GroupMetadataManager.consumerGroupFenceMember``,
-        ``classicGroupLeaveToConsumerGroup``)."""
+    def _departure_epoch_bump(self, group: ConsumerGroup, remaining: SubscriptionCounts) -> list[Record]:
+        """After departures' tombstones: the partition metadata if the members left (counted in
+        ``remaining``) subscribe to other topics, then the group epoch bumped once (Kafka
+        ``GroupMetadataManager.consumerGroupFenceMember``, ``classicGroupLeaveToConsumerGroup``)."""
         epoch = group.group_epoch + 1
         records = []
         metadata = self._subscription_metadata(remaining)
@@ -863,18 +878,14 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         group = self.groups[group_id]
         if self._metadata_checked.get(group_id) == self.cluster.version:
             return False
-        return self._subscription_metadata(group.members) != group.subscription_metadata
+        return self._subscription_metadata(group.subscriptions) != group.subscription_metadata
 
-    def _subscription_metadata(self, members: dict[str, ConsumerGroupMember]) -> SubscriptionMetadata:
-        """Topics any member subscribes to (by name or regex) that exist in the cluster."""
+    def _subscription_metadata(self, subscriptions: SubscriptionCounts) -> SubscriptionMetadata:
+        """Topics any member subscribes to (by name or regex) that exist in the cluster (Kafka
+        ``ModernGroup.computeSubscriptionMetadata``, from the subscription counts)."""
         cluster_names = self.cluster.topic_names()
-        names: set[str] = set()
-        patterns: set[str] = set()
-        for member in members.values():
-            names.update(member.subscribed_topic_names)
-            if member.subscribed_topic_regex:
-                patterns.add(member.subscribed_topic_regex)
-        for pattern in sorted(patterns):
+        names = set(subscriptions.topic_names)
+        for pattern in sorted(subscriptions.regexes):
             compiled = compile_subscription(pattern)
             names.update(n for n in cluster_names if compiled.fullmatch(n) is not None)
         out: SubscriptionMetadata = {}
@@ -885,14 +896,14 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         return out
 
     # ------------------------------------------------------------------ assignors
-    def _preferred_server_assignor(self, members: dict[str, ConsumerGroupMember]) -> str:
+    def _preferred_server_assignor(self, subscriptions: SubscriptionCounts) -> str:
         """The name most members asked for, else the default (Kafka ``ConsumerGroup.computePreferredServerAssignor``).
 
         Ties go to the assignor configured first. A name may be one this coordinator no longer has
         (the members named it to an earlier one); it ranks after every configured name.
         """
         order = list(self.assignors)
-        votes = Counter(m.server_assignor for m in members.values() if m.server_assignor)
+        votes = subscriptions.server_assignors
         if not votes:
             return order[0]
 
@@ -902,9 +913,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
 
         return max(votes.items(), key=rank)[0]
 
-    def _server_assignor(self, members: dict[str, ConsumerGroupMember]) -> PartitionAssignor:
+    def _server_assignor(self, subscriptions: SubscriptionCounts) -> PartitionAssignor:
         """The preferred assignor; UNKNOWN_SERVER_ERROR when this coordinator does not have it."""
-        name = self._preferred_server_assignor(members)
+        name = self._preferred_server_assignor(subscriptions)
         if name not in self.assignors:
             raise ApiError(
                 Errors.UNKNOWN_SERVER_ERROR,
@@ -939,14 +950,16 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         self,
         group: ConsumerGroup,
         members: dict[str, ConsumerGroupMember],
+        subscriptions: SubscriptionCounts,
         metadata: SubscriptionMetadata,
         group_epoch: int,
         old_target: dict[str, TargetPartitions] | None = None,
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
-        """Run the server-side assignor; the batch holds changed members then the epoch."""
+        """Run the server-side assignor (``members``' preferred one, from their ``subscriptions``); the
+        batch holds changed members then the epoch."""
         old_target = group.target if old_target is None else old_target
         spec = self._assignment_spec(group, members, metadata, old_target)
-        assignor = self._server_assignor(members)
+        assignor = self._server_assignor(subscriptions)
         try:
             computed = assignor.assign(spec)
         except PartitionAssignorError as exc:
@@ -1196,14 +1209,14 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         metadata_stale = self._metadata_checked.get(group.group_id) != self.cluster.version
         target_due = self._target_due(group.group_id)
         target_behind = group.group_epoch > group.assignment_epoch and target_due
-        # The group with this member's update applied. Built only off the steady-state path:
-        # a plain heartbeat from a reconciled member must stay O(1) in the group size.
-        view: dict[str, ConsumerGroupMember] = {}
+        # What the group's members would subscribe to and which assignors they would name with this update:
+        # the same cost whatever the group's size (Kafka ``consumerGroupHeartbeat``).
+        subscriptions = group.subscriptions
         client_side = False
         if bump or replaced is not None or metadata_stale or target_behind:
-            view = _group_with(group.members, found, updated)
-            client_side = self._client_side_assignor(view) is not None  # UNSUPPORTED_ASSIGNOR if incompatible
-        metadata = self._subscription_metadata(view) if bump or metadata_stale else group.subscription_metadata
+            subscriptions = _subscriptions_with(group, found, updated)
+            client_side = self._client_side_assignor(subscriptions) is not None  # UNSUPPORTED_ASSIGNOR if incompatible
+        metadata = self._subscription_metadata(subscriptions) if bump or metadata_stale else group.subscription_metadata
         metadata_changed = metadata != group.subscription_metadata
         bump = bump or metadata_changed
         group_epoch = group.group_epoch + int(bump)
@@ -1214,7 +1227,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             records.append(self._partition_metadata_record(group.group_id, metadata, group_epoch))
         if bump:
             records.append(self._group_epoch_record(group.group_id, group_epoch))
-        return _EpochUpdate(group_epoch, view, metadata, target_due, client_side, records)
+        return _EpochUpdate(group_epoch, updated, subscriptions, metadata, target_due, client_side, records)
 
     def _epoch_bump_needed(self, found: _FoundMember, updated: ConsumerGroupMember, is_new: bool) -> bool:
         """A new or (``kip``) rejoined member, or a changed subscription, bumps the group epoch."""
@@ -1240,11 +1253,12 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             target_view[found.member_id] = group.target.get(found.replaced, {})
         if epoch.group_epoch <= group.assignment_epoch or not epoch.target_due:
             return target_view, group.assignment_epoch
+        view = _group_with(group.members, found, epoch.updated)  # the members the new target is for
         if epoch.client_side:
-            self._start_round(group.group_id, epoch.view)
+            self._start_round(group.group_id, view)
             return target_view, group.assignment_epoch
         target_view, target_batch = self._compute_target(
-            group, epoch.view, epoch.metadata, epoch.group_epoch, target_view
+            group, view, epoch.subscriptions, epoch.metadata, epoch.group_epoch, target_view
         )
         batches.append(target_batch)
         self._target_computed_at[group.group_id] = self.now_ms
@@ -1384,19 +1398,20 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         """Leave, fencing, session or rebalance timeout: tombstones, then a group epoch bump."""
         group_id = group.group_id
         self._cancel_member_timers(group_id, member.member_id)
-        remaining = {m: v for m, v in group.members.items() if m != member.member_id}
+        remaining = group.subscriptions.changed(removed=[group.members[member.member_id]])
         if self._downgrade_allowed(remaining, member):
             return self._downgrade(group, member, response, origin)
-        records = self._departure_tombstones(group_id, member.member_id) + self._departure_epoch_bump(group, remaining)
+        records = self._departure_tombstones(group_id, member.member_id)
+        records += self._departure_epoch_bump(group, remaining)
         round_ = self._rounds.get(group_id)
         if round_ is not None and round_.member_id == member.member_id:
             self.scheduler.cancel(self, timer_key("assignment", group_id, member.member_id))
-            if remaining:
-                self._choose_computing_member(group_id, remaining, round_)
+            if remaining.members:
+                self._choose_computing_member(group_id, _members_without(group, member.member_id), round_)
             else:
                 del self._rounds[group_id]
-        elif round_ is None and remaining and self._client_side_assignor(remaining) is not None:
-            self._start_round(group_id, remaining)
+        elif round_ is None and remaining.members and self._client_side_assignor(remaining) is not None:
+            self._start_round(group_id, _members_without(group, member.member_id))
         return CoordinatorResult(response, (tuple(records),), origin=origin)
 
     # ------------------------------------------------------------------ inspection

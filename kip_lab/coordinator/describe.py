@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupState
-from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.member import Assignment, ConsumerGroupMember
+from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
+from kip_lab.coordinator.member import Assignment
 from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -32,8 +32,6 @@ from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, Consu
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.share.group import ShareGroup
 
-Members = dict[str, ConsumerGroupMember]
-
 
 class GroupDescriber:
     """The read-only admin view of one shard's groups: ConsumerGroupDescribe, ListGroups, DescribeGroups.
@@ -51,8 +49,8 @@ class GroupDescriber:
         classic_groups: Mapping[str, ClassicGroup],
         share_groups: Mapping[str, ShareGroup],
         cluster: ClusterMetadata,
-        client_side_assignor: Callable[[Members], str | None],
-        preferred_server_assignor: Callable[[Members], str],
+        client_side_assignor: Callable[[SubscriptionCounts], str | None],
+        preferred_server_assignor: Callable[[SubscriptionCounts], str],
         partitions_by_name: Callable[[Assignment], list[tuple[str, int]]],
     ) -> None:
         self.groups = groups
@@ -88,7 +86,8 @@ class GroupDescriber:
             )
 
         try:
-            assignor = self.client_side_assignor(group.members) or self.preferred_server_assignor(group.members)
+            subscriptions = group.subscriptions
+            assignor = self.client_side_assignor(subscriptions) or self.preferred_server_assignor(subscriptions)
         except ApiError:
             assignor = ""
         members = [

@@ -2,13 +2,15 @@
 
 ``ConsumerGroup.replay`` is the single entry point: every field below is either written
 by a record or derived from fields that are (the partition epochs, the static-member
-index, the members as the server-side assignor sees them, the group state).
+index, the members as the server-side assignor sees them, the counts of what the members
+subscribe to and which assignors they name, the group state).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +65,91 @@ def assignor_input(
         instance_id=member.instance_id,
         rack_id=member.rack_id,
     )
+
+
+@dataclass
+class SubscriptionCounts:
+    """What a group's members ask for, counted: how many subscribe to each topic name and regex, name
+    each server-side assignor, and list each client-side assignor (and at which positions); and how
+    many members there are, and how many of them speak the classic protocol.
+
+    The group keeps these up to date as members change (Kafka ``ModernGroup.subscribedTopicNames`` and
+    ``ConsumerGroup.serverAssignors``; Kafka 4.0 counts regexes alike), so that the subscription
+    metadata and the assignor the group would use after one member's change come from the counts and
+    that member alone, at the same cost whatever the group's size (Kafka
+    ``ModernGroup.computeSubscribedTopicNames`` and ``ConsumerGroup.computePreferredServerAssignor``).
+    A name's entry is gone when no member names it.
+    """
+
+    members: int = 0
+    classic_members: int = 0  # members speaking the classic protocol (Kafka ``numClassicProtocolMembers``)
+    topic_names: Counter[str] = field(default_factory=Counter)
+    regexes: Counter[str] = field(default_factory=Counter)
+    server_assignors: Counter[str] = field(default_factory=Counter)
+    client_assignor_members: int = 0  # members naming at least one client-side assignor
+    client_assignors: Counter[str] = field(default_factory=Counter)  # name -> members listing it
+    # name -> the sum over members of its first position in their lists
+    client_assignor_positions: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def of(cls, members: Iterable[ConsumerGroupMember]) -> SubscriptionCounts:
+        """The counts of ``members``, from scratch."""
+        counts = cls()
+        for member in members:
+            counts.add(member)
+        return counts
+
+    def changed(
+        self, removed: Iterable[ConsumerGroupMember] = (), added: Iterable[ConsumerGroupMember] = ()
+    ) -> SubscriptionCounts:
+        """A copy with ``removed`` taken out and ``added`` put in: the counts of the group as it would be."""
+        counts = replace(
+            self,
+            topic_names=Counter(self.topic_names),
+            regexes=Counter(self.regexes),
+            server_assignors=Counter(self.server_assignors),
+            client_assignors=Counter(self.client_assignors),
+            client_assignor_positions=Counter(self.client_assignor_positions),
+        )
+        for member in removed:
+            counts.remove(member)
+        for member in added:
+            counts.add(member)
+        return counts
+
+    def add(self, member: ConsumerGroupMember) -> None:
+        self._count(member, 1)
+
+    def remove(self, member: ConsumerGroupMember) -> None:
+        self._count(member, -1)
+
+    def _count(self, member: ConsumerGroupMember, sign: int) -> None:
+        self.members += sign
+        if member.uses_classic_protocol:
+            self.classic_members += sign
+        for name in dict.fromkeys(member.subscribed_topic_names):
+            _add(self.topic_names, name, sign)
+        if member.subscribed_topic_regex:
+            _add(self.regexes, member.subscribed_topic_regex, sign)
+        if member.server_assignor:
+            _add(self.server_assignors, member.server_assignor, sign)
+        if member.client_assignors:
+            self.client_assignor_members += sign
+            first: dict[str, int] = {}
+            for position, assignor in enumerate(member.client_assignors):
+                first.setdefault(assignor.name, position)
+            for name, position in first.items():
+                _add(self.client_assignors, name, sign)
+                _add(self.client_assignor_positions, name, sign * position)
+
+
+def _add(counter: Counter, key: Hashable, delta: int) -> None:
+    """Add ``delta`` to ``counter[key]``, leaving no zero entry behind."""
+    value = counter[key] + delta
+    if value:
+        counter[key] = value
+    else:
+        del counter[key]
 
 
 class GroupState(StrEnum):
@@ -132,6 +219,7 @@ class ConsumerGroup:
         # a record changes one of them: a target computation reuses the entries of the members it does
         # not see changed (``assignor_members``), as Kafka's group keeps its members' subscriptions.
         self.assignor_inputs: dict[str, MemberSubscription] = {}
+        self.subscriptions = SubscriptionCounts()  # what the members subscribe to and which assignors they name
         self.unreconciled: set[str] = set()  # members not reconciled to the assignment epoch
         self.dead = False
 
@@ -151,12 +239,6 @@ class ConsumerGroup:
 
     def partition_held(self, topic_id: str, partition: int) -> bool:
         return partition in self.partition_epochs.get(topic_id, ())
-
-    def subscribed_topic_names(self) -> set[str]:
-        names: set[str] = set()
-        for member in self.members.values():
-            names.update(member.subscribed_topic_names)
-        return names
 
     def member_at_epoch(self, member_id: str, member_epoch: int) -> ConsumerGroupMember:
         """The member, if it is in the group at ``member_epoch``; otherwise the error to answer.
@@ -238,6 +320,7 @@ class ConsumerGroup:
             if old is not None:
                 self._set_ownership(old, None)
                 del self.members[member_id]
+                self.subscriptions.remove(old)
                 self.assignor_inputs.pop(member_id, None)
                 self.unreconciled.discard(member_id)
                 if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
@@ -258,6 +341,9 @@ class ConsumerGroup:
             classic_member_metadata=value.classic_member_metadata,
         )
         self.members[member_id] = member
+        if old is not None:
+            self.subscriptions.remove(old)
+        self.subscriptions.add(member)
         self._refresh_assignor_input(member_id)
         self._track(member_id)
         if member.instance_id is not None:
@@ -292,6 +378,8 @@ class ConsumerGroup:
         )
         self._set_ownership(old, member)
         self.members[member_id] = member
+        if old is None:  # a new member, subscribing to nothing yet
+            self.subscriptions.add(member)
         self._track(member_id)
 
     def assignor_members(

@@ -29,7 +29,7 @@ from dataclasses import replace
 from kip_lab.assignors.java_hash_order import timeline_hash_map_order
 from kip_lab.coordinator.classic import _Outbox
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
-from kip_lab.coordinator.group import ConsumerGroup
+from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
 from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.result import CoordinatorResult
@@ -215,7 +215,8 @@ class OnlineMigration(CoordinatorHost):
         members = [converted[member_id] for member_id in timeline_hash_map_order(converted)]
         records = [self._member_metadata_record(gid, m, generation) for m in members]
         if self.config.fidelity == "kip":
-            records.append(self._partition_metadata_record(gid, self._subscription_metadata(converted), generation))
+            metadata = self._subscription_metadata(SubscriptionCounts.of(converted.values()))
+            records.append(self._partition_metadata_record(gid, metadata, generation))
         records.append(self._group_epoch_record(gid, generation))
         records += [
             self._target_member_record(gid, m.member_id, {t: tuple(sorted(p)) for t, p in m.assigned.items()})
@@ -226,15 +227,16 @@ class OnlineMigration(CoordinatorHost):
         return records
 
     # ------------------------------------------------------------------ downgrade
-    def _downgrade_allowed(self, remaining: dict[str, ConsumerGroupMember], leaving: ConsumerGroupMember) -> bool:
+    def _downgrade_allowed(self, remaining: SubscriptionCounts, leaving: ConsumerGroupMember) -> bool:
         """Kafka's ``validateOnlineDowngradeWithFencedMember``: the last consumer-protocol member
-        (``leaving``) goes and classic members remain (``remaining``, the members after it)."""
+        (``leaving``) goes and classic members remain (``remaining`` counts the members after it, as
+        Kafka's ``ConsumerGroup.numClassicProtocolMembers`` does)."""
         return (
             not leaving.uses_classic_protocol
-            and bool(remaining)
-            and all(m.uses_classic_protocol for m in remaining.values())
+            and remaining.members > 0
+            and remaining.classic_members == remaining.members
             and self.config.migration_policy.downgrade_enabled
-            and len(remaining) <= self.config.classic_max_size
+            and remaining.members <= self.config.classic_max_size
         )
 
     def _downgrade(
@@ -514,7 +516,7 @@ class OnlineMigration(CoordinatorHost):
             member_id=member_id,
         )
         self.scheduler.cancel(self, timer_key("join", group_id, member_id))
-        if replaced is not None and self._downgrade_allowed(current.members, replaced):
+        if replaced is not None and self._downgrade_allowed(current.subscriptions, replaced):
             # The group's generation goes on without a rebalance (Kafka
             # ``validateOnlineDowngradeWithReplacedMemberId``).
             converted = self._apply(
@@ -597,10 +599,10 @@ class OnlineMigration(CoordinatorHost):
                 )
             )
         if records:
-            remaining = {m: v for m, v in group.members.items() if m not in leaving}
+            remaining = group.subscriptions.changed(removed=[group.members[m] for m in leaving])
             records += self._departure_epoch_bump(group, remaining)
-            if gid not in self._rounds and remaining and self._client_side_assignor(remaining) is not None:
-                self._start_round(gid, remaining)
+            if gid not in self._rounds and remaining.members and self._client_side_assignor(remaining) is not None:
+                self._start_round(gid, {m: v for m, v in group.members.items() if m not in leaving})
         result = CoordinatorResult(LeaveGroupResponse(members=answers), (tuple(records),), origin="LeaveGroup")
         return self._apply(result)
 

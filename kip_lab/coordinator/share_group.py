@@ -19,7 +19,7 @@ persister request to its response (the Lab routes it to the ``__share_group_stat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -449,15 +449,15 @@ class ShareGroupManager:
         # A member that (re)joins at epoch 0 always bumps the epoch and gets its assignment written and sent.
         joining = r.member_epoch == SHARE_JOIN_MEMBER_EPOCH
         updated = _with_request_metadata(member, r)
-        members = {**group.members, updated.member_id: updated}
         # 1. The member's metadata, the subscription metadata and the group epoch.
-        records, group_epoch, metadata = self._share_member_and_epoch_records(group, before, updated, members, joining)
+        records, group_epoch, metadata = self._share_member_and_epoch_records(group, before, updated, joining)
         batches = [records] if records else []
         # 2. A new target assignment if the group epoch has moved past it and, with batching
         #    (Kafka 4.3), share_assignment_interval_ms has passed since the last one.
         target_epoch, target = group.assignment_epoch, group.target
         due = self.target_due(group.group_id, self.config.share_assignment_interval_ms)
         if group_epoch > group.assignment_epoch and due:
+            members = {**group.members, updated.member_id: updated}
             target, target_epoch = self._share_target(group, members, metadata), group_epoch
             batches.append(self._share_target_batch(group.group_id, group.target, target, group_epoch))
             self.target_computed_at[group.group_id] = self.scheduler.now_ms
@@ -540,14 +540,14 @@ class ShareGroupManager:
         group: ShareGroup,
         before: ShareGroupMember | None,
         updated: ShareGroupMember,
-        members: dict[str, ShareGroupMember],
         joining: bool,
     ) -> tuple[tuple[Record, ...], int, dict[str, tuple[str, int]]]:
         """Phase 1: (records, the group epoch after them, the subscription metadata).
 
         The member's metadata record if it is new or changed; the subscription metadata is
-        recomputed when the subscriptions changed or the cluster moved since the last check, and
-        written if it differs; either bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``).
+        recomputed (from the group's subscription counts with this member's change) when the
+        subscriptions changed or the cluster moved since the last check, and written if it differs;
+        either bumps the group epoch (Kafka's ``hasMemberSubscriptionChanged``).
         """
         group_id = group.group_id
         records: list[Record] = []
@@ -556,7 +556,7 @@ class ShareGroupManager:
         bump = before is None or joining or before.subscribed_topic_names != updated.subscribed_topic_names
         metadata = group.subscription_metadata
         if bump or self._share_metadata_checked.get(group_id) != self.cluster.version:
-            metadata = self._share_subscription_metadata(members)
+            metadata = self._share_subscription_metadata(group.subscribed_topic_names_with(before, updated))
             if metadata != group.subscription_metadata:
                 records.append(self._share_partition_metadata_record(group_id, metadata))
                 bump = True
@@ -578,10 +578,10 @@ class ShareGroupManager:
             assignment=assignment,
         )
 
-    def _share_subscription_metadata(self, members: dict[str, ShareGroupMember]) -> dict[str, tuple[str, int]]:
-        names = sorted({n for m in members.values() for n in m.subscribed_topic_names})
+    def _share_subscription_metadata(self, subscribed_topic_names: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """The subscribed topics that exist in the cluster, by name."""
         out = {}
-        for name in names:
+        for name in sorted(subscribed_topic_names):
             if name in self.cluster:
                 topic = self.cluster.topic(name)
                 out[name] = (topic.topic_id, topic.num_partitions)
@@ -609,12 +609,11 @@ class ShareGroupManager:
         """Leave, fencing or session timeout: tombstones, then a group epoch bump."""
         group_id = group.group_id
         self.scheduler.cancel(self.timer_owner, timer_key("share-session", group_id, member.member_id))
-        remaining = {m: v for m, v in group.members.items() if m != member.member_id}
         records = [
             Record(ShareGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id), None),
             Record(ShareGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id), None),
         ]
-        metadata = self._share_subscription_metadata(remaining)
+        metadata = self._share_subscription_metadata(group.subscribed_topic_names_with(member, None))
         if metadata != group.subscription_metadata:
             records.append(self._share_partition_metadata_record(group_id, metadata))
         records.append(self._share_epoch_record(group_id, group.group_epoch + 1))

@@ -10,7 +10,8 @@ share coordinator and may therefore be assigned.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -85,6 +86,8 @@ class ShareGroup:
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ShareGroupMember] = {}
+        # derived: topic name -> members subscribing to it (Kafka ``ModernGroup.subscribedTopicNames``)
+        self.subscribed_topic_names: Counter[str] = Counter()
         self.subscription_metadata: dict[str, tuple[str, int]] = {}  # topic name -> (topic id, partitions)
         self.target: dict[str, dict[str, tuple[int, ...]]] = {}
         self.initialized: dict[str, tuple[str, frozenset[int]]] = {}  # topic id -> (name, partitions)
@@ -114,6 +117,13 @@ class ShareGroup:
         entry = entry or self.deleting.get(topic_id)
         return entry[0] if entry else None
 
+    def subscribed_topic_names_with(self, old: ShareGroupMember | None, new: ShareGroupMember | None) -> Counter[str]:
+        """The subscription counts as they would be with ``old`` replaced by ``new`` (either may be None), from
+        the kept counts and the one member (Kafka ``ModernGroup.computeSubscribedTopicNames``)."""
+        counts = Counter(self.subscribed_topic_names)
+        _count_topic_names(counts, old, new)
+        return counts
+
     # -- replay ---------------------------------------------------------------------
     def replay(self, key: RecordKey, value: Message | None) -> None:
         """Apply one record (a None value is its tombstone), as Kafka's ``GroupMetadataManager.replay``
@@ -139,17 +149,21 @@ class ShareGroup:
     def _replay_member_metadata(
         self, key: ShareGroupMemberMetadataKey, value: ShareGroupMemberMetadataValue | None
     ) -> None:
+        old = self.members.get(key.member_id)
         if value is None:
-            self.members.pop(key.member_id, None)
+            if old is not None:
+                del self.members[key.member_id]
+                _count_topic_names(self.subscribed_topic_names, old, None)
             return
-        base = self.members.get(key.member_id) or ShareGroupMember(key.member_id)
-        self.members[key.member_id] = replace(
-            base,
+        member = replace(
+            old or ShareGroupMember(key.member_id),
             rack_id=value.rack_id,
             client_id=value.client_id,
             client_host=value.client_host,
             subscribed_topic_names=tuple(value.subscribed_topic_names),
         )
+        self.members[key.member_id] = member
+        _count_topic_names(self.subscribed_topic_names, old, member)
 
     def _replay_target_metadata(
         self, key: ShareGroupTargetAssignmentMetadataKey, value: ShareGroupTargetAssignmentMetadataValue | None
@@ -189,6 +203,19 @@ class ShareGroup:
         else:
             self.initialized = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized_topics}
             self.deleting = {t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.deleting_topics}
+
+
+def _count_topic_names(counts: Counter[str], old: ShareGroupMember | None, new: ShareGroupMember | None) -> None:
+    """Move ``counts`` from ``old``'s subscription to ``new``'s, leaving no zero entry behind."""
+    for member, sign in ((old, -1), (new, 1)):
+        for name in _names(member):
+            counts[name] += sign
+            if not counts[name]:
+                del counts[name]
+
+
+def _names(member: ShareGroupMember | None) -> Iterable[str]:
+    return () if member is None else dict.fromkeys(member.subscribed_topic_names)
 
 
 # Which ``ShareGroup`` method replays each share group record key type.

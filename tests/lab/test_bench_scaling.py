@@ -36,3 +36,13 @@ def test_the_lab_series_measure_a_join_and_its_steady_state(bench: ModuleType) -
     assert all(o <= b for o, b in zip(overhead.cpu, batched.cpu, strict=True))
     assert all(c > 0 for row in rows for c in row.cpu)
     assert len(bench.format_table(rows).splitlines()) == len(rows) + 1
+
+
+def test_the_batched_joins_only_bump_the_epoch(bench: ModuleType) -> None:
+    """Kafka ``GroupMetadataManager.consumerGroupHeartbeat`` with batching: the 100 timed joins each bump
+    the group epoch and leave the target where the untimed first join put it."""
+    join_all = bench.batched_joins(20)
+    join_all()
+    group = join_all.args[0].groups["bench"]
+    assert len(group.members) == 20 + 101
+    assert group.group_epoch == group.assignment_epoch + 100

@@ -46,7 +46,7 @@ from sim_clients import (
 )
 
 from kip_lab.coordinator import ConsumerGroup, CoordinatorConfig, GroupCoordinator, GroupState, ReconciliationState
-from kip_lab.coordinator.group import assignor_input
+from kip_lab.coordinator.group import SubscriptionCounts, assignor_input
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.runtime.scheduler import Scheduler
@@ -106,6 +106,8 @@ def check_group(group: ConsumerGroup) -> None:
       pending revocation and ``assigned == target``.
     * Each member's kept assignor input is the one built from scratch from the member, the
       partition metadata and its target (never stale, after failover too).
+    * The kept subscription counts (topic names, regexes, server and client-side assignors) are
+      the ones counted from scratch over the members (Kafka ``ModernGroup.subscribedTopicNames``).
     """
     gid = group.group_id
     assert group.assignment_epoch <= group.group_epoch, f"{gid}: TE {group.assignment_epoch} > GE {group.group_epoch}"
@@ -164,6 +166,8 @@ def check_group(group: ConsumerGroup) -> None:
     assert not stale and set(group.assignor_inputs) == set(fresh), (
         f"{gid}: kept assignor inputs differ from rebuilt ones for {stale or sorted(group.assignor_inputs)}"
     )
+    counted = SubscriptionCounts.of(group.members.values())
+    assert group.subscriptions == counted, f"{gid}: kept counts {group.subscriptions} != counted {counted}"
 
 
 def check_stable_and_complete(h: Harness) -> None:

@@ -306,6 +306,31 @@ def test_failover_rebuilds_every_share_group_from_the_log_at_every_step():
         assert rebuilt.share_state_snapshot() == coordinator.share_state_snapshot()
 
 
+def test_the_group_keeps_its_subscription_counts_through_joins_changes_leaves_and_failover():
+    """Kafka ``ModernGroup.subscribedTopicNames`` (``maybeUpdateSubscribedTopicNames``): topic name -> members
+    subscribing, moved by each member's change and rebuilt by replay; the heartbeat derives the
+    subscription metadata from them (``computeSubscribedTopicNames``)."""
+    from collections import Counter
+
+    coordinator = _coordinator()
+    coordinator.cluster.create_topic("T2", 3)
+    a = _join(coordinator, topics=("T1", "T2"))
+    b = _join(coordinator)
+    group = coordinator.share_groups["sg"]
+    assert group.subscribed_topic_names == {"T1": 2, "T2": 1}
+    assert set(group.subscription_metadata) == {"T1", "T2"}
+    coordinator.share_group_heartbeat(
+        ShareGroupHeartbeatRequest(group_id="sg", member_id=b.member_id, member_epoch=2, subscribed_topic_names=["T2"])
+    )
+    assert group.subscribed_topic_names == {"T1": 1, "T2": 2}
+    coordinator.share_group_heartbeat(ShareGroupHeartbeatRequest(group_id="sg", member_id=a.member_id, member_epoch=-1))
+    assert group.subscribed_topic_names == {"T2": 1} and set(group.subscription_metadata) == {"T2"}
+    from_scratch = Counter(n for m in group.members.values() for n in m.subscribed_topic_names)
+    assert group.subscribed_topic_names == from_scratch
+    rebuilt = GroupCoordinator.from_log(coordinator.log, cluster=coordinator.cluster, load=False)
+    assert rebuilt.share_groups["sg"].subscribed_topic_names == from_scratch
+
+
 @pytest.mark.parametrize(("fidelity", "bump"), [("kafka", 0), ("kip", 1)])
 def test_failover_rearms_sessions_and_bumps_the_epoch_only_under_kip(fidelity, bump):
     """Kafka's ``GroupMetadataManager.onLoaded`` leaves a share group's epoch alone; KIP-932, 'Persistence
