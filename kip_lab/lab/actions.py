@@ -83,7 +83,7 @@ class Resume(_Action):
     member: str
 
 
-MAX_PARTITIONS = 10_000  # of one topic, and added at once (a bound that keeps a Lab in memory)
+MAX_PARTITIONS = 100_000  # of one topic, and added at once: a bound that keeps a Lab in memory
 MAX_MESSAGES = 1_000_000  # messages one fault drops or delays
 MAX_RECORDS = 100_000  # records one produce_share_records batch puts on a partition
 MAX_REPEAT = 10_000  # times a steady producer produces
