@@ -78,7 +78,12 @@ def online_upgrade(members: int) -> float:
     log = stable_classic_group_log(cluster, "g", 7, assignment)
     gc = GroupCoordinator.from_log(log, CoordinatorConfig(), cluster)
     request = ConsumerGroupHeartbeatRequest(
-        group_id="g", member_id="new", member_epoch=0, rebalance_timeout_ms=60_000, subscribed_topic_names=["t"]
+        group_id="g",
+        member_id="new",
+        member_epoch=0,
+        rebalance_timeout_ms=60_000,
+        subscribed_topic_names=["t"],
+        topic_partitions=[],  # Kafka refuses a join without an empty list ("TopicPartitions must be empty")
     )
     start = time.perf_counter()
     result = gc.consumer_group_heartbeat(request)
