@@ -22,7 +22,7 @@ Two ways to check, with the same verdicts at every step (``LabConfig(invariants=
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Set
+from collections.abc import Collection, Iterable, Set
 from itertools import pairwise
 from operator import attrgetter, itemgetter
 from typing import Any, Literal, Protocol
@@ -380,7 +380,7 @@ class _GroupFacts(Protocol):
     def client_assigned(self) -> bool:
         """Some member brings its own assignor (then the target is theirs to cover)."""
 
-    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+    def twice_and_uncovered(self) -> tuple[Collection[TP], Collection[TP]]:
         """The partitions the target gives out twice, and those the subscriptions want and nobody is given."""
 
     def not_converged(self) -> list[str]:
@@ -406,11 +406,11 @@ def _group_rules(group: Any, facts: _GroupFacts, written: Set[str]) -> list[tupl
     return found
 
 
-def _target_finding(gid: str, twice: Iterable[TP], missing: Iterable[TP]) -> list[tuple[str, str]]:
-    twice, missing = sorted(twice), sorted(missing)
-    if not (twice or missing):
+def _target_finding(gid: str, twice: Collection[TP], missing: Collection[TP]) -> list[tuple[str, str]]:
+    if not (twice or missing):  # before sorting: a set emptied by removals still walks its whole table
         return []
-    return [("target-covers-subscriptions", f"group {gid}: assigned twice {twice[:5]}, unassigned {missing[:5]}")]
+    first_twice, first_missing = sorted(twice)[:5], sorted(missing)[:5]
+    return [("target-covers-subscriptions", f"group {gid}: assigned twice {first_twice}, unassigned {first_missing}")]
 
 
 def _converged(group: Any, member_id: str, member: Any) -> bool:
@@ -440,7 +440,7 @@ class _GroupScan:
     def client_assigned(self) -> bool:
         return any(m.client_assignors for m in self.group.members.values())
 
-    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+    def twice_and_uncovered(self) -> tuple[Collection[TP], Collection[TP]]:
         group = self.group
         wanted = {(tid, p) for tid, n in group.subscription_metadata.values() for p in range(n)}
         targets = group.target
@@ -631,7 +631,7 @@ class _GroupView:
     def client_assigned(self) -> bool:
         return bool(self.client_assigning)
 
-    def twice_and_uncovered(self) -> tuple[Iterable[TP], Iterable[TP]]:
+    def twice_and_uncovered(self) -> tuple[Collection[TP], Collection[TP]]:
         return self.twice, self.uncovered
 
     def not_converged(self) -> list[str]:
