@@ -46,3 +46,15 @@ def test_the_batched_joins_only_bump_the_epoch(bench: ModuleType) -> None:
     group = join_all.args[0].groups["bench"]
     assert len(group.members) == 20 + 101
     assert group.group_epoch == group.assignment_epoch + 100
+
+
+def test_the_absolute_targets_are_judged_on_cpu_time(bench: ModuleType) -> None:
+    """A run over its CPU limit fails even when its wall time is under it; quick mode only reports."""
+    assert bench.Target("join", cpu=1.6, wall=1.0, limit=1.5).verdict == "FAIL"
+    assert bench.Target("join", cpu=1.4, wall=9.0, limit=1.5).verdict == "PASS"
+    rows = bench.lab_series((4, 8), repeats=1) + [
+        bench.Scaling("rebuild from log + load duties", "members", (4, 8), (0.01, 0.02), (0.01, 0.02), None)
+    ]
+    targets = bench.absolute_targets(rows, quick=True)
+    assert [t.verdict for t in targets] == ["-", "-"]
+    assert targets[0].cpu == rows[1].cpu[-1] and "8 members on 80 partitions" in targets[0].case
