@@ -52,9 +52,8 @@ def test_the_absolute_targets_are_judged_on_cpu_time(bench: ModuleType) -> None:
     """A run over its CPU limit fails even when its wall time is under it; quick mode only reports."""
     assert bench.Target("join", cpu=1.6, wall=1.0, limit=1.5).verdict == "FAIL"
     assert bench.Target("join", cpu=1.4, wall=9.0, limit=1.5).verdict == "PASS"
-    rows = bench.lab_series((4, 8), repeats=1) + [
-        bench.Scaling("rebuild from log + load duties", "members", (4, 8), (0.01, 0.02), (0.01, 0.02), None)
-    ]
+    rebuilt = bench.Scaling("rebuild from log + load duties", "members", (4, 8), (0.01, 0.02), (0.01, 0.02), None)
+    rows = [*bench.lab_series((4, 8), repeats=1), rebuilt]
     targets = bench.absolute_targets(rows, quick=True)
     assert [t.verdict for t in targets] == ["-", "-"]
     assert targets[0].cpu == rows[1].cpu[-1] and "8 members on 80 partitions" in targets[0].case
