@@ -11,7 +11,7 @@ from kip_lab.coordinator.coordinator import GroupCoordinator
 from kip_lab.coordinator.group import GROUP_STATE_MACHINE, ConsumerGroup, GroupState
 from kip_lab.coordinator.member import RECONCILIATION_MACHINE, ConsumerGroupMember, ReconciliationState
 from kip_lab.coordinator.reconciliation import reconcile
-from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
+from kip_lab.runtime.result import CoordinatorResult, DeferredResponse
 
 __all__ = [
     "CLASSIC_GROUP_STATE_MACHINE",

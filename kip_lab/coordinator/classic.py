@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.coordinator.classic_group import (
@@ -25,10 +24,10 @@ from kip_lab.coordinator.classic_group import (
     ClassicGroup,
     ClassicGroupMember,
     ClassicGroupState,
+    ClassicOutbox,
     Parked,
 )
 from kip_lab.coordinator.host import CoordinatorHost
-from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
 from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
     UNKNOWN_MEMBER_ID,
@@ -43,18 +42,9 @@ from kip_lab.protocol.classic_group import (
     SyncGroupResponse,
 )
 from kip_lab.protocol.errors import ApiError, Errors
-from kip_lab.runtime.log import Record
+from kip_lab.runtime.result import CoordinatorResult, DeferredResponse
 
 Ref = Hashable | None
-
-
-@dataclass
-class _Outbox:
-    """What one handler or timer call produced besides its own response."""
-
-    responses: list[tuple[Parked, str, Any]] = field(default_factory=list)
-    batches: list[tuple[Record, ...]] = field(default_factory=list)  # classic records: appended, not replayed
-    replayed: tuple[tuple[Record, ...], ...] = ()  # batches already applied with replay (a group deleted)
 
 
 class ClassicGroupHandlers(CoordinatorHost):
@@ -65,7 +55,7 @@ class ClassicGroupHandlers(CoordinatorHost):
     # ------------------------------------------------------------------ result plumbing
     @staticmethod
     def _split_responses(
-        out: _Outbox, parked: Parked | None, response: Any
+        out: ClassicOutbox, parked: Parked | None, response: Any
     ) -> tuple[Any, tuple[DeferredResponse, ...]]:
         """The caller's own response (immediate, or completed in this call) and the deferred rest."""
         deferred = []
@@ -76,20 +66,20 @@ class ClassicGroupHandlers(CoordinatorHost):
                 deferred.append(DeferredResponse(waiter.ref, api, answer))
         return response, tuple(deferred)
 
-    def _classic_result(self, out: _Outbox, origin: str, parked: Parked | None = None, response: Any = None):
+    def _classic_result(self, out: ClassicOutbox, origin: str, parked: Parked | None = None, response: Any = None):
         """Append the classic records (no live replay) and assemble the result."""
         response, deferred = self._split_responses(out, parked, response)
         self._apply(CoordinatorResult(response, tuple(out.batches), origin, deferred, replay_records=False))
         return CoordinatorResult(response, out.replayed + tuple(out.batches), origin, deferred, replay_records=False)
 
     @staticmethod
-    def _complete_join(out: _Outbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None:
+    def _complete_join(out: ClassicOutbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None:
         if member.awaiting_join is not None:
             out.responses.append((member.awaiting_join, "JoinGroup", response))
             member.awaiting_join = None
 
     @staticmethod
-    def _complete_sync(out: _Outbox, member: ClassicGroupMember, response: SyncGroupResponse) -> bool:
+    def _complete_sync(out: ClassicOutbox, member: ClassicGroupMember, response: SyncGroupResponse) -> bool:
         if member.awaiting_sync is None:
             return False
         out.responses.append((member.awaiting_sync, "SyncGroup", response))
@@ -137,7 +127,7 @@ class ClassicGroupHandlers(CoordinatorHost):
     def _fire_classic_timer(self, key: TimerKey) -> CoordinatorResult:
         """A classic group's timer: a member's session, the initial delay, the end of the join or sync phase."""
         kind, group_id, member_id = key
-        out = _Outbox()
+        out = ClassicOutbox()
         origin = f"{kind} timeout {group_id}" + (f"/{member_id}" if member_id else "")
         group = self.classic_groups.get(group_id)
         if group is None or group.state is ClassicGroupState.DEAD:
@@ -152,7 +142,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             self._expire_pending_sync(out, group)
         return self._classic_result(out, origin)
 
-    def _expire_classic_heartbeat(self, out: _Outbox, group: ClassicGroup, member_id: str) -> None:
+    def _expire_classic_heartbeat(self, out: ClassicOutbox, group: ClassicGroup, member_id: str) -> None:
         if member_id in group.pending_members:
             group.remove(member_id)
             if group.state is ClassicGroupState.PREPARING_REBALANCE and group.has_all_members_joined():
@@ -166,7 +156,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             return
         self._remove_classic_member(out, group, member)
 
-    def _remove_classic_member(self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember) -> None:
+    def _remove_classic_member(self, out: ClassicOutbox, group: ClassicGroup, member: ClassicGroupMember) -> None:
         """Session expiry: drop the member, then rebalance the rest."""
         self._drop_member(out, group, member)
         if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
@@ -174,7 +164,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         elif group.state is ClassicGroupState.PREPARING_REBALANCE and group.has_all_members_joined():
             self._complete_join_phase(out, group)
 
-    def _expire_pending_sync(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _expire_pending_sync(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         """Members that did not send SyncGroup within the rebalance timeout are removed."""
         if group.state not in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE):
             return
@@ -186,13 +176,13 @@ class ClassicGroupHandlers(CoordinatorHost):
         self._prepare_rebalance(out, group)
 
     # ------------------------------------------------------------------ the rebalance barrier
-    def _maybe_prepare_rebalance_or_complete_join(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _maybe_prepare_rebalance_or_complete_join(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         if group.can_rebalance():
             self._prepare_rebalance(out, group)
         else:
             self._maybe_complete_join_phase(out, group)
 
-    def _prepare_rebalance(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _prepare_rebalance(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         if group.state is ClassicGroupState.COMPLETING_REBALANCE:
             # Followers waiting for an assignment that will not come: tell them to rejoin.
             for _, member in sorted(group.members.items()):
@@ -214,7 +204,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         else:
             self.scheduler.schedule(self, timer_key("classic join", group.group_id), group.rebalance_timeout_ms())
 
-    def _try_complete_initial_rebalance(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _try_complete_initial_rebalance(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         delay, remaining = self._initial_delays.pop(group.group_id, (0, 0))
         if group.new_member_added and remaining != 0:
             group.new_member_added = False
@@ -224,7 +214,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             return
         self._complete_join_phase(out, group)
 
-    def _maybe_complete_join_phase(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _maybe_complete_join_phase(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         if (
             group.state is ClassicGroupState.PREPARING_REBALANCE
             and group.previous_state is not ClassicGroupState.EMPTY  # the initial delay decides
@@ -232,7 +222,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         ):
             self._complete_join_phase(out, group)
 
-    def _complete_join_phase(self, out: _Outbox, group: ClassicGroup) -> None:
+    def _complete_join_phase(self, out: ClassicOutbox, group: ClassicGroup) -> None:
         """Close the join barrier: drop dynamic members that did not rejoin, start the next generation."""
         gid = group.group_id
         for kind in ("classic join", "classic initial"):
@@ -265,7 +255,7 @@ class ClassicGroupHandlers(CoordinatorHost):
     def join_group(self, request: JoinGroupRequest, ref: Ref = None) -> CoordinatorResult[JoinGroupResponse | None]:
         """JoinGroup. The response is ``None`` when the request is parked until the join phase completes."""
         r = request
-        out = _Outbox()
+        out = ClassicOutbox()
         parked = Parked(ref)
 
         def answer(error: Errors, member_id: str = r.member_id) -> CoordinatorResult:
@@ -327,7 +317,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         return member_id in group.members or len(group.members) < limit
 
     def _join_new_member(
-        self, out: _Outbox, group: ClassicGroup, r: JoinGroupRequest, parked: Parked
+        self, out: ClassicOutbox, group: ClassicGroup, r: JoinGroupRequest, parked: Parked
     ) -> JoinGroupResponse | None:
         if group.state is ClassicGroupState.DEAD:
             raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
@@ -352,7 +342,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         return f"{prefix}-{uuid.UUID(int=self._rng.getrandbits(128), version=4)}"
 
     def _join_existing_member(
-        self, out: _Outbox, group: ClassicGroup, r: JoinGroupRequest, parked: Parked
+        self, out: ClassicOutbox, group: ClassicGroup, r: JoinGroupRequest, parked: Parked
     ) -> JoinGroupResponse | None:
         if group.state is ClassicGroupState.DEAD:
             raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE)
@@ -379,7 +369,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is {state.value}.")
 
     def _update_member(
-        self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked
+        self, out: ClassicOutbox, group: ClassicGroup, member: ClassicGroupMember, r: JoinGroupRequest, parked: Parked
     ) -> None:
         # A JoinGroup already parked for this member is replaced and never answered (Kafka
         # ``ClassicGroup.updateMember``: its client's request times out; docs/decisions.md C9).
@@ -389,7 +379,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         member.awaiting_join = parked
 
     def _add_member(
-        self, out: _Outbox, group: ClassicGroup, r: JoinGroupRequest, member_id: str, parked: Parked
+        self, out: ClassicOutbox, group: ClassicGroup, r: JoinGroupRequest, member_id: str, parked: Parked
     ) -> None:
         member = ClassicGroupMember(
             member_id=member_id,
@@ -412,7 +402,7 @@ class ClassicGroupHandlers(CoordinatorHost):
 
     def _replace_static_member(
         self,
-        out: _Outbox,
+        out: ClassicOutbox,
         group: ClassicGroup,
         r: JoinGroupRequest,
         instance_id: str,
@@ -453,7 +443,7 @@ class ClassicGroupHandlers(CoordinatorHost):
     def sync_group(self, request: SyncGroupRequest, ref: Ref = None) -> CoordinatorResult[SyncGroupResponse | None]:
         """SyncGroup. A follower's request is parked until the leader's brings the assignment."""
         r = request
-        out = _Outbox()
+        out = ClassicOutbox()
         parked = Parked(ref)
         consumer_group = self.groups.get(r.group_id)
         if consumer_group is not None and consumer_group.members:
@@ -467,7 +457,9 @@ class ClassicGroupHandlers(CoordinatorHost):
             response = SyncGroupResponse(error_code=error.error)
         return self._classic_result(out, "SyncGroup", parked, response)
 
-    def _sync(self, out: _Outbox, group: ClassicGroup, r: SyncGroupRequest, parked: Parked) -> SyncGroupResponse | None:
+    def _sync(
+        self, out: ClassicOutbox, group: ClassicGroup, r: SyncGroupRequest, parked: Parked
+    ) -> SyncGroupResponse | None:
         member = group.validate_generation_member(r.member_id, r.group_instance_id, r.generation_id)
         if _inconsistent(r.protocol_type, group.protocol_type) or _inconsistent(r.protocol_name, group.protocol_name):
             raise ApiError(Errors.INCONSISTENT_GROUP_PROTOCOL)
@@ -531,7 +523,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         consumer_group = self.groups.get(r.group_id)
         if consumer_group is not None and consumer_group.members:
             return self._classic_leave_to_consumer_group(consumer_group, r)
-        out = _Outbox()
+        out = ClassicOutbox()
         group = self.classic_groups.get(r.group_id)
         if group is None:
             response = LeaveGroupResponse(error_code=Errors.UNKNOWN_MEMBER_ID)
@@ -571,7 +563,7 @@ class ClassicGroupHandlers(CoordinatorHost):
                 self._maybe_complete_join_phase(out, group)
         return self._classic_result(out, "LeaveGroup", response=LeaveGroupResponse(members=answers))
 
-    def _drop_member(self, out: _Outbox, group: ClassicGroup, member: ClassicGroupMember) -> None:
+    def _drop_member(self, out: ClassicOutbox, group: ClassicGroup, member: ClassicGroupMember) -> None:
         """Answer the member's parked JoinGroup (UNKNOWN_MEMBER_ID, so a live client rejoins) and remove it."""
         self.scheduler.cancel(self, timer_key("classic session", group.group_id, member.member_id))
         self._complete_join(

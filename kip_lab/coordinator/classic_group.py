@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from kip_lab.assignors.java_hash_order import capacity_after_puts, string_key_order
 from kip_lab.coordinator.member import fenced_instance_error
@@ -351,3 +352,13 @@ class ClassicGroup:
     def rebalance_timeout_ms(self) -> int:
         """The group's join deadline: the largest rebalance timeout of its members (Kafka)."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+
+@dataclass
+class ClassicOutbox:
+    """What one classic handler or timer call produced besides its own response: the answers it
+    released to parked requests and the record batches it wrote."""
+
+    responses: list[tuple[Parked, str, Any]] = field(default_factory=list)
+    batches: list[tuple[Record, ...]] = field(default_factory=list)  # classic records: appended, not replayed
+    replayed: tuple[tuple[Record, ...], ...] = ()  # batches already applied with replay (a group deleted)

@@ -9,13 +9,17 @@ coordinator that fails over starts a new round as a load duty.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts, TargetPartitions, subscribed_topic_ids
+from kip_lab.coordinator.group import (
+    AssignmentRound,
+    ConsumerGroup,
+    SubscriptionCounts,
+    TargetPartitions,
+    subscribed_topic_ids,
+)
 from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import ConsumerGroupMember
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.timers import timer_key
 from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import (
@@ -30,20 +34,7 @@ from kip_lab.protocol.consumer_group import (
     PreparedTopic,
 )
 from kip_lab.protocol.errors import ApiError, Errors
-
-
-@dataclass
-class AssignmentRound:
-    """Client-side assignor mode: who was asked to compute the target, and what it saw.
-
-    Not persisted (the KIP keeps the chosen member in memory only); a coordinator that
-    fails over starts a fresh round as one of its load duties.
-    """
-
-    member_id: str
-    notified: bool = False
-    excluded: set[str] = field(default_factory=set)
-    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)
+from kip_lab.runtime.result import CoordinatorResult
 
 
 class ClientSideAssignment(CoordinatorHost):

@@ -36,10 +36,11 @@ from kip_lab.assignors import (
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator.classic import ClassicGroupHandlers
 from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
-from kip_lab.coordinator.client_side import AssignmentRound, ClientSideAssignment
+from kip_lab.coordinator.client_side import ClientSideAssignment
 from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.coordinator.describe import GroupDescriber
 from kip_lab.coordinator.group import (
+    AssignmentRound,
     ConsumerGroup,
     GroupState,
     SubscriptionCounts,
@@ -52,7 +53,6 @@ from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, Reconcil
 from kip_lab.coordinator.migration import OnlineMigration
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetAnswers, OffsetManager
 from kip_lab.coordinator.reconciliation import reconcile
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.share_group import ShareGroupManager, ShareStateRpc
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, TimerKind, timer_key
@@ -117,6 +117,7 @@ from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.runtime.collector import collector_paused
 from kip_lab.runtime.log import PartitionLog, Record
 from kip_lab.runtime.memo import Memo
+from kip_lab.runtime.result import CoordinatorResult
 from kip_lab.runtime.scheduler import Scheduler
 from kip_lab.share.group import ShareGroup
 from kip_lab.share.group_assignor import SimpleAssignor

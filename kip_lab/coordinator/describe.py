@@ -9,7 +9,6 @@ from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
 from kip_lab.coordinator.member import Assignment
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
     DescribedGroupMember,
@@ -30,6 +29,7 @@ from kip_lab.protocol.consumer_group import (
 )
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kip_lab.protocol.errors import ApiError, Errors
+from kip_lab.runtime.result import CoordinatorResult
 from kip_lab.share.group import ShareGroup
 
 

@@ -453,3 +453,17 @@ _REPLAYERS: dict[type[RecordKey], Callable[[ConsumerGroup, Any, Any], None]] = {
     ConsumerGroupTargetAssignmentMemberKey: ConsumerGroup._replay_target_member,
     ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroup._replay_current_assignment,
 }
+
+
+@dataclass
+class AssignmentRound:
+    """Client-side assignor mode: who was asked to compute the target, and what it saw.
+
+    Not persisted (the KIP keeps the chosen member in memory only); a coordinator that
+    fails over starts a fresh round as one of its load duties.
+    """
+
+    member_id: str
+    notified: bool = False
+    excluded: set[str] = field(default_factory=set)
+    prepared: dict[int, dict[str, Any]] = field(default_factory=dict)

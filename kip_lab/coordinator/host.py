@@ -26,13 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kip_lab.cluster import ClusterMetadata
-    from kip_lab.coordinator.classic import _Outbox
-    from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, Parked
-    from kip_lab.coordinator.client_side import AssignmentRound
+    from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicOutbox, Parked
     from kip_lab.coordinator.config import CoordinatorConfig
-    from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts, SubscriptionMetadata, TargetPartitions
+    from kip_lab.coordinator.group import (
+        AssignmentRound,
+        ConsumerGroup,
+        SubscriptionCounts,
+        SubscriptionMetadata,
+        TargetPartitions,
+    )
     from kip_lab.coordinator.member import ConsumerGroupMember
-    from kip_lab.coordinator.result import CoordinatorResult, DeferredResponse
     from kip_lab.protocol.classic_group import (
         HeartbeatRequest,
         JoinGroupRequest,
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
     from kip_lab.protocol.records import ClassicMemberMetadata
     from kip_lab.runtime.log import Record
+    from kip_lab.runtime.result import CoordinatorResult, DeferredResponse
     from kip_lab.runtime.scheduler import Scheduler
     from kip_lab.share.group import ShareGroup
 
@@ -77,9 +81,9 @@ class CoordinatorHost:
         @staticmethod
         def _client_side_assignor(subscriptions: SubscriptionCounts) -> str | None: ...
         @staticmethod
-        def _complete_join(out: _Outbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None: ...
+        def _complete_join(out: ClassicOutbox, member: ClassicGroupMember, response: JoinGroupResponse) -> None: ...
         @staticmethod
-        def _complete_sync(out: _Outbox, member: ClassicGroupMember, response: SyncGroupResponse) -> bool: ...
+        def _complete_sync(out: ClassicOutbox, member: ClassicGroupMember, response: SyncGroupResponse) -> bool: ...
         def _consumer_group_tombstones(self, group: ConsumerGroup) -> list[Record]: ...
         @staticmethod
         def _current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Record: ...
@@ -98,7 +102,7 @@ class CoordinatorHost:
         def _new_member_id(self) -> str: ...
         @staticmethod
         def _partition_metadata_record(group_id: str, metadata: SubscriptionMetadata, epoch: int) -> Record: ...
-        def _prepare_rebalance(self, out: _Outbox, group: ClassicGroup) -> None: ...
+        def _prepare_rebalance(self, out: ClassicOutbox, group: ClassicGroup) -> None: ...
         def _remove_member(
             self, group: ConsumerGroup, member: ConsumerGroupMember, response: Any, origin: str
         ) -> CoordinatorResult: ...
@@ -106,7 +110,7 @@ class CoordinatorHost:
         def _schedule_session(self, group_id: str, member: ConsumerGroupMember) -> None: ...
         @staticmethod
         def _split_responses(
-            out: _Outbox, parked: Parked | None, response: Any
+            out: ClassicOutbox, parked: Parked | None, response: Any
         ) -> tuple[Any, tuple[DeferredResponse, ...]]: ...
         def _start_round(self, group_id: str, members: dict[str, ConsumerGroupMember]) -> AssignmentRound: ...
         def _subscription_metadata(self, subscriptions: SubscriptionCounts) -> SubscriptionMetadata: ...

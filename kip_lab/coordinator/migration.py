@@ -27,12 +27,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kip_lab.assignors.java_hash_order import timeline_hash_map_order
-from kip_lab.coordinator.classic import _Outbox
-from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState, ClassicOutbox
 from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
 from kip_lab.coordinator.host import CoordinatorHost
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.classic_group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -71,6 +69,7 @@ from kip_lab.protocol.records import (
     ConsumerGroupTargetAssignmentMetadataKey,
 )
 from kip_lab.runtime.log import Record
+from kip_lab.runtime.result import CoordinatorResult
 
 # KIP-848, 'Kafka Consumer Migration': members must speak the embedded consumer protocol v3+ (KIP-792).
 # Kafka does not check the version; the ``kip`` profile does.
@@ -117,7 +116,7 @@ class OnlineMigration(CoordinatorHost):
         if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
             raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {r.group_id} is not a consumer group.")
         self._validate_heartbeat(r)
-        out = _Outbox()
+        out = ClassicOutbox()
         if classic.state is ClassicGroupState.EMPTY:
             conversion: tuple[Record, ...] = (classic.tombstone(),)
             result = self._heartbeat(r, group=ConsumerGroup(r.group_id))
@@ -295,7 +294,7 @@ class OnlineMigration(CoordinatorHost):
             self._schedule_classic_session(classic, member_id, member.session_timeout_ms)
         if not rebalance:
             return
-        out = _Outbox()
+        out = ClassicOutbox()
         self._prepare_rebalance(out, classic)
         assert not out.responses and not out.batches  # nobody was parked in a group that did not exist
 

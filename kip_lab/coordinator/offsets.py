@@ -11,7 +11,6 @@ from operator import attrgetter
 from typing import Any, Protocol
 
 from kip_lab.cluster import ClusterMetadata, Topic
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
     OffsetCommitRequestTopic,
@@ -32,6 +31,7 @@ from kip_lab.protocol.records import (
 )
 from kip_lab.runtime.log import Record
 from kip_lab.runtime.memo import Memo
+from kip_lab.runtime.result import CoordinatorResult
 from kip_lab.runtime.scheduler import Clock
 
 

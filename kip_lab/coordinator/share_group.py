@@ -26,7 +26,6 @@ from typing import Any
 from kip_lab.cluster import ClusterMetadata, Topic
 from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.coordinator.group import group_snapshot_head
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.coordinator.target_records import target_assignment_batch
 from kip_lab.coordinator.timers import TimerKey, timer_key
 from kip_lab.protocol.common import Message, TopicPartitions, to_topic_partitions
@@ -89,6 +88,7 @@ from kip_lab.protocol.share_group import (
     ShareOffsetsResponseTopic,
 )
 from kip_lab.runtime.log import PartitionLog, Record
+from kip_lab.runtime.result import CoordinatorResult
 from kip_lab.runtime.scheduler import Scheduler, TimerOwner
 from kip_lab.share.group import ShareGroup, ShareGroupMember, ShareGroupState, check_share_group_transition
 from kip_lab.share.group_assignor import SimpleAssignor

@@ -17,10 +17,10 @@ from kip_lab.coordinator.classic_group import ClassicGroup
 from kip_lab.coordinator.coordinator import GroupCoordinator
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import ReconciliationState
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolError
 from kip_lab.protocol.records import GroupMetadataValue
 from kip_lab.runtime.log import Record
+from kip_lab.runtime.result import CoordinatorResult
 
 
 def _numbers(values: Any) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.common import Message
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
@@ -45,6 +44,7 @@ from kip_lab.protocol.share import (
     WriteStatePartition,
 )
 from kip_lab.runtime.log import LogEntry, PartitionLog, Record
+from kip_lab.runtime.result import CoordinatorResult
 from kip_lab.share.config import ShareCoordinatorConfig
 from kip_lab.share.records import (
     DELETED_SNAPSHOT_EPOCH,

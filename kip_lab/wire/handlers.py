@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 from pydantic import BaseModel, ValidationError
@@ -28,12 +28,13 @@ from kip_lab.protocol import share_group as share_group_rpc
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolError
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
+from kip_lab.wire.connection import Connection
 from kip_lab.wire.endpoint import WireClient
 from kip_lab.wire.records import RecordStore, record_count, split_batches
 
 if TYPE_CHECKING:
     from kip_lab.lab.lab import Lab
-    from kip_lab.wire.server import Connection, WireServer
+    from kip_lab.wire.clock import RealTimeClock
 
 # API key -> (lowest, highest) version served. Each range is kio's, narrowed to the versions
 # whose fields these handlers read (Produce v13+ names topics by id only; OffsetFetch before v8
@@ -201,10 +202,27 @@ def _embedded_to_lab(api: str, request: T, items: str, embedded_field: str, conv
     return request.model_copy(update={items: converted})
 
 
+class FrontDoor(Protocol):
+    """What the handlers ask of the server that owns them (``WireServer``): the Lab, where each
+    broker listens, the clock that moves the Lab, and a way to put a request into the Lab."""
+
+    lab: Lab
+    host: str
+    ports: dict[str, int]
+
+    @property
+    def broker_names(self) -> list[str]: ...
+
+    @property
+    def clock(self) -> RealTimeClock: ...
+
+    def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future: ...
+
+
 class Handlers(ClassicHandlers):
     """One method per API, named after it; each returns the kio response of the request's version."""
 
-    def __init__(self, server: WireServer) -> None:
+    def __init__(self, server: FrontDoor) -> None:
         self.server = server
         self.records = RecordStore()
 

@@ -27,6 +27,7 @@ from typing import Any
 from kip_lab.lab.lab import Lab
 from kip_lab.wire import codec
 from kip_lab.wire.clock import RealTimeClock
+from kip_lab.wire.connection import Connection
 from kip_lab.wire.endpoint import WireClient, WireRequest
 from kip_lab.wire.handlers import SUPPORTED, Handlers, WireError, node_id
 
@@ -35,20 +36,6 @@ log = logging.getLogger("kip_lab.wire")
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 IDLE_TICK_S = 0.2  # the longest the driver sleeps when no timer is due sooner
 NOT_STARTED = "the wire server has not started: serve(lab) starts one"
-
-
-@dataclass
-class Connection:
-    """One client connection to one broker."""
-
-    number: int
-    broker: str
-    peer: str
-    writer: asyncio.StreamWriter
-    reader: asyncio.StreamReader
-    client_id: str | None = None  # from the last request's header
-    closed_reason: str | None = None
-    requests: int = 0
 
 
 @dataclass

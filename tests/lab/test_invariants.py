@@ -19,7 +19,6 @@ import kip_lab.coordinator.coordinator as coordinator_module
 from kip_lab.clients import CallbackConfig
 from kip_lab.coordinator.group import ConsumerGroup
 from kip_lab.coordinator.member import ReconciliationState
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.events import AssignmentChanged, HandlerResult, InvariantViolated
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab.invariants import INVARIANTS, InvariantViolation
@@ -28,6 +27,7 @@ from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import HeartbeatAssignment
 from kip_lab.protocol.records import ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue
 from kip_lab.runtime.log import Record
+from kip_lab.runtime.result import CoordinatorResult
 
 
 def stable_pair(raise_on_violation: bool) -> Lab:

@@ -14,7 +14,6 @@ from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.classic_group import ClassicGroupState
 from kip_lab.coordinator.config import ConsumerGroupMigrationPolicy
 from kip_lab.coordinator.group import ConsumerGroup
-from kip_lab.coordinator.result import CoordinatorResult
 from kip_lab.protocol.classic_group import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
@@ -24,6 +23,7 @@ from kip_lab.protocol.classic_group import (
 )
 from kip_lab.protocol.consumer_group import ConsumerGroupHeartbeatRequest
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kip_lab.runtime.result import CoordinatorResult
 
 
 def upgraded(fidelity: str = "kip", **config) -> MigrationCase:

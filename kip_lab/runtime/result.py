@@ -1,4 +1,5 @@
-"""What a handler or a timer produces: the response plus the record batches it wrote."""
+"""What a coordinator's handler or timer produces: the response plus the record batches it wrote
+(the group and the share coordinator alike, as Kafka's coordinator runtime has one ``CoordinatorResult``)."""
 
 from __future__ import annotations
 
