@@ -279,12 +279,15 @@ print("stable:", lab.run_until_stable(), "at t =", lab.now, "ms after", lab.step
 
 # %% [markdown]
 # Everything that happened is in `lab.trace`: one typed event per thing, with the step, the
-# simulated time, the actor and a JSON payload. Here are the events of the step in which C's first
-# heartbeat reached the coordinator:
+# simulated time, the actor and what happened (`kip_lab.events`: `MessageDelivered`,
+# `StateTransition`, ...). Read them by type; `to_pandas()` shows them as a table. Here are the
+# events of the step in which C's first heartbeat reached the coordinator:
 
 # %%
+from kip_lab.events import MessageDelivered
+
+first_c = min(e.step for e in lab.trace.of_type(MessageDelivered) if e.body.source == "C")
 trace = lab.trace.to_pandas()
-first_c = trace[(trace.kind == "message_delivered") & trace.payload.str.contains('"from": "C"')].step.min()
 trace[trace.step == first_c]
 
 # %% [markdown]

@@ -226,7 +226,7 @@ if REAL:
     server.stop()
     trace = lab.trace.to_pandas()
     print(f"{lab.step_count} steps over {lab.now / 1000:.1f} s;", trace["kind"].value_counts().to_dict())
-    first = trace[(trace["kind"] == "message_sent") & trace["payload"].str.contains('"from": "c1"')]["step"].min()
+    first = min(e.step for e in lab.trace.of_type(MessageSent) if e.body.source == "c1")
     display(trace[trace["step"].between(first, first + 1)][["step", "time_ms", "actor", "kind", "payload"]])
 
 # %% [markdown]
