@@ -17,10 +17,20 @@ from kip_lab.assignors.client import CooperativeStickyAssignor, RebalanceProtoco
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CallbackConfig, ClassicConsumerConfig
 from kip_lab.clients import classic_consumer as cc
 from kip_lab.coordinator import CoordinatorConfig
-from kip_lab.events import CallbackInvoked, MessageSent, Note, StateTransition
+from kip_lab.events import (
+    AssignmentChanged,
+    CallbackCompleted,
+    CallbackInvoked,
+    MessageDelivered,
+    MessageDropped,
+    MessageSent,
+    Note,
+    StateTransition,
+)
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.invariants import InvariantViolation
 from kip_lab.lab.metrics import compute_metrics
+from kip_lab.lab.trace import TraceEvent
 
 EAGER = ["roundrobin"]
 COOPERATIVE = ["cooperative-sticky"]
@@ -90,6 +100,16 @@ def first_step(lab: Lab, member: str, callback: str, partition: str, after: int 
     )
 
 
+def is_callback(event: TraceEvent, callback: str) -> bool:
+    """Whether ``event`` is ``callback`` starting or returning."""
+    return isinstance(event.body, (CallbackInvoked, CallbackCompleted)) and event.body.callback == callback
+
+
+def is_message_from(event: TraceEvent, source: str) -> bool:
+    """Whether ``event`` is a message ``source`` sent (sent, delivered or dropped)."""
+    return isinstance(event.body, (MessageSent, MessageDelivered, MessageDropped)) and event.body.source == source
+
+
 def strict_lab(seed: int = 0, fidelity: str = "kafka") -> Lab:
     return Lab(seed=seed, config=LabConfig(raise_on_violation=True, coordinator=CoordinatorConfig(fidelity=fidelity)))
 
@@ -151,22 +171,16 @@ def test_a_new_member_joins_eager():
     c2_joins = [
         e
         for e in lab.trace
-        if e.step > mark
-        and e.kind.value == "message_sent"
-        and e.payload.get("from") == "C2"
-        and e.payload.get("api") == "JoinGroup"
+        if e.step > mark and isinstance(e.body, MessageSent) and e.body.source == "C2" and e.body.api == "JoinGroup"
     ]
-    assert [("member_id" in e.payload["body"]) for e in c2_joins] == [False, True]
+    assert [("member_id" in e.body.body) for e in c2_joins] == [False, True]
     # Step 2: C1 revokes everything before its JoinGroup, which claims nothing (E-1, E-2).
     assert joins(lab, "C1", mark) == [[]]
     revoke = first_step(lab, "C1", "on_partitions_revoked", "a-0", mark)
     c1_join = next(
         e.step
         for e in lab.trace
-        if e.step > mark
-        and e.kind.value == "message_sent"
-        and e.payload.get("from") == "C1"
-        and e.payload.get("api") == "JoinGroup"
+        if e.step > mark and isinstance(e.body, MessageSent) and e.body.source == "C1" and e.body.api == "JoinGroup"
     )
     assert revoke < c1_join
     # Steps 3-6: one generation, leader C1 (the existing member), roundrobin: C1 a-0, C2 b-0.
@@ -182,11 +196,11 @@ def test_a_new_member_joins_eager():
     # Nothing is fetched by C1 between its revocation and its assignment (the barrier).
     c1_assigned = first_step(lab, "C1", "on_partitions_assigned", "a-0", mark)
     fetching = [
-        e.payload["fetching"]
-        for e in lab.trace
-        if revoke < e.step < c1_assigned and e.actor == "C1" and e.kind.value == "assignment_changed"
+        e.body.fetching
+        for e in lab.trace.of_type(AssignmentChanged)
+        if revoke < e.step < c1_assigned and e.actor == "C1"
     ]
-    assert fetching and all(f == [] for f in fetching)
+    assert fetching and all(f == () for f in fetching)
 
 
 def test_the_same_join_cooperative_takes_two_rebalances():
@@ -222,12 +236,8 @@ def test_the_same_join_cooperative_takes_two_rebalances():
     )
     # a-0 never stops: every C1 assignment change after the first fetch still fetches a-0.
     a0 = lab.clients["C1"].partition_ids([("a", 0)]).pop()
-    changes = [
-        e.payload["fetching"]
-        for e in lab.trace
-        if e.step > mark and e.actor == "C1" and e.kind.value == "assignment_changed"
-    ]
-    assert changes and all(list(a0) in f for f in changes)
+    changes = [e.body.fetching for e in lab.trace.of_type(AssignmentChanged) if e.step > mark and e.actor == "C1"]
+    assert changes and all(tuple(a0) in f for f in changes)
     assert lab.clients["C1"].rebalance_metrics.rebalance_total == 3  # M-1: its first join, then two
     assert owned(lab, "C1") == ["a-0"] and owned(lab, "C2") == ["b-0"]
 
@@ -278,19 +288,17 @@ def test_a_listener_exception_is_raised_by_poll_after_the_rebalance():
     exception afterwards."""
     lab, mark = _listener_exception_run({"on_partitions_revoked": {1}})
     c1 = lab.clients["C1"]
-    invoked = [e.payload for e in lab.trace if e.step > mark and e.actor == "C1" and e.kind.value == "callback_invoked"]
-    assert invoked[0]["callback"] == "on_partitions_revoked" and invoked[0]["error"].startswith("RuntimeError")
+    invoked = [e.body for e in lab.trace.of_type(CallbackInvoked) if e.step > mark and e.actor == "C1"]
+    assert invoked[0].callback == "on_partitions_revoked" and invoked[0].error.startswith("RuntimeError")
     # the rest of the rebalance goes on: on_assignment and on_partitions_assigned still run ...
-    assert [p["callback"] for p in invoked[1:3]] == ["on_assignment", "on_partitions_assigned"]
+    assert [c.callback for c in invoked[1:3]] == ["on_assignment", "on_partitions_assigned"]
     # ... the ownership change took place, and the rejoin for the revocation still happened.
     assert len(owned(lab, "C1")) == 2 and len(owned(lab, "C2")) == 2
     # poll raises it once the rebalance completed, once (callbacks are not re-run).
     assert c1.poll_errors == ["on_partitions_revoked raised"]
-    raised = next(e for e in lab.trace if e.actor == "C1" and e.kind.value == "note" and "poll_error" in e.payload)
+    raised = next(e for e in lab.trace.of_type(Note) if e.actor == "C1" and "poll_error" in e.body.details)
     assert raised.step > next(
-        e.step
-        for e in lab.trace
-        if e.step > mark and e.actor == "C1" and e.payload.get("callback") == "on_partitions_assigned"
+        e.step for e in lab.trace if e.step > mark and e.actor == "C1" and is_callback(e, "on_partitions_assigned")
     )
     assert (
         c1.rebalance_metrics.callback_latencies_ms.get("on_partitions_revoked") is None
@@ -376,7 +384,7 @@ def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored
     add(lab, "C1", COOPERATIVE, ["a", "b"], callbacks=CallbackConfig(on_partitions_revoked_ms=2_000))
     for _ in range(10_000):
         stepped = lab.step()
-        if any(e.actor == "C1" and e.payload.get("callback") == "on_partitions_assigned" for e in stepped):
+        if any(e.actor == "C1" and is_callback(e, "on_partitions_assigned") for e in stepped):
             break
     lab.delay_messages("C1", 1, 1_000)  # the OffsetFetch for a-0 and b-0, about to go out
     lab.change_subscription("C1", topics=["a"])
@@ -386,17 +394,17 @@ def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored
     fetched = next(
         e
         for e in later
-        if e.kind.value == "message_delivered" and e.payload["api"] == "OffsetFetch" and e.payload["to"] == "C1"
+        if isinstance(e.body, MessageDelivered) and e.body.api == "OffsetFetch" and e.body.destination == "C1"
     )
     revoke, revoked = (
         next(
             e
             for e in later
-            if e.actor == "C1" and e.kind.value == kind and e.payload["callback"] == "on_partitions_revoked"
+            if e.actor == "C1" and isinstance(e.body, kind) and e.body.callback == "on_partitions_revoked"
         )
-        for kind in ("callback_invoked", "callback_completed")
+        for kind in (CallbackInvoked, CallbackCompleted)
     )
-    assert revoke.payload["partitions"] == ["b-0"]
+    assert revoke.body.partitions == ("b-0",)
     assert revoke.step < fetched.step < revoked.step  # the position arrived during the revocation
     c1 = lab.clients["C1"]
     assert owned(lab, "C1") == ["a-0"]
@@ -468,9 +476,7 @@ def test_a_graceful_leave_hands_its_partitions_over_in_one_rebalance():
     lab.close("C2")
     stable(lab)
     assert callbacks(lab, "C2", mark) == [("on_partitions_revoked", ["b-0"])]
-    assert [e.payload.get("api") for e in lab.trace if e.step > mark and e.payload.get("from") == "C2"][
-        -1
-    ] == "LeaveGroup"
+    assert [e.body.api for e in lab.trace if e.step > mark and is_message_from(e, "C2")][-1] == "LeaveGroup"
     assert callbacks(lab, "C1", mark) == [("on_assignment", ["a-0", "b-0"]), ("on_partitions_assigned", ["b-0"])]
     assert len(leader_views(lab, mark)) == 1 and lab.clients["C2"].state.value == "UNSUBSCRIBED"
 
@@ -484,9 +490,7 @@ def test_a_static_member_sends_no_leave_group():
     mark = lab.step_count
     lab.close("S")
     lab.run(until=lab.now + 1_000)
-    assert "LeaveGroup" not in [
-        e.payload.get("api") for e in lab.trace if e.step > mark and e.payload.get("from") == "S"
-    ]
+    assert "LeaveGroup" not in [e.body.api for e in lab.trace if e.step > mark and is_message_from(e, "S")]
     assert callbacks(lab, "S", mark) == [("on_partitions_revoked", ["a-0"])]
 
 
@@ -756,8 +760,8 @@ def test_closing_at_any_point_of_the_join_is_a_table_row(steps):
     lab.close("C1")
     lab.run(until=lab.now + 10_000)
     assert lab.clients["C1"].state.value == "UNSUBSCRIBED"
-    last = [e.payload for e in lab.trace if e.actor == "C1" and e.kind.value == "state_transition"][-1]
-    assert (last["from"], last["trigger"]) == (before, "close")
+    last = [e.body for e in lab.trace.of_type(StateTransition) if e.actor == "C1"][-1]
+    assert (last.from_state, last.trigger) == (before, "close")
 
 
 def test_a_replaced_static_member_fails_with_fenced_instance_id():
@@ -770,7 +774,7 @@ def test_a_replaced_static_member_fails_with_fenced_instance_id():
     add(lab, "S2", COOPERATIVE, ["a"], instance_id="s")
     lab.run(until=lab.now + 30_000)
     assert lab.clients["S1"].state.value == "FATAL"
-    assert any(e.payload.get("fatal") == "FENCED_INSTANCE_ID" for e in lab.trace if e.actor == "S1")
+    assert any(e.body.details.get("fatal") == "FENCED_INSTANCE_ID" for e in lab.trace.of_type(Note) if e.actor == "S1")
     assert owned(lab, "S2") == ["a-0"]
 
 
@@ -821,11 +825,11 @@ def test_a_listener_without_on_partitions_lost_has_its_revocation_called():
     lab.delete_topic("x")
     stable(lab)
     lost = [
-        e.payload
-        for e in lab.trace
-        if e.actor == "C1" and e.kind.value == "callback_invoked" and e.payload["callback"] == "on_partitions_lost"
+        e.body
+        for e in lab.trace.of_type(CallbackInvoked)
+        if e.actor == "C1" and e.body.callback == "on_partitions_lost"
     ]
-    assert lost == [{"callback": "on_partitions_lost", "partitions": ["x-0"], "duration_ms": 0, "error": None}]
+    assert lost == [CallbackInvoked(callback="on_partitions_lost", partitions=("x-0",), duration_ms=0, error=None)]
     assert listener.revoked == [["x-0"]]
 
 
@@ -969,16 +973,12 @@ def test_no_commit_between_sync_group_and_a_cooperative_revocation():
     revoke = next(
         i
         for i, e in enumerate(events)
-        if e.actor == "C1" and e.kind.value == "callback_invoked" and e.payload["callback"] == "on_partitions_revoked"
+        if e.actor == "C1" and isinstance(e.body, CallbackInvoked) and e.body.callback == "on_partitions_revoked"
     )
     sync = max(
         i
         for i, e in enumerate(events[:revoke])
-        if e.kind.value == "message_delivered" and e.payload.get("to") == "C1" and e.payload["api"] == "SyncGroup"
+        if isinstance(e.body, MessageDelivered) and e.body.destination == "C1" and e.body.api == "SyncGroup"
     )
-    between = [
-        e.payload["api"]
-        for e in events[sync:revoke]
-        if e.kind.value == "message_sent" and e.payload.get("from") == "C1"
-    ]
+    between = [e.body.api for e in events[sync:revoke] if isinstance(e.body, MessageSent) and e.body.source == "C1"]
     assert "OffsetCommit" not in between
