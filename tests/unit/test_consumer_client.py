@@ -17,8 +17,9 @@ from lab_support import make_lab
 
 from kip_lab.clients import CONSUMER_MEMBER_MACHINE, CallbackConfig, MemberState
 from kip_lab.coordinator import CoordinatorConfig
-from kip_lab.events import MessageSent, StateTransition
+from kip_lab.events import CallbackCompleted, CallbackInvoked, MessageDelivered, MessageSent, StateTransition
 from kip_lab.lab import Lab, LabConfig
+from kip_lab.lab.trace import TraceEvent
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol import Errors
 from kip_lab.protocol.common import TopicPartitions
@@ -36,6 +37,11 @@ def transitions(lab: Lab, name: str, since: int = 0) -> list[tuple[str, str, str
         for e in lab.trace.of_type(StateTransition)
         if e.actor == name and e.step > since
     ]
+
+
+def entered(event: TraceEvent, state: str) -> bool:
+    """Whether ``event`` is a state transition into ``state``."""
+    return isinstance(event.body, StateTransition) and event.body.to_state == state
 
 
 def events(lab: Lab, name: str | None = None, kind: str | None = None, since: int = 0) -> list:
@@ -529,12 +535,9 @@ def test_commit_and_revocation_finish_before_anyone_is_assigned_the_partition() 
     )
     revoke = next(e for e in a_events if e.kind.value == "callback_invoked")
     revoked = next(e for e in a_events if e.kind.value == "callback_completed")
-    assert revoke.payload == {
-        "callback": "on_partitions_revoked",
-        "partitions": ["foo-2"],
-        "duration_ms": 0,
-        "error": None,
-    }
+    assert revoke.body == CallbackInvoked(
+        callback="on_partitions_revoked", partitions=("foo-2",), duration_ms=0, error=None
+    )
     assert commit.step < committed.step <= revoke.step < revoked.step  # commit, then revoke
     assigned = {
         p: next(e for e in events(lab, "C", "callback_invoked", since) if p in e.body.partitions)
@@ -575,12 +578,21 @@ def test_one_reconciliation_revokes_then_assigns(monkeypatch: pytest.MonkeyPatch
     assert partitions_of(lab, "A") == [0, 1]
     forge_next_assignment(lab, monkeypatch, "A", [1, 2])
     since = lab.step_count
-    step_until(lab, lambda evs: any(e.actor == "A" and e.payload.get("to") == "ACKNOWLEDGING" for e in evs))
+    step_until(lab, lambda evs: any(e.actor == "A" and entered(e, "ACKNOWLEDGING") for e in evs))
+
+    def row(e: TraceEvent) -> tuple[str, str, list[str] | None]:
+        """(kind, callback or API, the partitions a callback is invoked with)."""
+        if isinstance(e.body, CallbackInvoked):
+            return (e.kind.value, e.body.callback, list(e.body.partitions))
+        if isinstance(e.body, CallbackCompleted):
+            return (e.kind.value, e.body.callback, None)
+        return (e.kind.value, e.body.api, None)
+
     order = [
-        (e.kind.value, e.payload.get("callback") or e.payload.get("api"), e.payload.get("partitions"))
+        row(e)
         for e in events(lab, "A", since=since)
-        if e.kind.value in ("callback_invoked", "callback_completed")
-        or (e.kind.value in ("message_sent", "message_delivered") and e.payload["api"] == "OffsetCommit")
+        if isinstance(e.body, (CallbackInvoked, CallbackCompleted))
+        or (isinstance(e.body, (MessageSent, MessageDelivered)) and e.body.api == "OffsetCommit")
     ]
     assert order == [
         ("message_sent", "OffsetCommit", None),
@@ -608,7 +620,7 @@ def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored
     step_until(
         lab,
         lambda evs: any(
-            e.actor == "A" and e.kind.value == "callback_invoked" and e.payload["partitions"] == ["foo-2"] for e in evs
+            e.actor == "A" and isinstance(e.body, CallbackInvoked) and e.body.partitions == ("foo-2",) for e in evs
         ),
     )
     lab.delay_messages("A", 1, 1_000)  # the OffsetFetch for foo-2, about to go out
@@ -723,7 +735,7 @@ def test_close_while_fenced_drops_the_assignment_and_does_not_rejoin() -> None:
     """Kafka ``AbstractMembershipManager.leaveGroup`` from FENCED: straight to UNSUBSCRIBED, no rejoin."""
     lab = make_lab(callbacks=CallbackConfig(on_partitions_lost_ms=3_000))
     lab.partition_link("A", 50_000)
-    step_until(lab, lambda evs: any(e.actor == "A" and e.payload.get("to") == "FENCED" for e in evs), 100_000)
+    step_until(lab, lambda evs: any(e.actor == "A" and entered(e, "FENCED") for e in evs), 100_000)
     since = lab.step_count
     lab.close("A")
     lab.run(until=lab.now + 10_000)
