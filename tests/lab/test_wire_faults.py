@@ -18,8 +18,8 @@ from tests.wire_support import ConsumerProcess, group_members, wait_until
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
 from kip_lab.coordinator import CoordinatorConfig  # noqa: E402
+from kip_lab.events import MessageDelivered, MessageDropped, MessageSent, TimerFired  # noqa: E402
 from kip_lab.lab.lab import Lab, LabConfig  # noqa: E402
-from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.protocol.errors import Errors  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
 from kip_lab.wire.groups import settled_assignment  # noqa: E402
@@ -83,11 +83,7 @@ class BackgroundProducer:
 
 
 def sent_by(lab, actor: str, api: str) -> list:
-    return [
-        e
-        for e in lab.trace
-        if e.kind is EventKind.MESSAGE_SENT and e.payload["from"] == actor and e.payload["api"] == api
-    ]
+    return [e for e in lab.trace.of_type(MessageSent) if e.body.source == actor and e.body.api == api]
 
 
 @pytest.mark.slow
@@ -121,13 +117,12 @@ def test_coordinator_failover_mid_run_real_consumers_recover():
             def heartbeats_reach_new_coordinator() -> bool:
                 delivered = [
                     e
-                    for e in lab.trace
-                    if e.kind is EventKind.MESSAGE_DELIVERED
-                    and e.payload["api"] == "ConsumerGroupHeartbeat"
-                    and e.payload["to"] == "broker-1"
+                    for e in lab.trace.of_type(MessageDelivered)
+                    if e.body.api == "ConsumerGroupHeartbeat"
+                    and e.body.destination == "broker-1"
                     and e.time_ms > failed_over_at
                 ]
-                return {e.payload["from"] for e in delivered} == {"c1", "c2"}
+                return {e.body.source for e in delivered} == {"c1", "c2"}
 
             wait_until(heartbeats_reach_new_coordinator, 30, "both clients to find the new coordinator")
             wait_until(lambda: stable(server, ["c1", "c2"]), 30, "the group to be stable on the new coordinator")
@@ -139,11 +134,10 @@ def test_coordinator_failover_mid_run_real_consumers_recover():
 
             refused = [
                 e
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT
-                and e.payload["from"] == "broker-0"
+                for e in lab.trace.of_type(MessageSent)
+                if e.body.source == "broker-0"
                 and e.time_ms > failed_over_at
-                and e.payload["body"].get("error_code") == Errors.NOT_COORDINATOR
+                and e.body.body.get("error_code") == Errors.NOT_COORDINATOR
             ]
             assert refused, "the old coordinator answered NOT_COORDINATOR"
 
@@ -204,12 +198,9 @@ def test_coordinator_failover_mid_run_real_classic_consumers_recover():
             wait_until(
                 lambda: (
                     {
-                        e.payload["from"]
-                        for e in lab.trace
-                        if e.kind is EventKind.MESSAGE_DELIVERED
-                        and e.payload["api"] == "Heartbeat"
-                        and e.payload["to"] == "broker-1"
-                        and e.time_ms > failed_over_at
+                        e.body.source
+                        for e in lab.trace.of_type(MessageDelivered)
+                        if e.body.api == "Heartbeat" and e.body.destination == "broker-1" and e.time_ms > failed_over_at
                     }
                     == {"c1", "c2"}
                 ),
@@ -247,10 +238,8 @@ def test_delay_drop_kill_and_partition_a_real_consumer():
             server.call(lambda lab: lab.delay_messages("c1", count=1, delay_ms=1_500))
             wait_until(
                 lambda: any(  # the next message between c1 and its coordinator, either way
-                    e.kind is EventKind.MESSAGE_SENT
-                    and "c1" in (e.payload["from"], e.payload["to"])
-                    and e.payload.get("latency_ms", 0) >= 1_500
-                    for e in lab.trace
+                    "c1" in (e.body.source, e.body.destination) and e.body.latency_ms >= 1_500
+                    for e in lab.trace.of_type(MessageSent)
                 ),
                 15,
                 "a delayed message",
@@ -258,11 +247,7 @@ def test_delay_drop_kill_and_partition_a_real_consumer():
 
             server.call(lambda lab: lab.drop_messages("c1", count=1))
             dropped = wait_until(
-                lambda: [
-                    e
-                    for e in lab.trace
-                    if e.kind is EventKind.MESSAGE_DROPPED and e.payload["reason"] == "dropped by fault"
-                ],
+                lambda: [e for e in lab.trace.of_type(MessageDropped) if e.body.reason == "dropped by fault"],
                 15,
                 "a dropped message",
             )
@@ -286,19 +271,12 @@ def test_delay_drop_kill_and_partition_a_real_consumer():
             server.call(lambda lab: lab.partition_link("c1", duration_ms=SESSION_TIMEOUT_MS + 3_000))
             wait_until(lambda: server.call(lambda lab: not group_members(lab, "g")), 20, "c1's session to expire")
             assert any(
-                e.kind is EventKind.TIMER_FIRED
-                and e.payload["timer"][0] == "session"
-                and member_id in e.payload["timer"]
-                for e in lab.trace
+                e.body.timer[0] == "session" and member_id in e.body.timer for e in lab.trace.of_type(TimerFired)
             )
-            assert [
-                e
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_DROPPED and e.payload["reason"] == "link partitioned"
-            ]
+            assert [e for e in lab.trace.of_type(MessageDropped) if e.body.reason == "link partitioned"]
             wait_until(lambda: stable(server, ["c1"]), 40, "c1 to rejoin once the link is back")
             rejoins = [
-                e for e in sent_by(lab, "c1", "ConsumerGroupHeartbeat") if e.payload["body"].get("member_epoch", 0) == 0
+                e for e in sent_by(lab, "c1", "ConsumerGroupHeartbeat") if e.body.body.get("member_epoch", 0) == 0
             ]
             assert len(rejoins) >= 2, "c1 joined, then joined again after it was removed"
             assert lab.invariants.violations == []
