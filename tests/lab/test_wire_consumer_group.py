@@ -24,9 +24,9 @@ from tests.wire_support import (
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
 from kip_lab.coordinator import CoordinatorConfig  # noqa: E402
+from kip_lab.events import MessageSent, TimerFired  # noqa: E402
 from kip_lab.lab.lab import Lab, LabConfig  # noqa: E402
 from kip_lab.lab.metrics import compute_metrics  # noqa: E402
-from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
 from kip_lab.wire.groups import settled_assignment  # noqa: E402
 
@@ -120,11 +120,7 @@ def test_kip848_consumers_join_rebalance_and_time_out():
             )
             assert sorted(map(len, split.values())) == [3, 3]
             expired = [
-                e
-                for e in lab.trace
-                if e.kind is EventKind.TIMER_FIRED
-                and e.payload["timer"][0] == "session"
-                and c1_member in e.payload["timer"]
+                e for e in lab.trace.of_type(TimerFired) if e.body.timer[0] == "session" and c1_member in e.body.timer
             ]
             assert expired, "the coordinator's session timer removed c1"
             assert expired[0].time_ms - killed_at >= SESSION_TIMEOUT_MS - 1_500  # its last heartbeat was <= 1 s before
@@ -135,13 +131,12 @@ def test_kip848_consumers_join_rebalance_and_time_out():
             wait_until(lambda: server.call(lambda lab: not group_members(lab, "g")), 20, "c2 and c3 to leave")
             leaves = [
                 e
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT
-                and e.payload["api"] == "ConsumerGroupHeartbeat"
-                and e.payload["from"] in ("c2", "c3")
-                and e.payload["body"].get("member_epoch") == -1
+                for e in lab.trace.of_type(MessageSent)
+                if e.body.api == "ConsumerGroupHeartbeat"
+                and e.body.source in ("c2", "c3")
+                and e.body.body.get("member_epoch") == -1
             ]
-            assert {e.payload["from"] for e in leaves} == {"c2", "c3"}
+            assert {e.body.source for e in leaves} == {"c2", "c3"}
             assert lab.invariants.violations == []
             assert first_stable_s < 30
 
@@ -149,10 +144,8 @@ def test_kip848_consumers_join_rebalance_and_time_out():
             metrics = compute_metrics(lab.trace)
             sent = [
                 e
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT
-                and e.payload["api"] == "ConsumerGroupHeartbeat"
-                and e.payload["from"] in consumers
+                for e in lab.trace.of_type(MessageSent)
+                if e.body.api == "ConsumerGroupHeartbeat" and e.body.source in consumers
             ]
             assert metrics["heartbeats_sent"] == len(sent) > 0
             assert metrics["invariant_violations"] == 0
