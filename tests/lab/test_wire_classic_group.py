@@ -17,8 +17,8 @@ from tests.wire_support import ConsumerProcess, classic_generations, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
+from kip_lab.events import MessageSent, TimerFired  # noqa: E402
 from kip_lab.lab.lab import Lab  # noqa: E402
-from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
 
 SESSION_TIMEOUT_MS = 6_000
@@ -106,16 +106,12 @@ def test_cooperative_sticky_consumers_join_rebalance_and_time_out():
             assert sorted(map(len, split.values())) == [3, 3]
             expired = [
                 e
-                for e in lab.trace
-                if e.kind is EventKind.TIMER_FIRED
-                and e.payload["timer"][0] == "classic session"
-                and str(e.payload["timer"][-1]).startswith("c1-")
+                for e in lab.trace.of_type(TimerFired)
+                if e.body.timer[0] == "classic session" and str(e.body.timer[-1]).startswith("c1-")
             ]
             assert expired, "the classic session timer removed c1"
             leave_before = [
-                e
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT and e.payload["from"] == "c1" and e.payload["api"] == "LeaveGroup"
+                e for e in lab.trace.of_type(MessageSent) if e.body.source == "c1" and e.body.api == "LeaveGroup"
             ]
             assert leave_before == [], "a killed consumer sends no LeaveGroup"
 
@@ -127,11 +123,9 @@ def test_cooperative_sticky_consumers_join_rebalance_and_time_out():
                 "c2 and c3 to leave",
             )
             leaves = {
-                e.payload["from"]
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT
-                and e.payload["api"] == "LeaveGroup"
-                and e.payload["to"] == "broker-0"
+                e.body.source
+                for e in lab.trace.of_type(MessageSent)
+                if e.body.api == "LeaveGroup" and e.body.destination == "broker-0"
             }
             assert leaves == {"c2", "c3"}
             assert lab.invariants.violations == []
