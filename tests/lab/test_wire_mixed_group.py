@@ -10,8 +10,8 @@ from tests.wire_support import ConsumerProcess, group_members, wait_until
 pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
 from kip_lab.coordinator import CoordinatorConfig
+from kip_lab.events import CallbackInvoked, MessageSent
 from kip_lab.lab.lab import Lab, LabConfig
-from kip_lab.lab.trace import EventKind
 from kip_lab.wire import serve
 
 PARTITIONS = 4
@@ -66,13 +66,9 @@ def test_a_simulated_and_a_real_consumer_share_a_group():
                 "the real consumer's own callbacks to agree",
             )
             assert set(server.call(lambda lab: group_members(lab, "g"))) >= {"real"}
-            senders = {
-                e.payload["from"]
-                for e in lab.trace
-                if e.kind is EventKind.MESSAGE_SENT and e.payload["api"] == "ConsumerGroupHeartbeat"
-            }
+            senders = {e.body.source for e in lab.trace.of_type(MessageSent) if e.body.api == "ConsumerGroupHeartbeat"}
             assert {"sim", "real"} <= senders
-            revoked = [e for e in lab.trace if e.kind is EventKind.CALLBACK_INVOKED and e.actor == "sim"]
+            revoked = [e for e in lab.trace.of_type(CallbackInvoked) if e.actor == "sim"]
             assert revoked, "the simulated consumer gave partitions up for the real one"
             assert lab.invariants.violations == []
         finally:
