@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kip_lab.clients import CallbackConfig
+from kip_lab.events import FaultInjected
 from kip_lab.lab import Lab, LabConfig, LatencyModel, LinkConfig
 from kip_lab.lab import actions as a
 
@@ -148,7 +149,7 @@ def test_an_action_after_a_backward_seek_forks_in_place(straight: RecordingLab) 
     assert end != lab.step_count or capture(lab) != straight.captures[end]
     lab.seek(151)
     assert lab.trace[-1].step == 151
-    assert [e.payload for e in lab.trace.at_step(151) if e.kind.value == "fault_injected"] == [
+    assert [e.body.fields for e in lab.trace.at_step(151) if isinstance(e.body, FaultInjected)] == [
         {"action": "crash", "member": "D"}
     ]
 
