@@ -227,7 +227,7 @@ def test_create_topics_creates_in_the_lab_and_refuses_a_duplicate(served):
     topics = server.call(lambda lab: {t.name: t.num_partitions for t in lab.cluster.topics()})
     assert topics == {"orders": 4, "payments": 3}
     assert codec.lab_topic_id(created.topic_id) == server.call(lambda lab: lab.topic_id("payments"))
-    applied = [e.payload for e in lab.trace if e.kind is EventKind.ACTION_APPLIED]
+    applied = [e.body.fields for e in lab.trace if e.kind is EventKind.ACTION_APPLIED]
     assert {"action": "create_topic", "topic": "payments", "partitions": 3, "produce_rate_per_s": 0.0} in applied
 
 

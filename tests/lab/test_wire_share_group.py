@@ -18,9 +18,9 @@ pytest.importorskip("kio", reason="the wire front door needs kio (pip install 'k
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
+from kip_lab.events import ShareAcquired, ShareStateWrite  # noqa: E402
 from kip_lab.lab import actions as a  # noqa: E402
 from kip_lab.lab.lab import Lab  # noqa: E402
-from kip_lab.lab.trace import EventKind  # noqa: E402
 from kip_lab.wire import serve  # noqa: E402
 
 PARTITIONS = 2
@@ -82,11 +82,9 @@ def test_share_consumers_outnumbering_partitions_acknowledge_every_record():
             for consumer in consumers:
                 consumer.close()
 
-        acquired = [e.payload for e in lab.trace if e.kind is EventKind.SHARE_ACQUIRED]
-        delivered = {
-            (e["partition"], o) for e in acquired for first, last, _ in e["ranges"] for o in range(first, last + 1)
-        }
+        acquired = [e.body for e in lab.trace.of_type(ShareAcquired)]
+        delivered = {(e.partition, o) for e in acquired for first, last, _ in e.ranges for o in range(first, last + 1)}
         assert delivered == set(received)
-        writes = [e.payload for e in lab.trace if e.kind is EventKind.SHARE_STATE_WRITE]
-        assert {w["spso"] for w in writes if w["partition"] == 0} >= {RECORDS // PARTITIONS}
+        writes = [e.body for e in lab.trace.of_type(ShareStateWrite)]
+        assert {w.spso for w in writes if w.partition == 0} >= {RECORDS // PARTITIONS}
         assert lab.invariants.violations == []
