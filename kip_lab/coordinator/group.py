@@ -9,7 +9,7 @@ subscribe to and which assignors they name, the group state).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from kip_lab.protocol.records import (
     RecordKey,
 )
 from kip_lab.regex import compile_subscription
+from kip_lab.runtime.counts import add_count
 
 if TYPE_CHECKING:
     from kip_lab.share.group import ShareGroup
@@ -128,28 +129,19 @@ class SubscriptionCounts:
         if member.uses_classic_protocol:
             self.classic_members += sign
         for name in dict.fromkeys(member.subscribed_topic_names):
-            _add(self.topic_names, name, sign)
+            add_count(self.topic_names, name, sign)
         if member.subscribed_topic_regex:
-            _add(self.regexes, member.subscribed_topic_regex, sign)
+            add_count(self.regexes, member.subscribed_topic_regex, sign)
         if member.server_assignor:
-            _add(self.server_assignors, member.server_assignor, sign)
+            add_count(self.server_assignors, member.server_assignor, sign)
         if member.client_assignors:
             self.client_assignor_members += sign
             first: dict[str, int] = {}
             for position, assignor in enumerate(member.client_assignors):
                 first.setdefault(assignor.name, position)
             for name, position in first.items():
-                _add(self.client_assignors, name, sign)
-                _add(self.client_assignor_positions, name, sign * position)
-
-
-def _add(counter: Counter, key: Hashable, delta: int) -> None:
-    """Add ``delta`` to ``counter[key]``, leaving no zero entry behind."""
-    value = counter[key] + delta
-    if value:
-        counter[key] = value
-    else:
-        del counter[key]
+                add_count(self.client_assignors, name, sign)
+                add_count(self.client_assignor_positions, name, sign * position)
 
 
 class GroupState(StrEnum):

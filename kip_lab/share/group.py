@@ -36,6 +36,7 @@ from kip_lab.protocol.records import (
     ShareGroupTargetAssignmentMetadataKey,
     ShareGroupTargetAssignmentMetadataValue,
 )
+from kip_lab.runtime.counts import add_count
 
 Assignment = dict[str, frozenset[int]]  # topic id -> partitions
 
@@ -209,9 +210,7 @@ def _count_topic_names(counts: Counter[str], old: ShareGroupMember | None, new: 
     """Move ``counts`` from ``old``'s subscription to ``new``'s, leaving no zero entry behind."""
     for member, sign in ((old, -1), (new, 1)):
         for name in _names(member):
-            counts[name] += sign
-            if not counts[name]:
-                del counts[name]
+            add_count(counts, name, sign)
 
 
 def _names(member: ShareGroupMember | None) -> Iterable[str]:
