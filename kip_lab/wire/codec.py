@@ -26,7 +26,7 @@ from typing import Any
 
 from kio.index import UnknownEntity, load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.schema.index import api_key_map, schema_name_map
+from kio.schema.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -50,12 +50,6 @@ class MalformedRequest(KipLabError, ValueError):
 def api_name(api_key: int) -> str:
     """kio's snake_case name of an API key ("consumer_group_heartbeat"), or ``KeyError``."""
     return api_key_map[api_key]
-
-
-def codec_versions(api_key: int) -> tuple[int, int]:
-    """The lowest and highest version of ``api_key`` kio has schemas for."""
-    versions = sorted(schema_name_map[api_key_map[api_key]])
-    return versions[0], versions[-1]
 
 
 @cache
