@@ -29,6 +29,11 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, every_
         time.sleep(every_s)
 
 
+def consumed(consumers: dict[str, ConsumerProcess]) -> set[Any]:
+    """Every record any of ``consumers`` has received so far (a record read twice counts once)."""
+    return set().union(*(c.records() for c in consumers.values()))
+
+
 def handler_records(lab: Any, api: str | None = None) -> list[dict[str, Any]]:
     """The coordinator records of every handler result in the trace (optionally of one API's)."""
     out = []

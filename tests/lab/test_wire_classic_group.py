@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.wire_support import ConsumerProcess, classic_generations, wait_until
+from tests.wire_support import ConsumerProcess, classic_generations, consumed, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
@@ -81,7 +81,7 @@ def test_cooperative_sticky_consumers_join_rebalance_and_time_out():
             split = wait_until(lambda: stable_split(server, ["c1", "c2"]), 60, "c1 and c2 to share the partitions")
             assert sorted(map(len, split.values())) == [3, 3]
             wait_until(
-                lambda: len(set().union(*(c.records() for c in consumers.values()))) == RECORDS,
+                lambda: len(consumed(consumers)) == RECORDS,
                 30,
                 "every produced record to be consumed",
             )

@@ -15,6 +15,7 @@ import pytest
 
 from tests.wire_support import (
     ConsumerProcess,
+    consumed,
     coordinator_assignment_history,
     group_members,
     handler_records,
@@ -87,12 +88,12 @@ def test_kip848_consumers_join_rebalance_and_time_out():
             split = wait_until(lambda: stable_split(server, ["c1", "c2"]), 60, "c1 and c2 to share the partitions")
             assert sorted(map(len, split.values())) == [3, 3]
             wait_until(
-                lambda: len(set().union(*(c.records() for c in consumers.values()))) == RECORDS,
+                lambda: len(consumed(consumers)) == RECORDS,
                 30,
                 "every produced record to be consumed",
             )
-            consumed = set().union(*(c.records() for c in consumers.values()))
-            assert {(p, o) for _, p, o in consumed} == {(n % PARTITIONS, n // PARTITIONS) for n in range(RECORDS)}
+            records = consumed(consumers)
+            assert {(p, o) for _, p, o in records} == {(n % PARTITIONS, n // PARTITIONS) for n in range(RECORDS)}
             first_stable_s = time.monotonic() - started
 
             # A third member: the coordinator revokes before it reassigns.

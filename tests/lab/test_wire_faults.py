@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from tests.wire_support import ConsumerProcess, group_members, wait_until
+from tests.wire_support import ConsumerProcess, consumed, group_members, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
 
@@ -145,7 +145,7 @@ def test_coordinator_failover_mid_run_real_consumers_recover():
             wait_until(lambda: producer.sent > produced_at_failover + 20, 20, "the producer to go on")
             total = producer.stop()
             wait_until(
-                lambda: len(set().union(*(c.records() for c in consumers.values()))) >= total,
+                lambda: len(consumed(consumers)) >= total,
                 30,
                 "every record, before and after the failover, to be consumed",
             )
@@ -212,7 +212,7 @@ def test_coordinator_failover_mid_run_real_classic_consumers_recover():
             wait_until(lambda: producer.sent > produced_at_failover + 20, 20, "the producer to go on")
             total = producer.stop()
             wait_until(
-                lambda: len(set().union(*(c.records() for c in consumers.values()))) >= total,
+                lambda: len(consumed(consumers)) >= total,
                 30,
                 "every record, before and after the failover, to be consumed",
             )
