@@ -612,7 +612,7 @@ class ShareAckResult(Event):
 
 
 # -- the delivery ledger: where each consumer started, what it processed, what it committed ----------
-START_REASONS = ("committed", "earliest", "latest", "seek", "continued")
+START_REASONS = ("committed", "earliest", "latest", "seek", "continued", "acquired")
 
 
 def _start_reason(value: str, field_name: str) -> str:
@@ -668,8 +668,9 @@ class PositionSet(Event):
 class RecordsProcessed(Event):
     """A consumer's application processed records: ``(topic id, partition, first, end, start)``
     ranges, ``end`` exclusive. ``start`` says why the range begins where it does: the reason of
-    the ``PositionSet`` it begins at, or ``continued`` (it follows on from the same consumer's
-    previous range of that partition). A consumer reports what it processed when it commits and
+    the ``PositionSet`` it begins at, ``continued`` (it follows on from the same consumer's
+    previous range of that partition), or ``acquired`` (a share consumer: the share-partition
+    leader acquired the records for it). A consumer reports what it processed when it commits and
     when it stops processing a partition (revoked, lost, paused, crashed, closed)."""
 
     kind = EventKind.RECORDS_PROCESSED

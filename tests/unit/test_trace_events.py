@@ -207,7 +207,7 @@ def write_lines(tmp_path: Path, *events: dict) -> Path:
                 "payload": {"group_id": "g", "incarnation": 0, "topic_id": "t", "partition": 0, "offset": 5}
                 | {"reason": "guessed"},
             },
-            ":2: payload.reason: is 'guessed', not one of committed, earliest, latest, seek, continued",
+            ":2: payload.reason: is 'guessed', not one of committed, earliest, latest, seek, continued, acquired",
         ),
     ],
 )
