@@ -53,6 +53,14 @@ from kip_lab.events import (
 
 TP = tuple[str, int]
 LEDGER_KINDS = frozenset({EventKind.POSITION_SET, EventKind.RECORDS_PROCESSED, EventKind.COMMIT_RESULT})
+LEDGER_METRICS = (  # what ``Ledger.totals`` reports: run and group columns of ``compute_metrics``
+    "records_processed",
+    "records_reprocessed",
+    "records_skipped",
+    "commits_failed",
+    "max_lag_records",
+    "processing_pause_ms",
+)
 
 LEDGER_INVARIANTS: dict[str, str] = {
     "no-skip": "A consumer never starts a partition past what its group has processed, unless a seek says so.",
