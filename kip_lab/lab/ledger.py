@@ -130,6 +130,7 @@ class PartitionLedger:
     commits_failed: int = 0  # partition offsets a commit did not store
     processed_by: dict[str, int] = field(default_factory=dict)  # actor -> the end of its last range
     handover_commit: dict[str, int | None] = field(default_factory=dict)  # actor -> last_commit at its start
+    reported_ms: dict[str, int] = field(default_factory=dict)  # actor -> when its last range (or start) was told
     archived: OffsetSet = field(default_factory=OffsetSet)  # share groups: records archived
     max_lag: int = 0
     pause_ms: int = 0
@@ -233,6 +234,7 @@ class Ledger:
             if start > owed:
                 self.found.append(("no-skip", self._skip_explanation(actor, event, ledger, owed)))
         ledger.handover_commit[actor] = ledger.last_commit
+        ledger.reported_ms[actor] = now
         self._sample_lag(tp, ledger, now)
 
     def _skip_explanation(self, actor: str, event: PositionSet, ledger: PartitionLedger, owed: int) -> str:
@@ -262,16 +264,22 @@ class Ledger:
                 )
             again = ledger.processed.add(first, end)
             ledger.records_processed += end - first
+            since = ledger.reported_ms.get(actor, now)
             for lo, hi in again:
                 ledger.records_reprocessed += hi - lo
                 self.reprocessed.append(
                     {
-                        "time_ms": now,
-                        "group": event.group_id,
+                        "group_id": event.group_id,
                         "member": actor,
+                        "topic_id": topic_id,
+                        "partition_index": partition,
                         "partition": self.partition_name(tp),
                         "first": lo,
                         "end": hi,
+                        "records": hi - lo,
+                        # when: the range's records spread evenly over the time since the member's last report
+                        "start_ms": since + (now - since) * (lo - first) // (end - first),
+                        "end_ms": since + (now - since) * (hi - first) // (end - first),
                         "previous": before,
                         "last_commit": ledger.last_commit,
                     }
@@ -282,7 +290,16 @@ class Ledger:
                     self.found.append(("reprocessing-explained", explanation))
             ledger.furthest = max(ledger.furthest, end)
             ledger.processed_by[actor] = end
+            ledger.reported_ms[actor] = now
             self._sample_lag(tp, ledger, now)
+
+    def handover(self, actor: str, event: PositionSet) -> tuple[str | None, int]:
+        """Before ``event`` is applied: who had processed its partition furthest, other than ``actor``, and
+        how far the group had processed it (0 when nobody has)."""
+        ledger = self.partitions.get((event.group_id, (event.topic_id, event.partition)))
+        if ledger is None:
+            return None, 0
+        return self._previous_owner(actor, ledger), ledger.furthest
 
     @staticmethod
     def _previous_owner(actor: str, ledger: PartitionLedger) -> str | None:
