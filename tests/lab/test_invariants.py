@@ -259,7 +259,10 @@ def test_reprocessing_explained_catches_a_coordinator_that_stores_a_lower_offset
 
     stepped = check_both_ways(store_ten_less, "reprocessing-explained")
     text = next(e.body.explanation for e in stepped if e.body.kind.value == "invariant_violated")
-    assert text.startswith("B processed foo-") and "the offset the group's last successful commit was acknowledged at when B" in text
+    assert (
+        text.startswith("B processed foo-")
+        and "the offset the group's last successful commit was acknowledged at when B" in text
+    )
     first, last = map(int, text.split(" again")[0].rsplit(" ", 1)[1].split(".."))
     acknowledged = int(text.split("below ")[1].split(",")[0])
     assert (first, last) == (acknowledged - 10, acknowledged - 1)  # exactly the ten records stored short
