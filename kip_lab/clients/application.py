@@ -388,7 +388,9 @@ class ApplicationLoop(MemberPlumbing):
         if then is not None:
             then(ok)
 
-    def _commit_result(self, offsets: dict[TP, int], cause: str, errors: dict[TP, Errors], other: Errors) -> None:
+    def _commit_result(
+        self, offsets: dict[TP, int], cause: str, errors: dict[tuple[str | None, int], Errors], other: Errors
+    ) -> None:
         """Trace how a commit went: each partition's error from ``errors``, else ``other``."""
         outcome = tuple(
             (tp[0], tp[1], offset, None if (e := errors.get(tp, other)) is Errors.NONE else e.name)
