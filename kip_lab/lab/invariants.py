@@ -31,7 +31,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.errors import KipLabError
-from kip_lab.lab.ledger import LEDGER_INVARIANTS, LEDGER_KINDS, Ledger
+from kip_lab.lab.ledger import LEDGER_INVARIANTS, LEDGER_KINDS, Ledger, topic_ids
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.touched import Touched, actor_of
@@ -80,11 +80,7 @@ _INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed
 
 def _topic_names(world: Any, event: Any) -> dict[str, str]:
     """The names of the topics a ledger event names (for its explanations), from the cluster."""
-    ids = {r[0] for r in event.ranges} if hasattr(event, "ranges") else set()
-    ids |= {r[0] for r in getattr(event, "offsets", ())}
-    if hasattr(event, "topic_id"):
-        ids.add(event.topic_id)
-    topics = {tid: world.cluster.topic_by_id(tid) for tid in ids}
+    topics = {tid: world.cluster.topic_by_id(tid) for tid in topic_ids(event)}
     return {tid: topic.name for tid, topic in topics.items() if topic is not None}
 
 

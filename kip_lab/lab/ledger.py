@@ -460,6 +460,18 @@ _READS: dict[type[Event], Callable[[Ledger, str, Any, int], None]] = {
 }
 
 
+def topic_ids(event: Event) -> set[str]:
+    """The topic ids a ledger event names."""
+    match event:
+        case PositionSet():
+            return {event.topic_id}
+        case RecordsProcessed():
+            return {row[0] for row in event.ranges}
+        case CommitResult():
+            return {row[0] for row in event.offsets}
+    return set()
+
+
 def build_ledger(trace: Iterable[Any], end_ms: int | None = None) -> Ledger:
     """The ledger of a whole trace, its pauses closed at ``end_ms`` (default: the last event's time)."""
     ledger = Ledger()
