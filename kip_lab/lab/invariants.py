@@ -31,7 +31,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.errors import KipLabError
-from kip_lab.lab.ledger import LEDGER_INVARIANTS, LEDGER_KINDS, Ledger, topic_ids
+from kip_lab.lab.ledger import LEDGER_INVARIANTS, LEDGER_KINDS, Ledger
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.touched import Touched, actor_of
@@ -76,12 +76,6 @@ QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS - LEDGER_KI
 
 
 _INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed")  # rebuilt, not saved
-
-
-def _topic_names(world: Any, event: Any) -> dict[str, str]:
-    """The names of the topics a ledger event names (for its explanations), from the cluster."""
-    topics = {tid: world.cluster.topic_by_id(tid) for tid in topic_ids(event)}
-    return {tid: topic.name for tid, topic in topics.items() if topic is not None}
 
 
 class InvariantViolation(KipLabError, AssertionError):
@@ -163,10 +157,13 @@ class InvariantChecker:
     def _ledger(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """The ledger's invariants: the consumers' positions, processed records and commits of this step."""
         ledger = self.ledger
-        for event in events:
-            if event.kind in LEDGER_KINDS:
-                ledger.names.update(_topic_names(world, event.body))
-                ledger.apply(event)
+        ledger.namer = world.partition_name  # for the explanations; not kept (a snapshot copies the ledger)
+        try:
+            for event in events:
+                if event.kind in LEDGER_KINDS:
+                    ledger.apply(event)
+        finally:
+            ledger.namer = None
         return ledger.take_found()
 
     def _report(self, found: list[tuple[str, str]]) -> None:
