@@ -49,9 +49,11 @@ from kip_lab.events import (
     PositionSet,
     RecordsProcessed,
     ShareStateWrite,
+    summarize,
 )
 
 TP = tuple[str, int]
+PARTITION_METADATA_KEYS = frozenset({"ConsumerGroupPartitionMetadataKey", "ShareGroupPartitionMetadataKey"})
 LEDGER_KINDS = frozenset({EventKind.POSITION_SET, EventKind.RECORDS_PROCESSED, EventKind.COMMIT_RESULT})
 LEDGER_METRICS = (  # what ``Ledger.totals`` reports: run and group columns of ``compute_metrics``
     "records_processed",
@@ -406,10 +408,14 @@ class Ledger:
         self._changed(client, before, now)
 
     def on_handler_result(self, actor: str, event: HandlerResult, now: int) -> None:
-        for record in event.records:
-            value = record.get("value") or {}
-            for topic in value.get("topics", ()) if isinstance(value, dict) else ():
-                if isinstance(topic, dict) and "topic_id" in topic and "topic_name" in topic:
+        """Topic names, from the groups' partition metadata records (only those are summarised)."""
+        for record in event.written or ():
+            if isinstance(record, dict):  # read back from a file
+                kind, value = record["key"].get("type"), record.get("value")
+            else:
+                kind, value = type(record.key).__name__, record.value
+            if kind in PARTITION_METADATA_KEYS and value is not None:
+                for topic in summarize(value).get("topics", ()):
                     self.names[topic["topic_id"]] = topic["topic_name"]
 
     def on_share_state_write(self, actor: str, event: ShareStateWrite, now: int) -> None:
