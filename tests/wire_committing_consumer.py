@@ -4,8 +4,8 @@
 (librdkafka through confluent-kafka) or "kafka-python", ``config`` that client's settings
 (auto-commit off). The child polls a batch, reports each record, processes the batch for
 ``pause_s``, then commits it synchronously and reports a failed commit: a test that kills it
-mid-way most likely kills it with one batch processed but not committed. Events arrive as ``ConsumerProcess`` events do (``record``,
-``assigned``, ``revoked``, ``error``, ``closed``).
+mid-way most likely kills it with one batch processed but not committed. Events arrive as
+``ConsumerProcess`` events do (``record``, ``assigned``, ``revoked``, ``error``, ``closed``).
 """
 
 from __future__ import annotations
