@@ -815,10 +815,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
         if target is None:
             return Record(key, None)
-        # The assignor's output, checked when computed: not validated again (model_construct).
-        partitions = [
-            TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p
-        ]
+        # The assignor's output, checked when computed: not validated again (model_construct). Its topics
+        # in its own order, which is the order of Kafka's map (``newConsumerGroupTargetAssignmentRecord``).
+        partitions = [TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in target.items() if p]
         return Record(key, ConsumerGroupTargetAssignmentMemberValue.model_construct(topic_partitions=partitions))
 
     @staticmethod
