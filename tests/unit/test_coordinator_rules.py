@@ -1285,3 +1285,19 @@ def test_unreleased_instance_id_in_kafkas_words(h):
     assert result.response.error_message == (
         "Static member A2 with instance id i-a cannot join the group because the instance id is owned by A member."
     )
+
+
+def test_static_replacement_with_an_unchanged_target_still_writes_the_new_members_target(h):
+    """Kafka ``TargetAssignmentBuilder.build`` (``TargetAssignmentBuilderTest.testReplaceStaticMember``): the new
+    member id has no target in the group yet (``replaceMember``'s records are not replayed until the heartbeat
+    completes), so its new target gets a record even when it holds the old member's partitions unchanged."""
+    static_group(h)
+    h.heartbeat("A", -2, instance_id="i-a")
+    result = h.join("A2", ["foo", "missing"], instance_id="i-a")  # a new subscription: the epoch bumps
+    assert result.response.error_code == Errors.NONE
+    targets = [r for r in result.records if type(r.key).__name__ == TARGET_MEMBER and r.value is not None]
+    assert [r.key.member_id for r in targets] == ["A2", "A2"]  # the copy, then the new target; B unchanged
+    assert [[(tp.topic_id, tp.partitions) for tp in r.value.topic_partitions] for r in targets] == [
+        [(h.tid("foo"), [0, 1, 2])]
+    ] * 2
+    h.assert_replays()
