@@ -1193,9 +1193,36 @@ def test_invalid_regex_is_invalid_regular_expression(h):
     before = h.snapshot()
     result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex=r"(a)\1")
     assert result.response.error_code == Errors.INVALID_REGULAR_EXPRESSION
-    assert result.response.error_message.startswith(r"SubscribedTopicRegex `(a)\1` is not a valid regular expression: ")
+    assert (
+        result.response.error_message
+        == r"SubscribedTopicRegex `(a)\1` is not a valid regular expression: invalid escape sequence."
+    )
     assert result.records == []
     assert h.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("regex", "re2j_says"),
+    [
+        ("[", "missing closing ]"),
+        ("(", "missing closing )"),
+        ("*", "missing argument to repetition operator"),
+        ("a**", "invalid nested repetition operator"),
+        ("a{2000}", "invalid repeat count"),
+        ("(?i", "invalid or unsupported Perl syntax"),
+        ("(?<x", "invalid named capture"),
+        ("foo\\", "trailing backslash at end of expression"),
+    ],
+)
+def test_invalid_regex_message_is_re2js(h, regex, re2j_says):
+    """Kafka ``GroupMetadataManager.throwIfRegularExpressionIsInvalid`` puts RE2/J's ``PatternSyntaxException``
+    description in the message (``com.google.re2j.Parser``'s error texts), not the C++ library's ("missing ]: [")."""
+    h.join("A")
+    result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex=regex)
+    assert (
+        result.response.error_message
+        == f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {re2j_says}."
+    )
 
 
 def test_join_with_zero_rebalance_timeout_or_empty_names_is_accepted(h):
