@@ -35,7 +35,7 @@ import base64
 import binascii
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -89,11 +89,6 @@ def topic_id_hash(topic_id: str) -> int:
         return string_hash(topic_id)
     folded = (bits[0] ^ bits[1]) & 0xFFFFFFFFFFFFFFFF
     return ((folded >> 32) ^ folded) & _INT_MASK
-
-
-def topic_id_spread(topic_id: str) -> int:
-    """A topic id's hash as ``HashMap`` keeps it (``JavaHashMap.put`` takes this)."""
-    return _spread(topic_id_hash(topic_id))
 
 
 def topic_id_order(topic_id: str) -> tuple[int, int] | tuple[int, str]:
@@ -209,45 +204,103 @@ def hash_order(
     """``keys`` put, in this order, into ``new HashMap<>(capacity)`` (None: ``new HashMap<>()``), as it iterates them.
 
     ``hash_code`` is the key's ``hashCode`` (32 bits); ``compare_key`` orders keys as their ``compareTo``
-    does, which only a tree bin looks at. When no bucket can ever hold nine keys (so no tree, and no
-    early doubling) the order is the buckets' at the final table size, insertion order within each, and
-    is computed directly; otherwise ``JavaHashMap`` replays the puts.
+    does, which only a tree bin looks at.
     """
     ordered = list(dict.fromkeys(keys))
+    if len(ordered) <= 1:
+        return ordered
     spread = [_spread(hash_code(key)) for key in ordered]
     sizes = _table_sizes(capacity, len(ordered))
-    if all(_fullest_bucket(spread[:held], size) <= _TREEIFY_THRESHOLD for size, held in sizes):
+    mask = sizes[-1][0] - 1
+    buckets = [h & mask for h in spread]
+    crowded = len(ordered) > _TREEIFY_THRESHOLD and (
+        max(Counter(buckets).values()) > _TREEIFY_THRESHOLD or not _no_tree_bin(spread, sizes[:-1], 0, last=False)
+    )
+    if crowded:
+        return hash_order_after(ordered, (), (), hash_code, compare_key, capacity)
+    return [ordered[i] for i in sorted(range(len(ordered)), key=buckets.__getitem__)]
+
+
+def hash_order_after(
+    puts: Sequence[K],
+    removed: Collection[K],
+    more_puts: Sequence[K],
+    hash_code: Callable[[K], int],
+    compare_key: Callable[[K], Any],
+    capacity: int | None = None,
+) -> list[K]:
+    """The keys of ``new HashMap<>(capacity)`` after ``puts``, then removing ``removed``, then ``more_puts``.
+
+    When no bucket can ever hold nine keys (so no tree bin and no early doubling) the order is the
+    buckets' at the final table size, insertion order within each, computed directly: the table size
+    depends only on the most keys the map ever held. Otherwise ``JavaHashMap`` replays every operation.
+    """
+    seen = set(puts)
+    added = [key for key in dict.fromkeys(more_puts) if key not in seen or key in removed]
+    held_most = max(len(puts), len(puts) - len(removed) + len(added))
+    sizes = _table_sizes(capacity, held_most)
+    every = list(puts) + [key for key in added if key not in seen]
+    spread = {key: _spread(hash_code(key)) for key in every}
+    if len(every) <= _TREEIFY_THRESHOLD or _no_tree_bin([spread[key] for key in every], sizes, len(removed)):
         mask = sizes[-1][0] - 1 if sizes else 0
-        return [ordered[i] for i in sorted(range(len(ordered)), key=lambda i: spread[i] & mask)]
+        kept = [key for key in puts if key not in removed or key in added] if removed else list(puts)
+        kept += [key for key in added if key not in seen]
+        return sorted(kept, key=lambda key: spread[key] & mask)  # stable: insertion order within a bucket
     table = JavaHashMap(compare_key, capacity)
-    for key, hashed in zip(ordered, spread, strict=True):
-        table.put(key, hashed)
+    for key in puts:
+        table.put(key, spread[key])
+    for key in removed:
+        table.remove(key, spread[key])
+    for key in added:
+        table.put(key, spread[key])
     return table.in_order()
 
 
+@lru_cache(maxsize=1 << 17)
 def _spread(hash_code: int) -> int:
     """``HashMap.hash``: ``h ^ (h >>> 16)``, as the signed 32-bit int Java compares in a tree bin."""
     spread = (hash_code ^ (hash_code >> 16)) & _INT_MASK
     return spread - (1 << 32) if spread >= 1 << 31 else spread
 
 
-def _fullest_bucket(spread: list[int], size: int) -> int:
-    mask = size - 1
-    return max(Counter(h & mask for h in spread).values(), default=0)
+def _no_tree_bin(spread: list[int], sizes: list[tuple[int, int]], removals: int, last: bool = True) -> bool:
+    """Whether no bucket ever reaches nine keys (``spread``: every key's hash, in insertion order): at each
+    table size but the last, among the keys that can have been put while the table had it (its threshold
+    and one more, plus as many as were removed); at the last (unless ``last`` is False), among them all."""
+    for number, (size, threshold) in enumerate(sizes):
+        hashes = spread if last and number == len(sizes) - 1 else spread[: threshold + 1 + removals]
+        mask = size - 1
+        if max(Counter([h & mask for h in hashes]).values(), default=0) > _TREEIFY_THRESHOLD:
+            return False
+    return True
 
 
-def _table_sizes(capacity: int | None, size: int) -> list[tuple[int, int]]:
-    """Each table size a ``HashMap`` takes while ``size`` keys are put into it (if no bucket grows a tree),
-    with how many keys it holds at most at that size."""
-    table = JavaHashMap(_identity, capacity)
-    sizes: list[tuple[int, int]] = []
-    for count in range(1, size + 1):
-        if not table.table_size or count - 1 > table.threshold:
-            table.table = [None] * table.next_table_size()
-            sizes.append((table.table_size, count))
-        else:
-            sizes[-1] = (table.table_size, count)
+def _table_sizes(capacity: int | None, held_most: int) -> list[tuple[int, int]]:
+    """Each (table size, threshold) a ``HashMap`` takes on its way to holding ``held_most`` keys (no tree bins).
+
+    ``resize``'s arithmetic: the first put makes the table (16, or the constructor's power of two);
+    a put that takes the size above the threshold doubles it.
+    """
+    if held_most <= 0:
+        return []
+    sizes = [_grow(0, 0 if capacity is None else table_size_for(capacity))]
+    while held_most > sizes[-1][1]:
+        sizes.append(_grow(*sizes[-1]))
     return sizes
+
+
+def _grow(old_size: int, old_threshold: int) -> tuple[int, int]:
+    """``HashMap.resize``'s arithmetic: the next (table size, threshold)."""
+    new_threshold = 0
+    if old_size > 0:
+        new_size = old_size << 1
+        if old_size >= _DEFAULT_CAPACITY:
+            new_threshold = old_threshold << 1
+    elif old_threshold > 0:
+        new_size = old_threshold
+    else:
+        new_size, new_threshold = _DEFAULT_CAPACITY, int(_DEFAULT_CAPACITY * _LOAD_FACTOR)
+    return new_size, new_threshold or int(new_size * _LOAD_FACTOR)
 
 
 _TREEIFY_THRESHOLD = 8  # a bucket's ninth key makes it a tree ...
@@ -289,10 +342,6 @@ class JavaHashMap:
         self.table: list[_Node | None] = []
         self.threshold = 0 if capacity is None else table_size_for(capacity)
         self.size = 0
-
-    @property
-    def table_size(self) -> int:
-        return len(self.table)
 
     def in_order(self) -> list[Any]:
         out = []
@@ -347,24 +396,10 @@ class JavaHashMap:
             node.next.prev = previous
         self.size -= 1
 
-    def next_table_size(self) -> int:
-        """``resize``'s arithmetic: the next table size; sets the next threshold."""
-        old_size, old_threshold = len(self.table), self.threshold
-        new_threshold = 0
-        if old_size > 0:
-            new_size = old_size << 1
-            if old_size >= _DEFAULT_CAPACITY:
-                new_threshold = old_threshold << 1
-        elif old_threshold > 0:
-            new_size = old_threshold
-        else:
-            new_size, new_threshold = _DEFAULT_CAPACITY, int(_DEFAULT_CAPACITY * _LOAD_FACTOR)
-        self.threshold = new_threshold or int(new_size * _LOAD_FACTOR)
-        return new_size
-
     def resize(self) -> None:
         old = self.table
-        new: list[_Node | None] = [None] * self.next_table_size()
+        new_size, self.threshold = _grow(len(self.table), self.threshold)
+        new: list[_Node | None] = [None] * new_size
         bit = len(old)
         for index, node in enumerate(old):
             if node is None:

@@ -47,13 +47,13 @@ from collections.abc import Mapping, Sequence
 from itertools import chain
 
 from kip_lab.assignors.java_hash_order import (
-    JavaHashMap,
     capacity_after_puts,
+    hash_order_after,
     hash_set_copy_capacity,
     partition_order,
     string_key_order,
+    topic_id_hash,
     topic_id_order,
-    topic_id_spread,
     topic_order,
 )
 from kip_lab.assignors.spec import (
@@ -157,12 +157,12 @@ def _assign_homogeneous(
     claims: dict[TopicId, list[Sequence[int]]] = {topic_id: [] for topic_id in subscribed}
     given_back: list[tuple[TopicId, list[int]]] = []
     assignment: GroupAssignment = {}
-    previous: dict[MemberId, _PreviousTarget] = {}
+    copied: dict[MemberId, list[TopicId]] = {}  # members whose result is a copy of their target's map
     unfilled: list[tuple[MemberId, int]] = []
     for member_id, quota in zip(members_in_order, quotas, strict=True):
         target = members[member_id].target_partitions
         # ``Assignment.fromRecord``: the record's topics put into a new HashMap, in the record's order.
-        in_order = topic_order(target) if hashed else list(target)
+        in_order = topic_order(target) if hashed and len(target) > 1 else list(target)
         kept: dict[TopicId, list[int]] = {}
         held = 0
         for topic_id in in_order:
@@ -175,7 +175,8 @@ def _assign_homogeneous(
             kept = _keep_up_to_quota(kept, quota, given_back, hashed)
             held = quota
         assignment[member_id] = kept
-        previous[member_id] = _PreviousTarget(in_order, len(kept) < len(target) or held < quota)
+        if len(kept) < len(target) or held < quota:
+            copied[member_id] = in_order
         if held < quota:
             unfilled.append((member_id, quota - held))
 
@@ -188,8 +189,9 @@ def _assign_homogeneous(
     to_deal += given_back
     _deal_out(to_deal, unfilled, assignment)
     if hashed:
-        for member_id, topics in assignment.items():
-            assignment[member_id] = previous[member_id].as_java_map(topics)
+        for member_id, in_order in copied.items():
+            if len(assignment[member_id]) > 1:
+                assignment[member_id] = _as_kafka_result_map(in_order, assignment[member_id])
     return assignment
 
 
@@ -206,33 +208,17 @@ def _subscribed_topics_in_order(spec: AssignmentSpec, subscribed: frozenset[Topi
     return topic_order([names[name] for name in string_key_order(sorted(names), capacity)], capacity)
 
 
-class _PreviousTarget:
-    """A member's previous target as the builder's map holds it, to give the new one in Kafka's map order.
+def _as_kafka_result_map(in_order: list[TopicId], topics: dict[TopicId, list[int]]) -> dict[TopicId, list[int]]:
+    """A member's new target in the order of Kafka's result map, which the next target record lists.
 
-    Kafka hands back the very map ``Assignment.fromRecord`` made when the member keeps all of it and
-    gains nothing; otherwise a copy (``AssignorHelpers.deepCopyAssignment``: ``new HashMap<>(size)``,
-    the old topics put in its order) that lost the dropped topics and gained the dealt ones, in the
-    order they were dealt. That order is the order of the next target record.
+    A member that keeps all of its target and gains nothing gets the very map ``Assignment.fromRecord``
+    made (``in_order``); any other gets a copy (``AssignorHelpers.deepCopyAssignment``: ``new
+    HashMap<>(size)``, the old topics put in their order), which loses the dropped topics and gains the
+    dealt ones in the order they were dealt (``topics``' order).
     """
-
-    __slots__ = ("copied", "in_order")
-
-    def __init__(self, in_order: list[TopicId], copied: bool) -> None:
-        self.in_order = in_order
-        self.copied = copied
-
-    def as_java_map(self, topics: dict[TopicId, list[int]]) -> dict[TopicId, list[int]]:
-        if not self.copied:
-            return {topic_id: topics[topic_id] for topic_id in self.in_order if topic_id in topics}
-        table = JavaHashMap(topic_id_order, len(self.in_order))
-        for topic_id in self.in_order:
-            table.put(topic_id, topic_id_spread(topic_id))
-        for topic_id in self.in_order:
-            if topic_id not in topics:
-                table.remove(topic_id, topic_id_spread(topic_id))
-        for topic_id in topics:
-            table.put(topic_id, topic_id_spread(topic_id))
-        return {topic_id: topics[topic_id] for topic_id in table.in_order()}
+    dropped = {topic_id for topic_id in in_order if topic_id not in topics}
+    order = hash_order_after(in_order, dropped, list(topics), topic_id_hash, topic_id_order, len(in_order))
+    return {topic_id: topics[topic_id] for topic_id in order}
 
 
 def _keep_up_to_quota(

@@ -24,11 +24,13 @@ from pathlib import Path
 import pytest
 
 from kip_lab.assignors.java_hash_order import (
+    hash_order_after,
     hash_set_copy_capacity,
     partition_order,
     string_hash,
     string_key_order,
     topic_id_hash,
+    topic_id_order,
     topic_order,
 )
 
@@ -75,6 +77,13 @@ def generated_cases(seed: int = 26) -> list[str]:
         partitions = rng.sample(range(0, stride * 60, stride), count) + rng.sample(range(stride * 60), 3)
         cases.append(f"map int {rng.choice([-1, 16, 64])} {' '.join(map(str, partitions))}")
         cases.append(f"copy int {' '.join(map(str, partitions))}")
+    for _ in range(30):  # a member's next target: its old topics, some dropped, then the ones it gains
+        mask = rng.choice([3, 15])
+        old = [_uuid_in_bucket(rng, mask, rng.randrange(2)) for _ in range(rng.choice([0, 1, 3, 5, 10]))]
+        gained = [_uuid_in_bucket(rng, mask, rng.randrange(2)) for _ in range(rng.choice([1, 3, 8]))]
+        dropped = rng.sample(old, rng.randint(0, len(old)))
+        ops = [f"+{k}" for k in old] + [f"-{k}" for k in dropped] + [f"+{k}" for k in gained]
+        cases.append(f"ops uuid {len(old)} {' '.join(ops)}")
     for _ in range(40):
         mask = 15 if rng.random() < 0.7 else 63
         bucket = rng.randrange(mask + 1)
@@ -93,6 +102,14 @@ def modelled(case: str) -> list[str]:
         names = string_key_order(ids, hash_set_copy_capacity(len(ids)))
         return topic_order([ids[name] for name in names], hash_set_copy_capacity(len(ids)))
     kind, *rest = fields
+    if command == "ops":  # puts, then removals, then puts (the shape generated_cases gives)
+        ops = rest[1:]
+        first = next((i for i, op in enumerate(ops) if op[0] == "-"), len(ops))
+        removed = {op[1:] for op in ops if op[0] == "-"}
+        later = [op[1:] for op in ops[first:] if op[0] == "+"]
+        return hash_order_after(
+            [op[1:] for op in ops[:first]], removed, later, topic_id_hash, topic_id_order, int(rest[0])
+        )
     capacity: int | None
     if command == "map":
         capacity, keys = (None if int(rest[0]) < 0 else int(rest[0])), rest[1:]

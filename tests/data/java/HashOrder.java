@@ -3,6 +3,7 @@
 // Reads one case a line from stdin and prints the keys in the order Java iterates them:
 //   map <kind> <capacity> <key>...     new HashMap<>(capacity) (capacity -1: new HashMap<>()), keys put in order
 //   copy <kind> <key>...               new HashSet<>(list of the keys)
+//   ops <kind> <capacity> (+|-)<key>...   new HashMap<>(capacity), then each key put (+) or removed (-) in order
 //   subscribed <name>=<topic id>...    Kafka's UniformHomogeneousAssignmentBuilder topic set: the member's
 //                                      subscribed names read into new HashSet<>(list) (ConsumerGroupMember),
 //                                      iterated as topic ids (TopicIds) into new HashSet<>(...)
@@ -76,6 +77,16 @@ public class HashOrder {
                     int capacity = Integer.parseInt(f[2]);
                     Map<Object, Boolean> map = capacity < 0 ? new HashMap<>() : new HashMap<>(capacity);
                     for (int i = 3; i < f.length; i++) map.put(key(f[1], f[i]), true);
+                    System.out.println(join(map.keySet()));
+                    break;
+                }
+                case "ops": {
+                    int capacity = Integer.parseInt(f[2]);
+                    Map<Object, Boolean> map = capacity < 0 ? new HashMap<>() : new HashMap<>(capacity);
+                    for (int i = 3; i < f.length; i++) {
+                        Object k = key(f[1], f[i].substring(1));
+                        if (f[i].charAt(0) == '+') map.put(k, true); else map.remove(k);
+                    }
                     System.out.println(join(map.keySet()));
                     break;
                 }
