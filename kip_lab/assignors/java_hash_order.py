@@ -594,40 +594,31 @@ def _balance_insertion(root: _Node, node: _Node) -> _Node:
 
 
 def _rotate_left(root: _Node, node: _Node) -> _Node:
-    right = node.right
-    if right is None:
-        return root
-    node.right = right.left
-    if right.left is not None:
-        right.left.parent = node
-    right.parent = node.parent
-    if node.parent is None:
-        root = right
-        right.red = False
-    elif node.parent.left is node:
-        node.parent.left = right
-    else:
-        node.parent.right = right
-    right.left = node
-    node.parent = right
-    return root
+    return _rotate(root, node, "right", "left")
 
 
 def _rotate_right(root: _Node, node: _Node) -> _Node:
-    left = node.left
-    if left is None:
+    return _rotate(root, node, "left", "right")
+
+
+def _rotate(root: _Node, node: _Node, rising: str, sinking: str) -> _Node:
+    """``TreeNode.rotateLeft`` (the right child rises) or ``rotateRight`` (the left one): the child takes
+    ``node``'s place, ``node`` becomes its ``sinking`` child; returns the (possibly new) root."""
+    child = getattr(node, rising)
+    if child is None:
         return root
-    node.left = left.right
-    if left.right is not None:
-        left.right.parent = node
-    left.parent = node.parent
+    inner = getattr(child, sinking)
+    setattr(node, rising, inner)
+    if inner is not None:
+        inner.parent = node
+    child.parent = node.parent
     if node.parent is None:
-        root = left
-        left.red = False
-    elif node.parent.right is node:
-        node.parent.right = left
+        root = child
+        child.red = False
+    elif node.parent.left is node:
+        node.parent.left = child
     else:
-        node.parent.left = left
-    left.right = node
-    node.parent = left
+        node.parent.right = child
+    setattr(child, sinking, node)
+    node.parent = child
     return root

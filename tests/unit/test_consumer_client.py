@@ -753,16 +753,20 @@ def test_close_while_fenced_drops_the_assignment_and_does_not_rejoin() -> None:
     assert heartbeats(lab, "A", since) == []
 
 
-def _reconciliation_times(lab: Lab, name: str, since: int) -> dict[str, int]:
-    """When ``name`` got its new assignment, ran each callback, and acknowledged (first of each, after ``since``)."""
+def _b_joins(lab: Lab) -> tuple[dict[str, int], int]:
+    """B joins the group and it settles; when A got its new assignment, ran each callback and acknowledged (the
+    first of each after B joined), and the step B joined at."""
+    since = lab.step_count
+    lab.add_consumer("B", subscribed_topic_names=["foo"])
+    assert lab.run_until_stable()
     out: dict[str, int] = {}
-    for e in events(lab, name, None, since):
+    for e in events(lab, "A", None, since):
         body = e.body
         if isinstance(body, StateTransition) and body.to_state in ("RECONCILING", "ACKNOWLEDGING"):
             out.setdefault(body.to_state, e.time_ms)
         elif isinstance(body, CallbackInvoked):
             out.setdefault(body.callback, e.time_ms)
-    return out
+    return out, since
 
 
 def test_callbacks_run_at_the_applications_next_poll_not_in_the_heartbeat_response() -> None:
@@ -772,10 +776,7 @@ def test_callbacks_run_at_the_applications_next_poll_not_in_the_heartbeat_respon
     ``on_partitions_assigned``, asked for when the revocation returns, at the poll after that; the acknowledgement
     goes out when it returns."""
     lab = make_lab(members="A", time_between_polls_ms=200)
-    since = lab.step_count
-    lab.add_consumer("B", subscribed_topic_names=["foo"])
-    assert lab.run_until_stable()
-    times = _reconciliation_times(lab, "A", since)
+    times, _ = _b_joins(lab)
     assert times["RECONCILING"] < times["on_partitions_revoked"] <= times["RECONCILING"] + 200
     assert times["on_partitions_assigned"] == times["on_partitions_revoked"] + 200  # the next poll
     assert times["ACKNOWLEDGING"] == times["on_partitions_assigned"]
@@ -799,8 +800,8 @@ def test_callbacks_wait_while_the_application_does_not_poll() -> None:
     resumed_at = lab.now
     lab.resume("A")
     assert lab.run_until_stable()
-    times = _reconciliation_times(lab, "A", since)
-    assert times["on_partitions_revoked"] == resumed_at
+    revoked = next(e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_revoked")
+    assert revoked.time_ms == resumed_at
 
 
 def test_callbacks_run_at_once_when_the_application_polls_back_to_back() -> None:
@@ -808,10 +809,7 @@ def test_callbacks_run_at_once_when_the_application_polls_back_to_back() -> None
     background thread asks for it: the revocation when the commit before it is answered, the assignment and the
     acknowledgement in the same millisecond."""
     lab = make_lab(members="A", time_between_polls_ms=0)
-    since = lab.step_count
-    lab.add_consumer("B", subscribed_topic_names=["foo"])
-    assert lab.run_until_stable()
-    times = _reconciliation_times(lab, "A", since)
+    times, since = _b_joins(lab)
     committed = next(
         e.time_ms
         for e in events(lab, "A", "message_delivered", since)
