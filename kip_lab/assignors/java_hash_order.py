@@ -548,6 +548,7 @@ def _move_root_to_front(table: list[_Node | None], root: _Node) -> None:
 
 
 def _balance_insertion(root: _Node, node: _Node) -> _Node:
+    """``TreeNode.balanceInsertion``; its two mirrored halves are one here, by the side the parent hangs on."""
     node.red = True
     while True:
         parent = node.parent
@@ -557,48 +558,23 @@ def _balance_insertion(root: _Node, node: _Node) -> _Node:
         grand = parent.parent
         if not parent.red or grand is None:
             return root
-        if parent is grand.left:
-            uncle = grand.right
-            if uncle is not None and uncle.red:
-                uncle.red = parent.red = False
+        near, far = ("left", "right") if parent is grand.left else ("right", "left")
+        uncle = getattr(grand, far)
+        if uncle is not None and uncle.red:
+            uncle.red = parent.red = False
+            grand.red = True
+            node = grand
+            continue
+        if node is getattr(parent, far):
+            node = parent
+            root = _rotate(root, node, rising=far, sinking=near)
+            parent = node.parent
+            grand = parent.parent if parent is not None else None
+        if parent is not None:
+            parent.red = False
+            if grand is not None:
                 grand.red = True
-                node = grand
-                continue
-            if node is parent.right:
-                node = parent
-                root = _rotate_left(root, node)
-                parent = node.parent
-                grand = parent.parent if parent is not None else None
-            if parent is not None:
-                parent.red = False
-                if grand is not None:
-                    grand.red = True
-                    root = _rotate_right(root, grand)
-        else:
-            uncle = grand.left
-            if uncle is not None and uncle.red:
-                uncle.red = parent.red = False
-                grand.red = True
-                node = grand
-                continue
-            if node is parent.left:
-                node = parent
-                root = _rotate_right(root, node)
-                parent = node.parent
-                grand = parent.parent if parent is not None else None
-            if parent is not None:
-                parent.red = False
-                if grand is not None:
-                    grand.red = True
-                    root = _rotate_left(root, grand)
-
-
-def _rotate_left(root: _Node, node: _Node) -> _Node:
-    return _rotate(root, node, "right", "left")
-
-
-def _rotate_right(root: _Node, node: _Node) -> _Node:
-    return _rotate(root, node, "left", "right")
+                root = _rotate(root, grand, rising=near, sinking=far)
 
 
 def _rotate(root: _Node, node: _Node, rising: str, sinking: str) -> _Node:
