@@ -347,14 +347,14 @@ def test_a_commit_the_coordinator_refuses_is_not_recorded_and_reconciliation_goe
     lab = make_lab(members="AB", auto_commit_interval_ms=1_000)
     lab.run(until=lab.now + 2_000)
     a, b = lab.clients["A"], lab.clients["B"]
-    checked = OffsetManager._check_member_epoch
+    checked = OffsetManager._validate_commit
 
-    def refusing_a(self, group_id, member_id, member_epoch, admin_ok):
-        if member_id == a.member_id:
+    def refusing_a(self, request):
+        if request.member_id == a.member_id:
             raise ApiError(Errors.STALE_MEMBER_EPOCH, "refused for the test")
-        return checked(self, group_id, member_id, member_epoch, admin_ok)
+        return checked(self, request)
 
-    monkeypatch.setattr(OffsetManager, "_check_member_epoch", refusing_a)
+    monkeypatch.setattr(OffsetManager, "_validate_commit", refusing_a)
     a_committed, b_committed = dict(a.committed), dict(b.committed)
     since = lab.step_count
     lab.run(until=lab.now + 3_000)
