@@ -141,7 +141,15 @@ def string_key_order(keys: Iterable[str], capacity: int | None = None) -> list[s
 
     The member ids of the uniform assignor and of a classic group, and the protocol names of a classic group's vote.
     """
-    return hash_order(keys, string_hash, _string_compare_key, capacity)
+    ordered = list(dict.fromkeys(keys))
+    spread = [_string_spread(key) for key in ordered]
+    return _hash_order(ordered, spread, string_hash, _string_compare_key, capacity)
+
+
+@lru_cache(maxsize=1 << 17)
+def _string_spread(text: str) -> int:
+    """A ``String`` key's hash as ``HashMap`` spreads it; cached, as member ids outlive many assignments."""
+    return _spread(string_hash(text))
 
 
 def _string_compare_key(text: str) -> bytes:
@@ -207,9 +215,19 @@ def hash_order(
     does, which only a tree bin looks at.
     """
     ordered = list(dict.fromkeys(keys))
+    return _hash_order(ordered, [_spread(hash_code(key)) for key in ordered], hash_code, compare_key, capacity)
+
+
+def _hash_order(
+    ordered: list[K],
+    spread: list[int],
+    hash_code: Callable[[K], int],
+    compare_key: Callable[[K], Any],
+    capacity: int | None,
+) -> list[K]:
+    """``hash_order`` for distinct keys whose spread hashes are known."""
     if len(ordered) <= 1:
         return ordered
-    spread = [_spread(hash_code(key)) for key in ordered]
     sizes = _table_sizes(capacity, len(ordered))
     mask = sizes[-1][0] - 1
     buckets = [h & mask for h in spread]
