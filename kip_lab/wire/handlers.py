@@ -61,6 +61,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     22: (0, 5),  # InitProducerId (idempotent producers; no transactions)
     32: (1, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
     76: (1, 1),  # ShareGroupHeartbeat
@@ -534,6 +535,11 @@ class Handlers(ClassicHandlers, AdminHandlers):
             topics=topics,
         )
         response = await self.to_lab(connection, header, "OffsetCommit", lab_request)
+        return codec.build(response_class, response)
+
+    async def delete_groups(self, connection, header, request, response_class) -> Any:
+        lab_request = cg.DeleteGroupsRequest(groups_names=list(request.groups_names))
+        response = await self.to_lab(connection, header, "DeleteGroups", lab_request)
         return codec.build(response_class, response)
 
     async def offset_fetch(self, connection, header, request, response_class) -> Any:

@@ -46,10 +46,12 @@ KAFKA_4_0 = {
     "init_producer_id": (0, 5),
     "describe_configs": (1, 4),
     "create_partitions": (0, 3),
+    "delete_groups": (0, 2),
     "consumer_group_heartbeat": (0, 1),
     "consumer_group_describe": (0, 1),
 }
 COORDINATOR_APIS = {
+    "delete_groups",
     "offset_commit",
     "offset_fetch",
     "join_group",
@@ -86,7 +88,9 @@ def well_formed(api: str, version: int, topic_id: str) -> dict[str, Any]:
                 {
                     "topic": TOPIC if version < 13 else "",
                     "topic_id": topic_id,
-                    "partitions": [{**partition, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20}],
+                    "partitions": [
+                        {**partition, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+                    ],
                 }
             ],
             "forgotten_topics_data": [],
@@ -125,9 +129,18 @@ def well_formed(api: str, version: int, topic_id: str) -> dict[str, Any]:
         },
         "delete_topics": {"topic_names": ["walk-absent"], "topics": [{"name": "walk-absent"}], "timeout_ms": 5000},
         "delete_records": {"topics": [{"name": TOPIC, "partitions": [{**partition, "offset": 0}]}], "timeout_ms": 5000},
-        "init_producer_id": {"transactional_id": None, "transaction_timeout_ms": 1000, "producer_id": -1, "producer_epoch": -1},
+        "init_producer_id": {
+            "transactional_id": None,
+            "transaction_timeout_ms": 1000,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        },
         "describe_configs": {"resources": [{"resource_type": 2, "resource_name": TOPIC, "configuration_keys": None}]},
-        "create_partitions": {"topics": [{"name": TOPIC, "count": 2, "assignments": None}], "timeout_ms": 5000, "validate_only": True},
+        "create_partitions": {
+            "topics": [{"name": TOPIC, "count": 2, "assignments": None}],
+            "timeout_ms": 5000,
+            "validate_only": True,
+        },
         "consumer_group_heartbeat": {
             "group_id": "walk-848",
             "member_id": member,
@@ -137,7 +150,13 @@ def well_formed(api: str, version: int, topic_id: str) -> dict[str, Any]:
             "topic_partitions": [],
         },
         "consumer_group_describe": {"group_ids": ["walk-848"]},
-        "share_group_heartbeat": {"group_id": "walk-share", "member_id": member, "member_epoch": 0, "subscribed_topic_names": [TOPIC]},
+        "delete_groups": {"groups_names": ["walk-absent"]},
+        "share_group_heartbeat": {
+            "group_id": "walk-share",
+            "member_id": member,
+            "member_epoch": 0,
+            "subscribed_topic_names": [TOPIC],
+        },
         "share_group_describe": {"group_ids": ["walk-share"]},
         "share_fetch": {
             "group_id": "walk-share",
@@ -177,6 +196,7 @@ EXPECTED_ERRORS = {
     "sync_group": {ErrorCode.unknown_member_id},
     "leave_group": {ErrorCode.unknown_member_id},
     "delete_topics": {ErrorCode.unknown_topic_or_partition},
+    "delete_groups": {ErrorCode.group_id_not_found},
     "join_group": {ErrorCode.member_id_required},  # v4+ (KIP-394)
     "share_fetch": {ErrorCode.unknown_member_id, ErrorCode.invalid_request},
     "share_acknowledge": {ErrorCode.invalid_share_session_epoch, ErrorCode.unknown_member_id},
