@@ -533,6 +533,7 @@ class Handlers(ClassicHandlers, AdminHandlers):
             member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None),
             topics=topics,
+            api_version=header.request_api_version,
         )
         response = await self.to_lab(connection, header, "OffsetCommit", lab_request)
         return codec.build(response_class, response)
