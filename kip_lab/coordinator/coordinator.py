@@ -440,7 +440,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         """DeleteGroups (Kafka ``GroupCoordinatorShard.deleteGroups``): each empty group is deleted
         with its committed offsets (their tombstones, then the group's); a group with members is
         NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Share groups go to the share manager."""
-        results, records, batches = [], [], []
+        results: list[DeletableGroupResult] = []
+        records: list[Record] = []
+        batches: list[tuple[Record, ...]] = []
         for group_id in request.groups_names:
             if group_id in self.share_groups:
                 shared = self.delete_share_groups(DeleteShareGroupsRequest(groups_names=[group_id]))

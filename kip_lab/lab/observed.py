@@ -17,15 +17,15 @@ What is observed, and so what these events can say:
 * Classic (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): ``PREPARING_REBALANCE`` from a
   JoinGroup, ``COMPLETING_REBALANCE`` from its answer, ``STABLE`` with the SyncGroup's
   assignment, ``UNJOINED`` on UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION, ``UNSUBSCRIBED`` on leave.
-* Offsets: an OffsetFetch answer sets the position of each partition the member owns to its
-  committed offset (``PositionSet``, reason ``committed``); an OffsetCommit is taken as the
-  member having processed everything before the offsets it commits (``RecordsProcessed`` from
-  its last commit or position, ``CommitResult`` with the answer's errors, cause ``manual``: the
-  wire does not say why a client commits).
+* Commits: each OffsetCommit answered is a ``CommitResult`` with the answer's errors (cause
+  ``manual``: the wire does not say why a client commits).
 
-A real client's own steps between messages (its callbacks, what its application has read)
-are not on the wire, and a client killed without leaving is seen only when its session
-expires at the coordinator: until then its member counts as it was last seen.
+Not observed, so not emitted: ``PositionSet`` and ``RecordsProcessed``. Fetches are answered by
+the front door outside the Lab's steps, and what a client's application processed is not on
+the wire at all; inferring it from commits would report skips and re-reads that did not happen.
+A real client's own steps between messages (its callbacks) are not on the wire either, and a
+client killed without leaving is seen only when its session expires at the coordinator: until
+then its member counts as it was last seen.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
-from kip_lab.events import AssignmentChanged, CommitResult, PositionSet, RecordsProcessed, StateTransition
+from kip_lab.events import AssignmentChanged, CommitResult, StateTransition
 from kip_lab.lab.scripted import RequestingClient
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolError
 from kip_lab.protocol.errors import Errors
@@ -66,9 +66,10 @@ class ObservingClient(RequestingClient):
     member_id: str | None = None
     member_epoch: int = 0  # the member epoch, or a classic member's generation
     incarnation: int = 0  # a new process under the same client id joins afresh: the next incarnation
-    owned: tuple[TP, ...] = ()  # what the member says it owns (KIP-848) or was assigned (classic)
+    # What the member says it owns (KIP-848) or was assigned (classic). Not ``owned``: the
+    # client-side invariants judge clients whose ownership they see first hand, not this.
+    acknowledged: tuple[TP, ...] = ()
     target: tuple[TP, ...] | None = None  # an assignment sent and not yet acknowledged (KIP-848)
-    positions: dict[TP, int] = field(default_factory=dict)  # where it processes from, per partition
     requests: dict[int, tuple[str, Any]] = field(default_factory=dict)  # correlation id -> (api, request)
 
     # ------------------------------------------------------------------ what the wire shows
@@ -80,6 +81,8 @@ class ObservingClient(RequestingClient):
             self._join(request.group_id, "classic")
             if not request.member_id and self.state == "STABLE":
                 self._new_incarnation()  # a stable member does not join without its id: a restart
+            if not any("cooperative" in p.name for p in request.protocols):
+                self._own(())  # an eager member gives everything up before it rejoins
             self._move("PREPARING_REBALANCE", "JoinGroup sent")
         elif api == "LeaveGroup" and self.protocol == "classic":
             self._own(())
@@ -102,8 +105,6 @@ class ObservingClient(RequestingClient):
         elif api in ("Heartbeat", "SyncGroup") and response.error_code in CLASSIC_LOST_ERRORS:
             self._own(())
             self._move("UNJOINED", "fell out of the group")
-        elif api == "OffsetFetch":
-            self._positions_fetched(response)
         elif api == "OffsetCommit":
             self._commit_answered(request, response)
 
@@ -140,7 +141,7 @@ class ObservingClient(RequestingClient):
             self.target = tuple(
                 sorted((t.topic_id, p) for t in response.assignment.assigned_topic_partitions for p in t.partitions)
             )
-        if self.target is not None and set(self.target) != set(self.owned):
+        if self.target is not None and set(self.target) != set(self.acknowledged):
             self._move("RECONCILING", "joined with an assignment" if self.state == "JOINING" else "new assignment")
         elif self.state == "JOINING":
             self._move("STABLE", "joined, nothing to reconcile")
@@ -149,29 +150,6 @@ class ObservingClient(RequestingClient):
             self._move("STABLE", "acknowledgement sent" if self.state == "ACKNOWLEDGING" else "nothing left to change")
 
     # ------------------------------------------------------------------ offsets (the ledger)
-    def _positions_fetched(self, response: Any) -> None:
-        group = self.config.group_id if self.config else None
-        for answer in response.groups:
-            if answer.group_id != group:
-                continue
-            for topic in answer.topics:
-                topic_id = topic.topic_id or self._topic_id(topic.name)
-                for partition in topic.partitions:
-                    tp = (topic_id, partition.partition_index)
-                    if partition.committed_offset >= 0 and tp in self.owned and topic_id:
-                        self.positions[tp] = partition.committed_offset
-                        self._emit(
-                            PositionSet(
-                                group,
-                                self.member_id,
-                                self.incarnation,
-                                tp[0],
-                                tp[1],
-                                partition.committed_offset,
-                                "committed",
-                            )
-                        )
-
     def _commit_answered(self, request: Any, response: Any) -> None:
         if request is None or self.config is None or request.group_id != self.config.group_id:
             return
@@ -180,27 +158,17 @@ class ObservingClient(RequestingClient):
             for topic in response.topics
             for p in topic.partitions
         }
-        offsets, processed = [], []
-        for topic in request.topics:
-            topic_id = topic.topic_id or self._topic_id(topic.name)
-            for p in topic.partitions:
-                tp = (topic_id, p.partition_index)
-                error = errors.get(tp, Errors.NONE)
-                offsets.append(
-                    (topic_id, p.partition_index, p.committed_offset, None if error == Errors.NONE else error.name)
-                )
-                start = self.positions.get(tp)
-                if start is not None and start < p.committed_offset:
-                    processed.append((topic_id, p.partition_index, start, p.committed_offset, "continued"))
-                if error == Errors.NONE:
-                    self.positions[tp] = p.committed_offset
-        if processed:
-            self._emit(RecordsProcessed(self.config.group_id, self.member_id, self.incarnation, tuple(processed)))
-        self._emit(
-            CommitResult(
-                self.config.group_id, self.member_id, request.generation_id_or_member_epoch, "manual", tuple(offsets)
-            )
+        offsets = [
+            (topic.topic_id or self._topic_id(topic.name), p.partition_index, p.committed_offset)
+            for topic in request.topics
+            for p in topic.partitions
+        ]
+        outcomes = tuple(
+            (t, p, offset, None if errors.get((t, p), Errors.NONE) == Errors.NONE else errors[(t, p)].name)
+            for t, p, offset in offsets
         )
+        epoch = request.generation_id_or_member_epoch
+        self._emit(CommitResult(self.config.group_id, self.member_id, epoch, "manual", outcomes))
 
     # ------------------------------------------------------------------ helpers
     def _join(self, group_id: str, protocol: str) -> None:
@@ -221,13 +189,12 @@ class ObservingClient(RequestingClient):
             StateTransition(machine.name + OBSERVED, from_state, to_state, trigger, self.member_id, self.member_epoch)
         )
         self.state = to_state
+        self.alive = to_state not in GONE  # live while the member the wire shows is in its group
 
     def _own(self, owned: Any) -> None:
         owned = tuple(sorted(owned))
-        if owned != self.owned:
-            self.owned = owned
-            for tp in [tp for tp in self.positions if tp not in owned]:
-                del self.positions[tp]
+        if owned != self.acknowledged:
+            self.acknowledged = owned
             self._emit(AssignmentChanged(self.member_id, self.member_epoch, owned=owned, fetching=owned))
 
     def _emit(self, event: Any) -> None:
@@ -241,15 +208,6 @@ class ObservingClient(RequestingClient):
         return {(self._topic_id(name), p) for name, p in partitions if self._topic_id(name)}
 
     # ------------------------------------------------------------------ stability
-    @property
-    def alive(self) -> bool:  # type: ignore[override]
-        """Live while the member the wire shows is in its group (a crash is seen at session expiry)."""
-        return self.state not in GONE
-
-    @alive.setter
-    def alive(self, value: bool) -> None:  # a requesting client's field; an observed one derives it
-        pass
-
     def settled(self, world: Any) -> bool:
         """Settled when gone, or STABLE with what the coordinator holds for its member: the same
         epoch (generation) and, for KIP-848, the partitions it owns."""
@@ -266,4 +224,6 @@ class ObservingClient(RequestingClient):
         if member is None:
             return self.state not in STILL_JOINING  # removed at the coordinator: gone
         assigned = {(t, p) for t, parts in member.assigned.items() for p in parts}
-        return self.state == "STABLE" and member.member_epoch == self.member_epoch and assigned == set(self.owned)
+        return (
+            self.state == "STABLE" and member.member_epoch == self.member_epoch and assigned == set(self.acknowledged)
+        )

@@ -49,14 +49,14 @@ def test_real_members_have_observed_states_and_the_lab_turns_stable(protocol):
             def settled_with_both(lab) -> dict[str, set[int]] | None:
                 """What each real member owns as the Lab observed it, once the Lab is stable with both."""
                 clients = [lab.world.clients.get(name) for name in ("c1", "c2")]
-                if not (lab.is_stable() and all(c is not None and c.owned for c in clients)):
+                if not (lab.is_stable() and all(c is not None and c.acknowledged for c in clients)):
                     return None
                 assigned = settled_assignment(lab, "g") if protocol == "consumer" else None
                 if assigned is not None:  # KIP-848: what the coordinator assigns is what they own
                     assert {n: {p for _, p in tps} for n, tps in assigned.items()} == {
-                        c.name: {p for _, p in c.owned} for c in clients
+                        c.name: {p for _, p in c.acknowledged} for c in clients
                     }
-                return {c.name: {p for _, p in c.owned} for c in clients}
+                return {c.name: {p for _, p in c.acknowledged} for c in clients}
 
             owned = wait_until(lambda: server.call(settled_with_both), 60, "the Lab to see both real members settle")
         finally:
