@@ -25,7 +25,7 @@ BATCH = 5
 class CommittingConsumer(ConsumerProcess):
     """``ConsumerProcess``'s handle (events, ``records``, ``close``, ``kill``) on this file's child."""
 
-    def __init__(self, client: str, config: dict[str, Any], topics: list[str], pause_s: float = 0.1) -> None:
+    def __init__(self, client: str, config: dict[str, Any], topics: list[str], pause_s: float = 0.3) -> None:
         self.name = config.get("client.id") or config.get("client_id") or client
         self.events = []
         self.process = subprocess.Popen(

@@ -49,9 +49,11 @@ from kip_lab.events import (
     PositionSet,
     RecordsProcessed,
     ShareStateWrite,
+    summarize,
 )
 
 TP = tuple[str, int]
+PARTITION_METADATA_KEYS = frozenset({"ConsumerGroupPartitionMetadataKey", "ShareGroupPartitionMetadataKey"})
 LEDGER_KINDS = frozenset({EventKind.POSITION_SET, EventKind.RECORDS_PROCESSED, EventKind.COMMIT_RESULT})
 LEDGER_METRICS = (  # what ``Ledger.totals`` reports: run and group columns of ``compute_metrics``
     "records_processed",
@@ -83,6 +85,14 @@ class OffsetSet:
     def add(self, start: int, end: int) -> list[tuple[int, int]]:
         """Add ``[start, end)``; returns the parts that were already in the set, in order."""
         if end <= start:
+            return []
+        starts, ends = self.starts, self.ends
+        if not ends or start > ends[-1]:  # past everything (a first range, or a gap): the common cases
+            starts.append(start)
+            ends.append(end)
+            return []
+        if start == ends[-1]:  # where the last range ends: a consumer's next range
+            ends[-1] = end
             return []
         first = bisect_right(self.ends, start - 1)  # the first range ending at or after start
         if first > 0 and self.ends[first - 1] == start:
@@ -183,13 +193,13 @@ class Ledger:
 
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, TP], PartitionLedger] = {}
-        self.commit_attempts: dict[str, int] = {}  # group -> commits sent and answered (or timed out)
         self.commits_failed: dict[str, int] = {}  # group -> commits with a partition not stored
         self.reprocessed: list[dict[str, Any]] = []
         self.found: list[tuple[str, str]] = []
         self.names: dict[str, str] = {}  # topic id -> name, as records and classic clients tell it
         self.rates: dict[str, float] = {}  # topic name -> records per ms per partition
         self.clients: dict[str, _Client] = {}
+        self.namer: Callable[[TP], str] | None = None  # names a partition the events have not named (set while used)
 
     # -- reading ----------------------------------------------------------------------------
     def apply(self, event: Any) -> None:
@@ -203,7 +213,10 @@ class Ledger:
         return found
 
     def partition_name(self, tp: TP) -> str:
-        return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
+        name = self.names.get(tp[0])
+        if name is None and self.namer is not None:
+            return self.namer(tp)
+        return f"{name or tp[0]}-{tp[1]}"
 
     def log_end(self, tp: TP, time_ms: int) -> int | None:
         """The log end offset of ``tp`` at ``time_ms`` (None when the topic's producer is unknown)."""
@@ -211,10 +224,9 @@ class Ledger:
         return None if rate is None else int(rate * time_ms)
 
     def _partition(self, group: str, tp: TP) -> PartitionLedger:
-        key = (group, tp)
-        ledger = self.partitions.get(key)
+        ledger = self.partitions.get((group, tp))
         if ledger is None:
-            ledger = self.partitions[key] = PartitionLedger()
+            ledger = self.partitions[(group, tp)] = PartitionLedger()
         return ledger
 
     # -- the consumers' own events ---------------------------------------------------------------
@@ -235,7 +247,7 @@ class Ledger:
                 self.found.append(("no-skip", self._skip_explanation(actor, event, ledger, owed)))
         ledger.handover_commit[actor] = ledger.last_commit
         ledger.reported_ms[actor] = now
-        self._sample_lag(tp, ledger, now)
+        self._sample_lag(tp, ledger, now, start)
 
     def _skip_explanation(self, actor: str, event: PositionSet, ledger: PartitionLedger, owed: int) -> str:
         name = self.partition_name((event.topic_id, event.partition))
@@ -251,47 +263,69 @@ class Ledger:
         )
 
     def on_records_processed(self, actor: str, event: RecordsProcessed, now: int) -> None:
+        group = event.group_id
+        sampled = bool(self.rates)  # the Lab's own checks know no producer: no lag to sample
         for topic_id, partition, first, end, start in event.ranges:
             tp = (topic_id, partition)
-            ledger = self._partition(event.group_id, tp)
-            self._sample_lag(tp, ledger, now)
-            before = self._previous_owner(actor, ledger)
-            was_at = ledger.processed_by.get(actor)
-            if start == "continued" and was_at is not None and first != was_at:
-                name = self.partition_name(tp)
-                self.found.append(
-                    ("reprocessing-explained", f"{actor}'s position for {name} moved from {was_at} to {first} unseen")
-                )
+            ledger = self._partition(group, tp)
+            if sampled:  # the member's position at its last report (or start), and now
+                self._sample_lag(tp, ledger, ledger.reported_ms.get(actor, now), first)
+                self._sample_lag(tp, ledger, now, end)
+            if start == "continued":
+                was_at = ledger.processed_by.get(actor)
+                if was_at is not None and first != was_at:
+                    name = self.partition_name(tp)
+                    self.found.append(
+                        (
+                            "reprocessing-explained",
+                            f"{actor}'s position for {name} moved from {was_at} to {first} unseen",
+                        )
+                    )
             again = ledger.processed.add(first, end)
             ledger.records_processed += end - first
-            since = ledger.reported_ms.get(actor, now)
-            for lo, hi in again:
-                ledger.records_reprocessed += hi - lo
-                self.reprocessed.append(
-                    {
-                        "group_id": event.group_id,
-                        "member": actor,
-                        "topic_id": topic_id,
-                        "partition_index": partition,
-                        "partition": self.partition_name(tp),
-                        "first": lo,
-                        "end": hi,
-                        "records": hi - lo,
-                        # when: the range's records spread evenly over the time since the member's last report
-                        "start_ms": since + (now - since) * (lo - first) // (end - first),
-                        "end_ms": since + (now - since) * (hi - first) // (end - first),
-                        "previous": before,
-                        "last_commit": ledger.last_commit,
-                    }
-                )
-                floor = ledger.handover_commit.get(actor, ledger.last_commit)
-                if start != "acquired" and floor is not None and lo < floor:
-                    explanation = self._reprocess_explanation(actor, tp, lo, hi, floor)
-                    self.found.append(("reprocessing-explained", explanation))
-            ledger.furthest = max(ledger.furthest, end)
+            if again:
+                self._processed_again(actor, event, tp, (first, end, start), again, ledger, now)
+            if end > ledger.furthest:
+                ledger.furthest = end
             ledger.processed_by[actor] = end
             ledger.reported_ms[actor] = now
-            self._sample_lag(tp, ledger, now)
+
+    def _processed_again(
+        self,
+        actor: str,
+        event: RecordsProcessed,
+        tp: TP,
+        processed: tuple[int, int, str],
+        again: list[tuple[int, int]],
+        ledger: PartitionLedger,
+        now: int,
+    ) -> None:
+        """Count and list the parts of a range processed before, and check each is explained."""
+        first, end, start = processed
+        before = self._previous_owner(actor, ledger)
+        since = ledger.reported_ms.get(actor, now)
+        floor = ledger.handover_commit.get(actor, ledger.last_commit)
+        for lo, hi in again:
+            ledger.records_reprocessed += hi - lo
+            self.reprocessed.append(
+                {
+                    "group_id": event.group_id,
+                    "member": actor,
+                    "topic_id": tp[0],
+                    "partition_index": tp[1],
+                    "partition": self.partition_name(tp),
+                    "first": lo,
+                    "end": hi,
+                    "records": hi - lo,
+                    # when: the range's records spread evenly over the time since the member's last report
+                    "start_ms": since + (now - since) * (lo - first) // (end - first),
+                    "end_ms": since + (now - since) * (hi - first) // (end - first),
+                    "previous": before,
+                    "last_commit": ledger.last_commit,
+                }
+            )
+            if start != "acquired" and floor is not None and lo < floor:
+                self.found.append(("reprocessing-explained", self._reprocess_explanation(actor, tp, lo, hi, floor)))
 
     def handover(self, actor: str, event: PositionSet) -> tuple[str | None, int]:
         """Before ``event`` is applied: who had processed its partition furthest, other than ``actor``, and
@@ -316,7 +350,6 @@ class Ledger:
 
     def on_commit_result(self, actor: str, event: CommitResult, now: int) -> None:
         group = event.group_id
-        self.commit_attempts[group] = self.commit_attempts.get(group, 0) + 1
         if event.failed:
             self.commits_failed[group] = self.commits_failed.get(group, 0) + 1
         for topic_id, partition, offset, error in event.offsets:
@@ -375,10 +408,14 @@ class Ledger:
         self._changed(client, before, now)
 
     def on_handler_result(self, actor: str, event: HandlerResult, now: int) -> None:
-        for record in event.records:
-            value = record.get("value") or {}
-            for topic in value.get("topics", ()) if isinstance(value, dict) else ():
-                if isinstance(topic, dict) and "topic_id" in topic and "topic_name" in topic:
+        """Topic names, from the groups' partition metadata records (only those are summarised)."""
+        for record in event.written or ():
+            if isinstance(record, dict):  # read back from a file
+                kind, value = record["key"].get("type"), record.get("value")
+            else:
+                kind, value = type(record.key).__name__, record.value
+            if kind in PARTITION_METADATA_KEYS and value is not None:
+                for topic in summarize(value).get("topics", ()):
                     self.names[topic["topic_id"]] = topic["topic_name"]
 
     def on_share_state_write(self, actor: str, event: ShareStateWrite, now: int) -> None:
@@ -411,22 +448,21 @@ class Ledger:
         if since is not None and (end is None or end > ledger.furthest):
             ledger.pause_ms += now - since
 
-    def _sample_lag(self, tp: TP, ledger: PartitionLedger, now: int) -> None:
-        end = self.log_end(tp, now)
+    def _sample_lag(self, tp: TP, ledger: PartitionLedger, time_ms: int, position: int) -> None:
+        """How far ``position`` was behind the log end at ``time_ms``."""
+        end = self.log_end(tp, time_ms)
         if end is None:
             return
-        behind = max(0, end - ledger.furthest)
+        behind = max(0, end - position)
         ledger.max_lag = max(ledger.max_lag, behind)
-        ledger.lag.append((now, behind))
+        ledger.lag.append((time_ms, behind))
 
     def finish(self, end_ms: int) -> None:
-        """Close what is still open at the end of the trace: pauses, and a last lag sample."""
+        """Close what is still open at the end of the trace: pauses, with a last lag sample (nobody processes)."""
         for (_, tp), ledger in sorted(self.partitions.items()):
-            if ledger.first_start is None:
-                continue
-            if ledger.pause_since is not None:
+            if ledger.first_start is not None and ledger.pause_since is not None:
+                self._sample_lag(tp, ledger, end_ms, ledger.furthest)
                 self._close_pause(tp, ledger, end_ms)
-            self._sample_lag(tp, ledger, end_ms)
 
     # -- totals ---------------------------------------------------------------------------------
     def totals(self, group: str | None = None) -> dict[str, int]:

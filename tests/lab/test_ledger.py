@@ -9,6 +9,7 @@ every step (``raise_on_violation``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -235,7 +236,55 @@ def test_the_story_says_who_re_reads_what() -> None:
     lab = pair(PROTOCOLS["consumer (KIP-848)"])
     lab.crash("A")
     lab.run(until=70_000)
-    story = client_story(lab.trace, members=["B"])
+    story = client_story(lab.trace, members=["B"], rereads=True)
     ranges = reprocessed_frame(lab.trace)
+    assert "re-reads" not in client_story(lab.trace, members=["B"])  # only when asked for
     for row in ranges.itertuples():
         assert f"B:   re-reads {row.partition} from {row.first} (committed) to {row.end} (A had processed)" in story
+
+
+def test_the_charts_draw_the_ledger() -> None:
+    from kip_lab.viz.charts import lag_chart, reprocessing_swimlanes, to_json
+
+    lab = pair(PROTOCOLS["consumer (KIP-848)"])
+    lab.crash("A")
+    lab.run(until=70_000)
+    swimlanes = json.loads(to_json(reprocessing_swimlanes(lab.trace)))
+    (marked,) = [_data(swimlanes, layer) for layer in _layers(swimlanes) if "↺" in str(layer.get("transform"))]
+    ranges = reprocessed_frame(lab.trace)
+    assert {(r["partition"], r["first"], r["records"]) for r in marked} == set(
+        zip(ranges["partition"], ranges["first"], ranges["records"], strict=True)
+    )
+    lag = json.loads(to_json(lag_chart(lab.trace)))
+    (rows,) = [_data(lag, layer) for layer in _layers(lag) if layer.get("mark", {}).get("type") == "line"]
+    assert max(r["lag_records"] for r in rows) == ledger_frame(lab.trace)["max_lag_records"].max()
+
+
+def _layers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every layer of a Vega-Lite spec, nested ones too."""
+    found = []
+    for layer in spec.get("layer", []):
+        found += [layer, *_layers(layer)]
+    return found
+
+
+def _data(spec: dict[str, Any], layer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows a layer draws: inline, or a named dataset of the spec."""
+    data = layer["data"]
+    values = data["values"] if "values" in data else spec["datasets"][data["name"]]
+    return json.loads(values) if isinstance(values, str) else values
+
+
+def test_a_member_cut_off_from_every_broker_processes_nothing_until_the_link_heals() -> None:
+    """It cannot fetch: its positions hold at the cut, so the new owner re-reads only what it had
+    processed since its last commit — and, once the link heals, the zombie processes again until
+    it learns it was fenced (what reprocessing-explained accepts as a fence's progress)."""
+    lab = pair({})
+    lab.partition_link("A", 60_000)  # 3 s after A's 10 s auto-commit
+    lab.run(until=120_000)
+    during = [e for e in lab.trace.of_type(RecordsProcessed) if e.actor == "A" and CRASH_MS < e.time_ms < 73_000]
+    assert during == []
+    first_rereads = reprocessed_frame(lab.trace).query("member == 'B'").groupby("partition").first()
+    assert (first_rereads["first"] == first_rereads["last_commit"]).all()
+    assert set(first_rereads["records"]) == {3 * RATE_PER_S}
+    assert lab.invariants.violations == []

@@ -18,8 +18,8 @@ from lab_support import make_lab
 from kip_lab.clients import CONSUMER_MEMBER_MACHINE, CallbackConfig, MemberState
 from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.events import CallbackCompleted, CallbackInvoked, MessageDelivered, MessageSent, StateTransition
-from kip_lab.lab.ledger import build_ledger
 from kip_lab.lab import Lab, LabConfig
+from kip_lab.lab.ledger import build_ledger
 from kip_lab.lab.trace import TraceEvent
 from kip_lab.machines import IllegalTransition
 from kip_lab.protocol import Errors
