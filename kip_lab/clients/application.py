@@ -390,7 +390,7 @@ class ApplicationLoop(MemberPlumbing):
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
         offsets, then, cause = context
         ok = response.error_codes <= {Errors.NONE}
-        errors = {(t.topic_id or "", p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+        errors = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
         self._commit_result(offsets, cause, errors, min(response.error_codes - {Errors.NONE}, default=Errors.NONE))
         if ok:
             self.committed.update(offsets)
