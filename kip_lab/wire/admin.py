@@ -80,7 +80,7 @@ class AdminHandlers:
 
         @property
         def lab(self) -> Lab: ...
-        def leader(self, topic_id: str, partition: int) -> str: ...
+        def partition_refusal(self, connection: Any, topic: Any, index: int, by_id: bool = False) -> Any: ...
         def _topic_of(self, item: Any) -> Any: ...
 
     async def create_topics(self, connection, header, request, response_class) -> Any:
@@ -156,10 +156,9 @@ class AdminHandlers:
             partitions = []
             for part in item.partitions:
                 entry: dict[str, Any] = {"partition_index": part.partition_index, "low_watermark": -1}
-                if topic is None or not 0 <= part.partition_index < topic.num_partitions:
-                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif self.leader(topic.topic_id, part.partition_index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, part.partition_index)
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
                     log = self.lab.world.share.topic_log((topic.topic_id, part.partition_index))
                     offset = log.high_watermark if part.offset == LATEST_OFFSET else part.offset

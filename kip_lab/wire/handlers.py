@@ -272,6 +272,16 @@ class Handlers(ClassicHandlers, AdminHandlers):
                 answer.cancel()
                 raise WireError(f"no answer to {api} within {NO_ANSWER_TIMEOUT_S} s")
 
+    def partition_refusal(self, connection: Connection, topic: Any, index: int, by_id: bool = False) -> Any:
+        """Why this broker refuses a data request for partition ``index`` of ``topic``: an unknown
+        topic or partition (UNKNOWN_TOPIC_ID when named by id), or another broker leads it; None
+        when it serves it (its log then exists: a partition's log is made with its leader)."""
+        if topic is None or not 0 <= index < topic.num_partitions:
+            return ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        if self.leader(topic.topic_id, index) != connection.broker:
+            return ErrorCode.not_leader_or_follower
+        return None
+
     def topic_name(self, topic_id: str) -> str:
         topic = self.lab.cluster.topic_by_id(topic_id)
         return topic.name if topic else ""
@@ -371,10 +381,9 @@ class Handlers(ClassicHandlers, AdminHandlers):
             partitions = []
             for data in item.partition_data:
                 entry: dict[str, Any] = {"index": data.index, "base_offset": -1}
-                if topic is None or not 0 <= data.index < topic.num_partitions:
-                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif self.leader(topic.topic_id, data.index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, data.index)
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
                     try:
                         batches = split_batches(bytes(data.records or b""))
@@ -438,12 +447,9 @@ class Handlers(ClassicHandlers, AdminHandlers):
             for part in item.partitions:
                 index = part.partition
                 entry: dict[str, Any] = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1}
-                if topic is None or not 0 <= index < topic.num_partitions:
-                    entry["error_code"] = (
-                        ErrorCode.unknown_topic_id if item_uses_id(item) else ErrorCode.unknown_topic_or_partition
-                    )
-                elif self.leader(topic.topic_id, index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, index, by_id=item_uses_id(item))
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
                     log = self.lab.world.share.topic_log((topic.topic_id, index))
                     end = log.high_watermark
@@ -473,12 +479,10 @@ class Handlers(ClassicHandlers, AdminHandlers):
             partitions = []
             for part in item.partitions:
                 entry: dict[str, Any] = {"partition_index": part.partition_index, "offset": -1, "timestamp": -1}
-                if topic is None or not 0 <= part.partition_index < topic.num_partitions:
-                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif self.leader(topic.topic_id, part.partition_index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, part.partition_index)
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
-                    self.leader(topic.topic_id, part.partition_index)  # the log exists once it has a leader
                     logs = self.lab.world.share.logs
                     name, index = topic.name, part.partition_index
                     if part.timestamp in (-2, -4):  # EARLIEST, EARLIEST_LOCAL (no tiered storage here)

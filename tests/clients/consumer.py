@@ -33,6 +33,21 @@ def emit_batch(records: list[tuple[int, int]]) -> dict[int, int]:
     return commit
 
 
+def python_client_settings(bootstrap: str, group: str, client_id: str, options: dict[str, str]) -> dict[str, Any]:
+    """kafka-python's and aiokafka's consumer settings (the two name them alike)."""
+    return {
+        "bootstrap_servers": bootstrap,
+        "group_id": group,
+        "client_id": client_id,
+        "auto_offset_reset": "earliest",
+        "enable_auto_commit": False,
+        "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
+        "max_poll_records": POLL_RECORDS,
+        **options,
+    }
+
+
 def confluent(bootstrap: str, group: str, client_id: str, topic: str, options: dict[str, str]) -> None:
     import confluent_kafka
 
@@ -69,18 +84,7 @@ def kafka_python(bootstrap: str, group: str, client_id: str, topic: str, options
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        client_id=client_id,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-        max_poll_records=POLL_RECORDS,
-        **options,
-    )
+    consumer = KafkaConsumer(topic, **python_client_settings(bootstrap, group, client_id, options))
     while True:
         batches = consumer.poll(timeout_ms=200)
         records = sorted((r.partition, r.offset) for rs in batches.values() for r in rs)
@@ -96,18 +100,7 @@ def kafka_python(bootstrap: str, group: str, client_id: str, topic: str, options
 async def aiokafka(bootstrap: str, group: str, client_id: str, topic: str, options: dict[str, str]) -> None:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        client_id=client_id,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
-        heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-        max_poll_records=POLL_RECORDS,
-        **options,
-    )
+    consumer = AIOKafkaConsumer(topic, **python_client_settings(bootstrap, group, client_id, options))
     await consumer.start()
     while True:
         batches = await consumer.getmany(timeout_ms=200)

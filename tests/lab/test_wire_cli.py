@@ -18,30 +18,24 @@ from tests.wire_support import RawClient
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_serve_a_library_scenario_with_an_extra_topic_then_stop(tmp_path):
-    trace = tmp_path / "trace.jsonl"
+def serve_process(*arguments: str) -> tuple[subprocess.Popen, int]:
+    """``kip-lab serve --port 0 --quiet ARGUMENTS`` in a child process, and its bootstrap port."""
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kip_lab.cli",
-            "serve",
-            "basic",
-            "--port",
-            "0",
-            "--topic",
-            "extra:3",
-            *("--duration", "3", "--quiet", "--trace", str(trace)),
-        ],
+        [sys.executable, "-m", "kip_lab.cli", "serve", "--port", "0", "--quiet", *arguments],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    first = process.stdout.readline()
+    assert "bootstrap.servers=127.0.0.1:" in first, first + process.stderr.read()
+    return process, int(first.split("bootstrap.servers=127.0.0.1:")[1].split()[0])
+
+
+def test_serve_a_library_scenario_with_an_extra_topic_then_stop(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    process, port = serve_process("basic", "--topic", "extra:3", "--duration", "3", "--trace", str(trace))
     try:
-        first = process.stdout.readline()
-        assert "bootstrap.servers=127.0.0.1:" in first, first
-        port = int(first.split("bootstrap.servers=127.0.0.1:")[1].split()[0])
         client = RawClient(port)
         assert client.request(ApiVersionsRequest()).error_code == ErrorCode.none
         metadata = client.request(
@@ -115,19 +109,10 @@ def test_serve_with_a_setting_describes_it_to_an_admin_client():
     """``--set`` reaches the running Lab: DescribeConfigs reads the session timeout back."""
     from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "kip_lab.cli", "serve", "--port", "0", "--duration", "20", "--quiet"),
-            *("--set", "coordinator.session_timeout_ms=10000", "--heartbeat-interval-ms", "2000"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process, port = serve_process(
+        "--duration", "20", "--set", "coordinator.session_timeout_ms=10000", "--heartbeat-interval-ms", "2000"
     )
     try:
-        first = process.stdout.readline()
-        port = int(first.split("bootstrap.servers=127.0.0.1:")[1].split()[0])
         resource = DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)
         answer = RawClient(port).request(
             DescribeConfigsRequest(resources=(resource,), include_synonyms=False, include_documentation=False)
