@@ -129,8 +129,8 @@ class Review:
     executor: Executor
     traces: dict[int, Trace] = field(repr=False)  # variant index -> its representative run's trace
     representative: dict[int, int] = field(default_factory=dict)  # variant index -> seed
-    command: str | None = None  # the kip-lab command that made it, when it came from the command line
     seconds: float = 0.0
+    written: Path | None = None  # the report, once written
 
     # ------------------------------------------------------------------ the numbers
     def values(self, outcome: str, variant: int) -> list[float | None]:
@@ -179,7 +179,8 @@ class Review:
         """Write ``out/report.html`` (one self-contained file) and return its path."""
         from kip_lab.review.report import write_report
 
-        return write_report(self, Path(out))
+        self.written = write_report(self, Path(out))
+        return self.written
 
 
 def _cell(values: list[float | None]) -> Cell:

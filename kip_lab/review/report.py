@@ -155,7 +155,7 @@ def vega_javascript() -> str:
 
     from kip_lab.viz.charts import _vl_version
 
-    return vlc.javascript_bundle(None, vl_version=_vl_version())
+    return vlc.javascript_bundle(vl_version=_vl_version())  # type: ignore[call-arg]  # the stub wrongly requires snippet
 
 
 # ---------------------------------------------------------------------------- the page
