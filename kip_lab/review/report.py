@@ -98,6 +98,7 @@ def swimlane_spec(trace: Any) -> dict[str, Any]:
         .mark_rule(color="black", strokeWidth=2)
         .encode(x=alt.X("cursor:Q"))
         .add_params(cursor)
+        .properties(name="cursor")  # its SVG group's class: where a test finds it
     )
     return (chart + rule).to_dict()
 
