@@ -218,11 +218,12 @@ def _compared(review: Review) -> str:
     where = "in one process" if review.executor == "local" else "on Spark"
     scenario = review.variants[0].scenario
     first = scenario.first_event_ms
+    since = [o.label for o in review.outcomes if o.key in (review.runs[0].metrics.get("totals_before") or {})]
     counted = (
-        f"Totals (unavailability, moves, revocations) are counted from the first change, at {first:,} ms: "
-        "the group's own start is left out."
-        if first is not None
-        else "The scenario has no timed change: totals cover the whole run."
+        f"Counted from the first change, at {first:,} ms, leaving the group's own start out: {', '.join(since)}; "
+        "the other outcomes cover the whole run."
+        if first is not None and since
+        else "Every outcome covers the whole run."
     )
     profiles = sorted({v.scenario.lab.coordinator.fidelity for v in review.variants})
     profile_text = " / ".join(KAFKA_PROFILES[p] for p in profiles)
