@@ -204,52 +204,78 @@ def format_value(value: float | None, unit: str) -> str:
 def verdict_sentences(
     outcomes: Sequence[Outcome], variants: Sequence[Variant], cells: Mapping[str, Sequence[Cell]], seeds: int
 ) -> list[str]:
-    """One sentence per outcome on which the variants differ (best and worst median, and whether the
-    spreads over seeds overlap), one for the outcomes they tie on, and which variant wins most rows."""
+    """What the table says: which variant is best on most outcomes, then per outcome on which the
+    variants differ the best and worst median (and whether their ranges over the seeds overlap),
+    then ``_closing_sentences``."""
     if len(variants) < 2:
         return [f"One variant only ({variants[0].label}): nothing to compare it with."]
-    sentences, ties = [], []
-    wins = dict.fromkeys(range(len(variants)), 0)
-    differing = 0
+    labels = [v.label for v in variants]
+    sentences, ties, wins = [], [], [0] * len(variants)
     for outcome in outcomes:
-        row = cells[outcome.key]
-        ranked = [(c.median, i) for i, c in enumerate(row) if c.median is not None]
-        if len({m for m, _ in ranked}) < 2:
+        ranked = _ranked(outcome, cells[outcome.key])
+        if ranked is None:
             ties.append(outcome.label)
             continue
-        differing += 1
-        ranked.sort(reverse=not outcome.lower_is_better)
-        best_value, worst_value = ranked[0][0], ranked[-1][0]
-        best = [i for m, i in ranked if m == best_value]
-        worst = [i for m, i in ranked if m == worst_value]
+        best, worst = ranked
         for i in best:
             wins[i] += 1
-        names = " and ".join(variants[i].label for i in best)
-        sentence = (
-            f"{outcome.label.capitalize()}: {names} {'is' if len(best) == 1 else 'are'} best "
-            f"(median {format_value(best_value, outcome.unit)}), "
-            f"{' and '.join(variants[i].label for i in worst)} worst (median {format_value(worst_value, outcome.unit)})"
+        sentences.append(_outcome_sentence(outcome, cells[outcome.key], labels, best, worst, seeds))
+    if sentences:
+        top = max(wins)
+        leaders = [label for label, count in zip(labels, wins, strict=True) if count == top]
+        sentences.insert(
+            0, f"Overall, {_listed(leaders)} {_is(leaders)} best on {top} of the {len(sentences)} outcomes that differ."
         )
-        if seeds > 1 and _spreads_overlap(outcome, [row[i] for i in best], [row[i] for i in worst]):
-            sentence += "; their ranges over the seeds overlap, so the seeds matter as much as the option"
-        sentences.append(sentence + ".")
+    return sentences + _closing_sentences(labels, cells, ties, seeds)
+
+
+def _closing_sentences(
+    labels: list[str], cells: Mapping[str, Sequence[Cell]], ties: list[str], seeds: int
+) -> list[str]:
+    """The outcomes every variant ties on, whether the seeds mattered at all, and any broken invariant."""
+    sentences = []
     if ties:
-        sentences.append(f"Every variant has the same median {', '.join(ties)}.")
+        sentences.append(f"Every variant has the same median {_listed(ties)}.")
     if seeds > 1 and all(c.low == c.high for row in cells.values() for c in row):
         sentences.append(f"The {seeds} seeds gave the same numbers in every variant: nothing here depends on the seed.")
-    if differing:
-        top = max(wins.values())
-        leaders = [variants[i].label for i, count in wins.items() if count == top]
-        sentences.insert(
-            0,
-            f"Overall, {' and '.join(leaders)} {'is' if len(leaders) == 1 else 'are'} best on {top} of the "
-            f"{differing} outcomes where the variants differ.",
-        )
     violations = cells.get("invariant_violations")
     if violations and any(c.high for c in violations):
-        broken = [variants[i].label for i, c in enumerate(violations) if c.high]
-        sentences.append(f"Warning: invariants were violated in runs of {', '.join(broken)}.")
+        broken = [label for label, c in zip(labels, violations, strict=True) if c.high]
+        sentences.append(f"Warning: invariants were violated in runs of {_listed(broken)}.")
     return sentences
+
+
+def _ranked(outcome: Outcome, row: Sequence[Cell]) -> tuple[list[int], list[int]] | None:
+    """The variants with the best median and those with the worst; None when every median is the same."""
+    medians = {i: c.median for i, c in enumerate(row) if c.median is not None}
+    if len(set(medians.values())) < 2:
+        return None
+    best_value = (min if outcome.lower_is_better else max)(medians.values())
+    worst_value = (max if outcome.lower_is_better else min)(medians.values())
+    return [i for i, m in medians.items() if m == best_value], [i for i, m in medians.items() if m == worst_value]
+
+
+def _outcome_sentence(
+    outcome: Outcome, row: Sequence[Cell], labels: list[str], best: list[int], worst: list[int], seeds: int
+) -> str:
+    best_names, worst_names = [labels[i] for i in best], [labels[i] for i in worst]
+    sentence = (
+        f"{outcome.label.capitalize()}: {_listed(best_names)} {_is(best_names)} best "
+        f"(median {format_value(row[best[0]].median, outcome.unit)}), "
+        f"{_listed(worst_names)} worst (median {format_value(row[worst[0]].median, outcome.unit)})"
+    )
+    if seeds > 1 and _spreads_overlap(outcome, [row[i] for i in best], [row[i] for i in worst]):
+        sentence += "; their ranges over the seeds overlap, so the seeds matter as much as the option"
+    return sentence + "."
+
+
+def _listed(names: Sequence[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _is(names: Sequence[str]) -> str:
+    return "is" if len(names) == 1 else "are"
 
 
 def _spreads_overlap(outcome: Outcome, best: Sequence[Cell], worst: Sequence[Cell]) -> bool:
@@ -314,7 +340,7 @@ def build_variants(data: Mapping[str, Any], source: str, vary: Mapping[str, Sequ
             scenario = Scenario.model_validate(changed)
         except ValidationError as exc:
             raise _variant_error(source, values, exc) from None
-        label = ", ".join(f"{short[key]}={_text(value)}" for key, value in values.items())
+        label = " · ".join(f"{short[key]}={_text(value)}" for key, value in values.items())
         variants.append(Variant(index, values, label, scenario))
     return variants
 

@@ -127,7 +127,8 @@ picture(outcome_chart(review, ["max_time_to_stable_ms", "total_unavailability_ms
 # ## 4 · What the numbers say
 #
 # `review.verdicts` are sentences generated from the table: per outcome the best and the worst
-# variant, and whether the spread over seeds overlaps.
+# variant, and whether the spread over seeds overlaps. When a run broke one of the Lab's invariants,
+# a last line says which variants did (the summary below names the invariants).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -191,7 +192,10 @@ print(f"least partition unavailability: {least.label}")
 print("variants:", len(review.variants), "x seeds:", len(review.seeds), "=", len(review.runs), "runs")
 best = {o.label: [v.label for v, c in zip(review.variants, cells[o.key]) if c.best] for o in review.outcomes}
 print("best partition moves:", best["partition moves"])
-print("invariant violations in any run:", sum(r.metrics["invariant_violations"] for r in review.runs))
+broken = sorted(
+    {(review.variants[r.variant].label, name) for r in review.runs for name in r.metrics["invariant_violations_by_name"]}
+)
+print("invariants broken:", broken or "none")
 print("report players:", open(review.written, encoding="utf-8").read().count('class="player"'))
 
 # %% [markdown]
