@@ -209,7 +209,7 @@ def verdict_sentences(
     then ``_closing_sentences``."""
     if len(variants) < 2:
         return [f"One variant only ({variants[0].label}): nothing to compare it with."]
-    labels = [v.label for v in variants]
+    name = _Namer(variants)
     sentences, ties, wins = [], [], [0] * len(variants)
     for outcome in outcomes:
         ranked = _ranked(outcome, cells[outcome.key])
@@ -219,19 +219,17 @@ def verdict_sentences(
         best, worst = ranked
         for i in best:
             wins[i] += 1
-        sentences.append(_outcome_sentence(outcome, cells[outcome.key], labels, best, worst, seeds))
+        sentences.append(_outcome_sentence(outcome, cells[outcome.key], name, best, worst, seeds))
     if sentences:
         top = max(wins)
-        leaders = [label for label, count in zip(labels, wins, strict=True) if count == top]
+        leaders = [i for i, count in enumerate(wins) if count == top]
         sentences.insert(
-            0, f"Overall, {_listed(leaders)} {_is(leaders)} best on {top} of the {len(sentences)} outcomes that differ."
+            0, f"Overall, {name(leaders)} {_is(leaders)} best on {top} of the {len(sentences)} outcomes that differ."
         )
-    return sentences + _closing_sentences(labels, cells, ties, seeds)
+    return sentences + _closing_sentences(name, cells, ties, seeds)
 
 
-def _closing_sentences(
-    labels: list[str], cells: Mapping[str, Sequence[Cell]], ties: list[str], seeds: int
-) -> list[str]:
+def _closing_sentences(name: _Namer, cells: Mapping[str, Sequence[Cell]], ties: list[str], seeds: int) -> list[str]:
     """The outcomes every variant ties on, whether the seeds mattered at all, and any broken invariant."""
     sentences = []
     if ties:
@@ -240,8 +238,8 @@ def _closing_sentences(
         sentences.append(f"The {seeds} seeds gave the same numbers in every variant: nothing here depends on the seed.")
     violations = cells.get("invariant_violations")
     if violations and any(c.high for c in violations):
-        broken = [label for label, c in zip(labels, violations, strict=True) if c.high]
-        sentences.append(f"Warning: invariants were violated in runs of {_listed(broken)}.")
+        broken = [i for i, c in enumerate(violations) if c.high]
+        sentences.append(f"Warning: invariants were violated in runs of {name(broken)}.")
     return sentences
 
 
@@ -256,17 +254,47 @@ def _ranked(outcome: Outcome, row: Sequence[Cell]) -> tuple[list[int], list[int]
 
 
 def _outcome_sentence(
-    outcome: Outcome, row: Sequence[Cell], labels: list[str], best: list[int], worst: list[int], seeds: int
+    outcome: Outcome, row: Sequence[Cell], name: _Namer, best: list[int], worst: list[int], seeds: int
 ) -> str:
-    best_names, worst_names = [labels[i] for i in best], [labels[i] for i in worst]
     sentence = (
-        f"{outcome.label.capitalize()}: {_listed(best_names)} {_is(best_names)} best "
+        f"{outcome.label.capitalize()}: {name(best)} {_is(best)} best "
         f"(median {format_value(row[best[0]].median, outcome.unit)}), "
-        f"{_listed(worst_names)} worst (median {format_value(row[worst[0]].median, outcome.unit)})"
+        f"{name(worst)} worst (median {format_value(row[worst[0]].median, outcome.unit)})"
     )
     if seeds > 1 and _spreads_overlap(outcome, [row[i] for i in best], [row[i] for i in worst]):
         sentence += "; their ranges over the seeds overlap, so the seeds matter as much as the option"
     return sentence + "."
+
+
+class _Namer:
+    """Names a group of variants: one by its label, more by what they share
+    and no other variant has ("the variants with static=true"), else by their labels (and count)."""
+
+    def __init__(self, variants: Sequence[Variant]) -> None:
+        self.variants = variants
+
+    def __call__(self, group: Sequence[int]) -> str:
+        labels = [self.variants[i].label for i in group]
+        if len(group) == 1:
+            return labels[0]
+        shared = self._shared(group)
+        if shared:
+            return f"the variants with {shared}"
+        others = self._shared([v.index for v in self.variants if v.index not in group])
+        if others:
+            return f"every variant but those with {others}"
+        return _listed(labels) if len(group) == 2 else f"{len(group)} variants ({_listed(labels)})"
+
+    def _shared(self, group: Sequence[int]) -> str | None:
+        """The values the group's variants, and no others, have in common ('static=true'), if any."""
+        if not group:
+            return None
+        first = self.variants[group[0]].values
+        shared = {k: v for k, v in first.items() if all(self.variants[i].values[k] == v for i in group)}
+        alike = [v.index for v in self.variants if all(v.values[k] == x for k, x in shared.items())]
+        if not shared or sorted(alike) != sorted(group):
+            return None
+        return " and ".join(f"{k.split('.')[-1]}={_text(v)}" for k, v in shared.items())
 
 
 def _listed(names: Sequence[str]) -> str:

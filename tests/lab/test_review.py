@@ -19,7 +19,8 @@ pytest.importorskip("vl_convert")
 from kip_lab import cli
 from kip_lab.events import AssignmentChanged, FaultInjected, StateTransition
 from kip_lab.lab.metrics import compute_metrics
-from kip_lab.review import OUTCOMES, ReviewError, compare
+from kip_lab.review import OUTCOMES, Outcome, ReviewError, Variant, compare
+from kip_lab.review.compare import Cell, verdict_sentences
 from kip_lab.review.report import player_frames
 from kip_lab.scenarios import ScenarioError, run_scenario, scenario_from_yaml
 from kip_lab.scenarios import templates as t
@@ -254,3 +255,22 @@ def test_kip_lab_compare_writes_the_report(tmp_path, capsys):
     assert f"report written to {out / 'report.html'} (4 runs in " in printed
     assert cli.main(["compare", "rolling_bounce", "--vary", "seeds", "--out", str(out)]) == 2
     assert "--vary seeds: write KEY=V1,V2" in capsys.readouterr().err
+
+
+def test_verdicts_name_a_group_of_variants_by_what_they_share_and_only_they():
+    values = [("classic", False), ("classic", True), ("consumer", False), ("consumer", True)]
+    variants = [
+        Variant(i, {"protocol": p, "static": s}, f"protocol={p} · static={str(s).lower()}", None)
+        for i, (p, s) in enumerate(values)
+    ]
+    outcome = Outcome("partition_moves", "partition moves", "moves")
+    moves = [Cell(m, m, m, (m,)) for m in (20, 0, 18, 0)]
+    sentences = verdict_sentences([outcome], variants, {"partition_moves": moves}, seeds=1)
+    assert sentences == [
+        "Overall, the variants with static=true are best on 1 of the 1 outcomes that differ.",
+        "Partition moves: the variants with static=true are best (median 0 moves), "
+        "protocol=classic · static=false worst (median 20 moves).",
+    ]
+    moves = [Cell(m, m, m, (m,)) for m in (20, 0, 0, 0)]
+    sentence = verdict_sentences([outcome], variants, {"partition_moves": moves}, seeds=1)[1]
+    assert sentence.startswith("Partition moves: every variant but those with protocol=classic and static=false are")
