@@ -302,7 +302,7 @@ def _listed(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _is(names: Sequence[str]) -> str:
+def _is(names: Sequence[Any]) -> str:
     return "is" if len(names) == 1 else "are"
 
 
