@@ -352,6 +352,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     """Every variant validated before anything runs (exit 2 naming the --vary), then the runs and the report."""
+    if any(find_spec(name) is None for name in ("pandas", "altair", "vl_convert")):
+        print('kip-lab compare needs the viz extra for its report: pip install "kip-lab[viz]"', file=sys.stderr)
+        return INVALID
     import yaml
 
     from kip_lab.review import ReviewError, compare
