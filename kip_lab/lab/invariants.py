@@ -78,16 +78,6 @@ QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS - LEDGER_KI
 _INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed")  # rebuilt, not saved
 
 
-def _topic_names(world: Any, event: Any) -> dict[str, str]:
-    """The names of the topics a ledger event names (for its explanations), from the cluster."""
-    ids = {r[0] for r in event.ranges} if hasattr(event, "ranges") else set()
-    ids |= {r[0] for r in getattr(event, "offsets", ())}
-    if hasattr(event, "topic_id"):
-        ids.add(event.topic_id)
-    topics = {tid: world.cluster.topic_by_id(tid) for tid in ids}
-    return {tid: topic.name for tid, topic in topics.items() if topic is not None}
-
-
 class InvariantViolation(KipLabError, AssertionError):
     """Raised instead of only tracing when the Lab is built with ``raise_on_violation``."""
 
@@ -167,10 +157,13 @@ class InvariantChecker:
     def _ledger(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
         """The ledger's invariants: the consumers' positions, processed records and commits of this step."""
         ledger = self.ledger
-        for event in events:
-            if event.kind in LEDGER_KINDS:
-                ledger.names.update(_topic_names(world, event.body))
-                ledger.apply(event)
+        ledger.namer = world.partition_name  # for the explanations; not kept (a snapshot copies the ledger)
+        try:
+            for event in events:
+                if event.kind in LEDGER_KINDS:
+                    ledger.apply(event)
+        finally:
+            ledger.namer = None
         return ledger.take_found()
 
     def _report(self, found: list[tuple[str, str]]) -> None:

@@ -84,6 +84,14 @@ class OffsetSet:
         """Add ``[start, end)``; returns the parts that were already in the set, in order."""
         if end <= start:
             return []
+        starts, ends = self.starts, self.ends
+        if not ends or start > ends[-1]:  # past everything (a first range, or a gap): the common cases
+            starts.append(start)
+            ends.append(end)
+            return []
+        if start == ends[-1]:  # where the last range ends: a consumer's next range
+            ends[-1] = end
+            return []
         first = bisect_right(self.ends, start - 1)  # the first range ending at or after start
         if first > 0 and self.ends[first - 1] == start:
             first -= 1  # adjacent on the left: merged
@@ -183,13 +191,13 @@ class Ledger:
 
     def __init__(self) -> None:
         self.partitions: dict[tuple[str, TP], PartitionLedger] = {}
-        self.commit_attempts: dict[str, int] = {}  # group -> commits sent and answered (or timed out)
         self.commits_failed: dict[str, int] = {}  # group -> commits with a partition not stored
         self.reprocessed: list[dict[str, Any]] = []
         self.found: list[tuple[str, str]] = []
         self.names: dict[str, str] = {}  # topic id -> name, as records and classic clients tell it
         self.rates: dict[str, float] = {}  # topic name -> records per ms per partition
         self.clients: dict[str, _Client] = {}
+        self.namer: Callable[[TP], str] | None = None  # names a partition the events have not named (set while used)
 
     # -- reading ----------------------------------------------------------------------------
     def apply(self, event: Any) -> None:
@@ -203,7 +211,10 @@ class Ledger:
         return found
 
     def partition_name(self, tp: TP) -> str:
-        return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
+        name = self.names.get(tp[0])
+        if name is None and self.namer is not None:
+            return self.namer(tp)
+        return f"{name or tp[0]}-{tp[1]}"
 
     def log_end(self, tp: TP, time_ms: int) -> int | None:
         """The log end offset of ``tp`` at ``time_ms`` (None when the topic's producer is unknown)."""
@@ -211,10 +222,9 @@ class Ledger:
         return None if rate is None else int(rate * time_ms)
 
     def _partition(self, group: str, tp: TP) -> PartitionLedger:
-        key = (group, tp)
-        ledger = self.partitions.get(key)
+        ledger = self.partitions.get((group, tp))
         if ledger is None:
-            ledger = self.partitions[key] = PartitionLedger()
+            ledger = self.partitions[(group, tp)] = PartitionLedger()
         return ledger
 
     # -- the consumers' own events ---------------------------------------------------------------
@@ -251,47 +261,70 @@ class Ledger:
         )
 
     def on_records_processed(self, actor: str, event: RecordsProcessed, now: int) -> None:
+        group = event.group_id
+        sampled = bool(self.rates)  # the Lab's own checks know no producer: no lag to sample
         for topic_id, partition, first, end, start in event.ranges:
             tp = (topic_id, partition)
-            ledger = self._partition(event.group_id, tp)
-            self._sample_lag(tp, ledger, now)
-            before = self._previous_owner(actor, ledger)
-            was_at = ledger.processed_by.get(actor)
-            if start == "continued" and was_at is not None and first != was_at:
-                name = self.partition_name(tp)
-                self.found.append(
-                    ("reprocessing-explained", f"{actor}'s position for {name} moved from {was_at} to {first} unseen")
-                )
+            ledger = self._partition(group, tp)
+            if sampled:
+                self._sample_lag(tp, ledger, now)
+            if start == "continued":
+                was_at = ledger.processed_by.get(actor)
+                if was_at is not None and first != was_at:
+                    name = self.partition_name(tp)
+                    self.found.append(
+                        (
+                            "reprocessing-explained",
+                            f"{actor}'s position for {name} moved from {was_at} to {first} unseen",
+                        )
+                    )
             again = ledger.processed.add(first, end)
             ledger.records_processed += end - first
-            since = ledger.reported_ms.get(actor, now)
-            for lo, hi in again:
-                ledger.records_reprocessed += hi - lo
-                self.reprocessed.append(
-                    {
-                        "group_id": event.group_id,
-                        "member": actor,
-                        "topic_id": topic_id,
-                        "partition_index": partition,
-                        "partition": self.partition_name(tp),
-                        "first": lo,
-                        "end": hi,
-                        "records": hi - lo,
-                        # when: the range's records spread evenly over the time since the member's last report
-                        "start_ms": since + (now - since) * (lo - first) // (end - first),
-                        "end_ms": since + (now - since) * (hi - first) // (end - first),
-                        "previous": before,
-                        "last_commit": ledger.last_commit,
-                    }
-                )
-                floor = ledger.handover_commit.get(actor, ledger.last_commit)
-                if start != "acquired" and floor is not None and lo < floor:
-                    explanation = self._reprocess_explanation(actor, tp, lo, hi, floor)
-                    self.found.append(("reprocessing-explained", explanation))
-            ledger.furthest = max(ledger.furthest, end)
+            if again:
+                self._processed_again(actor, event, tp, (first, end, start), again, ledger, now)
+            if end > ledger.furthest:
+                ledger.furthest = end
             ledger.processed_by[actor] = end
             ledger.reported_ms[actor] = now
-            self._sample_lag(tp, ledger, now)
+            if sampled:
+                self._sample_lag(tp, ledger, now)
+
+    def _processed_again(
+        self,
+        actor: str,
+        event: RecordsProcessed,
+        tp: TP,
+        processed: tuple[int, int, str],
+        again: list[tuple[int, int]],
+        ledger: PartitionLedger,
+        now: int,
+    ) -> None:
+        """Count and list the parts of a range processed before, and check each is explained."""
+        first, end, start = processed
+        before = self._previous_owner(actor, ledger)
+        since = ledger.reported_ms.get(actor, now)
+        floor = ledger.handover_commit.get(actor, ledger.last_commit)
+        for lo, hi in again:
+            ledger.records_reprocessed += hi - lo
+            self.reprocessed.append(
+                {
+                    "group_id": event.group_id,
+                    "member": actor,
+                    "topic_id": tp[0],
+                    "partition_index": tp[1],
+                    "partition": self.partition_name(tp),
+                    "first": lo,
+                    "end": hi,
+                    "records": hi - lo,
+                    # when: the range's records spread evenly over the time since the member's last report
+                    "start_ms": since + (now - since) * (lo - first) // (end - first),
+                    "end_ms": since + (now - since) * (hi - first) // (end - first),
+                    "previous": before,
+                    "last_commit": ledger.last_commit,
+                }
+            )
+            if start != "acquired" and floor is not None and lo < floor:
+                self.found.append(("reprocessing-explained", self._reprocess_explanation(actor, tp, lo, hi, floor)))
 
     def handover(self, actor: str, event: PositionSet) -> tuple[str | None, int]:
         """Before ``event`` is applied: who had processed its partition furthest, other than ``actor``, and
@@ -316,7 +349,6 @@ class Ledger:
 
     def on_commit_result(self, actor: str, event: CommitResult, now: int) -> None:
         group = event.group_id
-        self.commit_attempts[group] = self.commit_attempts.get(group, 0) + 1
         if event.failed:
             self.commits_failed[group] = self.commits_failed.get(group, 0) + 1
         for topic_id, partition, offset, error in event.offsets:

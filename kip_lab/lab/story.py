@@ -21,8 +21,8 @@ from kip_lab.lab.ledger import Ledger
 def client_story(
     trace: Iterable[Any], *, since_ms: int = 0, until_ms: int | None = None, members: Iterable[str] | None = None
 ) -> str:
-    """One line per client state transition, callback, client note, fault, dropped message, partition
-    started (and what it re-reads) and failed commit."""
+    """One line per client state transition, callback, client note, fault, dropped message, failed
+    commit, and partition started below what its group had processed (what it re-reads)."""
     wanted = None if members is None else set(members)
     lines = []
     ledger = Ledger()  # who had processed what, for the lines of a start
@@ -51,7 +51,7 @@ def _story_line(actor: str, event: Event, ledger: Ledger) -> str | None:
         case MessageDropped():
             return f"network: dropped {event.api} {event.source} -> {event.destination}"
         case PositionSet():
-            return f"{actor}:   {_start_line(actor, event, ledger)}"
+            return _reread_line(actor, event, ledger)
         case CommitResult() if event.failed:
             refused = ", ".join(
                 f"{ledger.partition_name((t, p))} at {offset}: {error}"
@@ -62,12 +62,13 @@ def _story_line(actor: str, event: Event, ledger: Ledger) -> str | None:
     return None
 
 
-def _start_line(actor: str, event: PositionSet, ledger: Ledger) -> str:
-    """ "B re-reads foo-2 from 120 (committed) to 145 (A had processed)", or "B starts foo-2 at 120 (committed)"."""
-    name = ledger.partition_name((event.topic_id, event.partition))
+def _reread_line(actor: str, event: PositionSet, ledger: Ledger) -> str | None:
+    """ "B:   re-reads foo-2 from 120 (committed) to 145 (A had processed)", or None when nothing is read again."""
     previous, processed = ledger.handover(actor, event)
-    if processed > event.offset:
-        return (
-            f"re-reads {name} from {event.offset} ({event.reason}) to {processed} ({previous or actor} had processed)"
-        )
-    return f"starts {name} at {event.offset} ({event.reason})"
+    if processed <= event.offset:
+        return None
+    name = ledger.partition_name((event.topic_id, event.partition))
+    return (
+        f"{actor}:   re-reads {name} from {event.offset} ({event.reason}) to {processed} "
+        f"({previous or actor} had processed)"
+    )

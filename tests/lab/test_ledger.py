@@ -9,6 +9,7 @@ every step (``raise_on_violation``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -239,3 +240,35 @@ def test_the_story_says_who_re_reads_what() -> None:
     ranges = reprocessed_frame(lab.trace)
     for row in ranges.itertuples():
         assert f"B:   re-reads {row.partition} from {row.first} (committed) to {row.end} (A had processed)" in story
+
+
+def test_the_charts_draw_the_ledger() -> None:
+    from kip_lab.viz.charts import lag_chart, reprocessing_swimlanes, to_json
+
+    lab = pair(PROTOCOLS["consumer (KIP-848)"])
+    lab.crash("A")
+    lab.run(until=70_000)
+    swimlanes = json.loads(to_json(reprocessing_swimlanes(lab.trace)))
+    (marked,) = [_data(swimlanes, layer) for layer in _layers(swimlanes) if "↺" in str(layer.get("transform"))]
+    ranges = reprocessed_frame(lab.trace)
+    assert {(r["partition"], r["first"], r["records"]) for r in marked} == set(
+        zip(ranges["partition"], ranges["first"], ranges["records"], strict=True)
+    )
+    lag = json.loads(to_json(lag_chart(lab.trace)))
+    (rows,) = [_data(lag, layer) for layer in _layers(lag) if layer.get("mark", {}).get("type") == "line"]
+    assert max(r["lag_records"] for r in rows) == ledger_frame(lab.trace)["max_lag_records"].max()
+
+
+def _layers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every layer of a Vega-Lite spec, nested ones too."""
+    found = []
+    for layer in spec.get("layer", []):
+        found += [layer, *_layers(layer)]
+    return found
+
+
+def _data(spec: dict[str, Any], layer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows a layer draws: inline, or a named dataset of the spec."""
+    data = layer["data"]
+    values = data["values"] if "values" in data else spec["datasets"][data["name"]]
+    return json.loads(values) if isinstance(values, str) else values
