@@ -326,10 +326,13 @@ class Scenario(_Spec):
     events: list[Event] = Field([], max_length=MAX_EVENTS)
     run: RunSpec = RunSpec(until_stable=True)
     expect: Expect = Expect()
+    # Read, expanded into topics, members and events, and never dumped: a dump is the scenario the template built.
     template: str | None = Field(
-        None, description="a deployment template (kip_lab.scenarios.templates) that builds topics, members and events"
+        None,
+        exclude=True,
+        description="a deployment template (kip_lab.scenarios.templates) that builds topics, members and events",
     )
-    params: dict[str, Any] = Field({}, description="the template's parameters")
+    params: dict[str, Any] = Field({}, exclude=True, description="the template's parameters")
 
     @model_validator(mode="before")
     @classmethod
