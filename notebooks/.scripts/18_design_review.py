@@ -30,9 +30,9 @@
 # 3. reads the table, the verdicts and the charts, and writes the conclusion from the numbers;
 # 4. writes the same review as one self-contained `report.html` to attach to the design doc.
 #
-# The group here is **10 members on 20 partitions** so that the whole notebook runs in about
-# twenty seconds on two cores; the same review of 30 members is one parameter away
-# (`members: 30`), and the command line does it too:
+# The group here is **10 members on 20 partitions, over two seeds**, kept small so that the notebook
+# stays quick to run on a laptop; the same review of 30 members over five seeds is two numbers away
+# (`members: 30`, `seeds=5`), and the command line does it too:
 #
 # ```
 # kip-lab compare review.yaml --vary protocol=classic,consumer --vary static=false,true \
