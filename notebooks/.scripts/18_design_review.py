@@ -107,15 +107,22 @@ print(f"{len(review.runs)} runs in {review.seconds:.1f} s; the report: {review.w
 # %% [markdown]
 # ## 3 · The table
 #
-# One row per variant, one column per outcome: the median over the two seeds. Every number is
-# `compute_metrics` of a run's trace; what adds up over a run (unavailability, moves, revocations)
-# is counted from the first restart, so the group's own start is left out.
+# `review.table()` has one row per outcome and one column per variant: the median over the two
+# seeds. Every number is `compute_metrics` of a run's trace; what adds up over a run
+# (unavailability, moves, revocations) is counted from the first restart, so the group's own start
+# is left out. Printed here one protocol at a time, each column named by membership and batching:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-table = review.table().T
-table.index.name = "variant"
-print(table.round(1).to_string())
+table = review.table()
+for protocol, title in (("classic", "classic, cooperative-sticky"), ("consumer", "KIP-848")):
+    columns = {
+        v.label: f"{'static' if v.values['static'] else 'dynamic'}, batching {v.values['assignment_interval_ms']} ms"
+        for v in review.variants
+        if v.values["protocol"] == protocol
+    }
+    print(f"{title} (medians)")
+    print(table[list(columns)].rename(columns=columns).round(1).to_string(), end="\n\n")
 
 # %% [markdown]
 # The same numbers drawn: each dot is one run, the bar is the variant's median.
