@@ -22,6 +22,8 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -440,11 +442,10 @@ def compare(
     values (see the module docstring). ``seeds``: how many (0, 1, ...) or which. ``executor``:
     ``local`` runs in this process; ``spark`` runs each variant as a sweep
     (``kip_lab.pipeline.run_sweep``, its events kept) on ``spark`` (default: the pipeline's
-    ``spark_session()``) and computes the metrics from the traces it stored. ``outcomes``: the
+    ``spark_session()``), its tables in ``out/sweeps`` (or a temporary folder), and computes the
+    metrics from the traces they hold. ``outcomes``: the
     rows, ``OUTCOMES`` keys or ``Outcome`` objects (default: every one of ``OUTCOMES`` reported).
     """
-    import time
-
     started = time.monotonic()
     seed_list = _seeds(seeds)
     if executor not in ("local", "spark"):
@@ -455,7 +456,8 @@ def compare(
     if executor == "spark":
         from kip_lab.review.on_spark import spark_runs
 
-        runs, traces_of = spark_runs(variants, seed_list, Path(out or ".") / "sweeps", spark, say)
+        folder = Path(out) / "sweeps" if out is not None else Path(tempfile.mkdtemp(prefix="kip-lab-review-"))
+        runs, traces_of = spark_runs(variants, seed_list, folder, spark, say)
     else:
         runs, traces_of = _local_runs(variants, seed_list, say)
     review = Review(
