@@ -367,6 +367,8 @@ def _compare(args: argparse.Namespace) -> int:
         if key in vary:
             raise UsageError(f"--vary {key} is given twice; list its values once: {key}=V1,V2")
         vary[key] = [yaml.safe_load(value) for value in values.split(",")]
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file: give the folder report.html goes to")
     spark = None
     if args.spark or args.master or args.remote:
         from kip_lab.pipeline.session import SparkSettings, spark_session

@@ -255,6 +255,11 @@ def test_kip_lab_compare_writes_the_report(tmp_path, capsys):
     assert f"report written to {out / 'report.html'} (4 runs in " in printed
     assert cli.main(["compare", "rolling_bounce", "--vary", "seeds", "--out", str(out)]) == 2
     assert "--vary seeds: write KEY=V1,V2" in capsys.readouterr().err
+    report = str(out / "report.html")
+    assert cli.main(["compare", "rolling_bounce", "--vary", "lab.brokers=3,4", "--out", report]) == 2
+    assert f"--out {report} is a file" in capsys.readouterr().err
+    assert cli.main(["compare", "rolling_bounce", "--vary", "lab.brokers=0,3", "--out", str(out)]) == 2
+    assert "lab.brokers: Input should be greater than or equal to 1" in capsys.readouterr().err
 
 
 def test_verdicts_name_a_group_of_variants_by_what_they_share_and_only_they():
