@@ -226,7 +226,7 @@ def verdict_sentences(
         top = max(wins)
         leaders = [i for i, count in enumerate(wins) if count == top]
         sentences.insert(
-            0, f"Overall, {name(leaders)} {_is(leaders)} best on {top} of the {len(sentences)} outcomes that differ."
+            0, f"Overall, {name.subject(leaders)} best on {top} of the {len(sentences)} outcomes that differ."
         )
     return sentences + _closing_sentences(name, cells, ties, seeds)
 
@@ -259,7 +259,7 @@ def _outcome_sentence(
     outcome: Outcome, row: Sequence[Cell], name: _Namer, best: list[int], worst: list[int], seeds: int
 ) -> str:
     sentence = (
-        f"{outcome.label.capitalize()}: {name(best)} {_is(best)} best "
+        f"{outcome.label.capitalize()}: {name.subject(best)} best "
         f"(median {format_value(row[best[0]].median, outcome.unit)}), "
         f"{name(worst)} worst (median {format_value(row[worst[0]].median, outcome.unit)})"
     )
@@ -287,6 +287,11 @@ class _Namer:
             return f"every variant but those with {others}"
         return _listed(labels) if len(group) == 2 else f"{len(group)} variants ({_listed(labels)})"
 
+    def subject(self, group: Sequence[int]) -> str:
+        """The group's name with its verb: 'static=true is', 'the variants with static=true are'."""
+        text = self(group)
+        return f"{text} {'is' if len(group) == 1 or text.startswith('every variant') else 'are'}"
+
     def _shared(self, group: Sequence[int]) -> str | None:
         """The values the group's variants, and no others, have in common ('static=true'), if any."""
         if not group:
@@ -302,10 +307,6 @@ class _Namer:
 def _listed(names: Sequence[str]) -> str:
     """'A', 'A and B', 'A, B and C'."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def _is(names: Sequence[Any]) -> str:
-    return "is" if len(names) == 1 else "are"
 
 
 def _spreads_overlap(outcome: Outcome, best: Sequence[Cell], worst: Sequence[Cell]) -> bool:

@@ -278,4 +278,4 @@ def test_verdicts_name_a_group_of_variants_by_what_they_share_and_only_they():
     ]
     moves = [Cell(m, m, m, (m,)) for m in (20, 0, 0, 0)]
     sentence = verdict_sentences([outcome], variants, {"partition_moves": moves}, seeds=1)[1]
-    assert sentence.startswith("Partition moves: every variant but those with protocol=classic and static=false are")
+    assert sentence.startswith("Partition moves: every variant but those with protocol=classic and static=false is best")
