@@ -255,8 +255,13 @@ class World:
         faults.delay_ms = action.delay_ms
 
     def _partition_link(self, action: Any) -> None:
+        """Every broker is out of the member's reach: no request gets through, and a consumer fetches no records."""
+        until = self.scheduler.now_ms + action.duration_ms
         for broker in self.brokers:
-            self.network.link_faults(action.member, broker).down_until_ms = self.scheduler.now_ms + action.duration_ms
+            self.network.link_faults(action.member, broker).down_until_ms = until
+        client = self.clients.get(action.member)
+        if client is not None and hasattr(client, "cut_off"):
+            client.cut_off(until)
 
     def _configure_link(self, action: Any) -> None:
         for broker in self.brokers:
