@@ -22,13 +22,12 @@ from collections import Counter
 from collections.abc import Iterable
 from importlib import resources
 from itertools import groupby
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import altair as alt
 
-from kip_lab.events import StateTransition
+from kip_lab.events import PositionSet, StateTransition
 from kip_lab.lab.story import client_story
 from kip_lab.lab.trace import TraceEvent
 from kip_lab.scenarios.loading import write_atomically
@@ -50,24 +49,49 @@ CHART_WIDTH = 1040
 
 # ---------------------------------------------------------------------------- player frames
 def player_frames(trace: Iterable[TraceEvent], max_frames: int = MAX_FRAMES) -> list[dict[str, Any]]:
-    """The player's frames: each step with a story line, its time, the lines, and the members' states."""
+    """The player's frames: each step with a story line, its time, the lines, and the members' states.
+
+    The lines are ``client_story``'s, with its re-read lines (a member starting a partition below
+    what its group had processed): the whole story is told once and dealt out to the steps.
+    """
+    events = list(trace)
+    lines_of = _story_by_event(events)
     states: dict[str, str] = {}
     frames = []
-    for step, events in groupby(trace, key=attrgetter("step")):
+    for step, in_step in groupby(range(len(events)), key=lambda i: events[i].step):
         lines, time_ms = [], 0
-        for event in events:
-            time_ms = event.time_ms
-            if isinstance(event.body, StateTransition):
-                states[event.actor] = event.body.to_state
-            line = client_story([event])
-            if line:
-                lines.append(line.strip())
+        for i in in_step:
+            time_ms = events[i].time_ms
+            if isinstance(events[i].body, StateTransition):
+                states[events[i].actor] = events[i].body.to_state
+            lines += lines_of.get(i, [])
         if lines:
             frames.append({"step": step, "time_ms": time_ms, "lines": lines, "states": _state_counts(states)})
     if len(frames) <= max_frames:
         return frames
     size = math.ceil(len(frames) / max_frames)
     return [_merged(frames[i : i + size]) for i in range(0, len(frames), size)]
+
+
+def _story_by_event(events: list[TraceEvent]) -> dict[int, list[str]]:
+    """Event index -> its line of ``client_story(events, rereads=True)``: an event's own line is
+    ``client_story`` of it alone; a re-read line (told at a ``PositionSet``, which has no line of
+    its own) is the told line found where that event stands, before the next event's own line."""
+    own = [client_story([event]).strip() for event in events]
+    told = [line.strip() for line in client_story(events, rereads=True).splitlines()]
+    following = [""] * (len(events) + 1)  # the first own line after each event
+    for i in range(len(events) - 1, -1, -1):
+        following[i] = own[i + 1] if i + 1 < len(events) and own[i + 1] else following[i + 1]
+    by_event: dict[int, list[str]] = {}
+    k = 0
+    for i, event in enumerate(events):
+        if own[i]:
+            by_event[i] = [own[i]]
+            k += 1
+        elif isinstance(event.body, PositionSet) and k < len(told) and told[k] != following[i]:
+            by_event[i] = [told[k]]
+            k += 1
+    return by_event
 
 
 def _state_counts(states: dict[str, str]) -> str:

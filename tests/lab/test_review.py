@@ -17,8 +17,9 @@ pytest.importorskip("altair")
 pytest.importorskip("vl_convert")
 
 from kip_lab import cli
-from kip_lab.events import AssignmentChanged, FaultInjected, StateTransition
+from kip_lab.events import AssignmentChanged, FaultInjected, PositionSet, StateTransition
 from kip_lab.lab.metrics import compute_metrics
+from kip_lab.lab.story import client_story
 from kip_lab.review import OUTCOMES, Outcome, ReviewError, Variant, compare
 from kip_lab.review.compare import Cell, verdict_sentences
 from kip_lab.review.report import player_frames
@@ -213,11 +214,15 @@ def test_the_report_is_one_file_with_nothing_to_fetch(review):
     assert html.count('class="player"') == 2
 
 
-def test_player_frames_follow_the_run_and_merge_when_there_are_too_many(review):
-    trace = review.traces[0]
-    frames = player_frames(trace)
+def test_player_frames_tell_the_whole_story_step_by_step_and_merge_when_there_are_too_many(review):
+    trace = run_scenario(t.rolling_restart(members=4, partitions=8, protocol="classic")).trace
+    frames = player_frames(trace, max_frames=10_000)
+    told = [line.strip() for line in client_story(trace, rereads=True).splitlines()]
+    assert [line for frame in frames for line in frame["lines"]] == told
+    rereads = [(frame["step"], line) for frame in frames for line in frame["lines"] if "re-reads" in line]
+    assert rereads and all(any(e.step == step for e in trace.of_type(PositionSet)) for step, _ in rereads)
     times = [f["time_ms"] for f in frames]
-    assert times == sorted(times) and frames[0]["lines"] and frames[-1]["step"] <= trace[-1].step
+    assert times == sorted(times) and all(str(f["time_ms"]) == f["lines"][-1].split()[0] for f in frames)
     few = player_frames(trace, max_frames=10)
     assert len(few) <= 10 and few[-1]["step"] == frames[-1]["step"]
 
@@ -278,4 +283,4 @@ def test_verdicts_name_a_group_of_variants_by_what_they_share_and_only_they():
     ]
     moves = [Cell(m, m, m, (m,)) for m in (20, 0, 0, 0)]
     sentence = verdict_sentences([outcome], variants, {"partition_moves": moves}, seeds=1)[1]
-    assert sentence.startswith("Partition moves: every variant but those with protocol=classic and static=false is best")
+    assert sentence.startswith("Partition moves: every variant but those with protocol=classic and static=false is")
