@@ -524,15 +524,17 @@ def representative_seed(review: Review, variant: int) -> int:
     every run); the lowest such seed on a tie."""
     cells = review.cells()
     runs = [r for r in review.runs if r.variant == variant]
+    scales = {}
+    for outcome in review.outcomes:
+        every = [v for v in (outcome_value(r.metrics, outcome.key) for r in review.runs) if v is not None]
+        scales[outcome.key] = (max(every) - min(every)) if every else 0
 
     def distance(run: RunOutcome) -> float:
         total = 0.0
         for outcome in review.outcomes:
             value, median = outcome_value(run.metrics, outcome.key), cells[outcome.key][variant].median
-            everything = [v for v in (outcome_value(r.metrics, outcome.key) for r in review.runs) if v is not None]
-            scale = (max(everything) - min(everything)) if everything else 0
-            if value is not None and median is not None and scale:
-                total += abs(value - median) / scale
+            if value is not None and median is not None and scales[outcome.key]:
+                total += abs(value - median) / scales[outcome.key]
         return total
 
     return min(runs, key=lambda r: (distance(r), r.seed)).seed
