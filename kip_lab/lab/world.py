@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
+from kip_lab.errors import UnknownName
 from kip_lab.events import ActionApplied, Event, FaultInjected, HandlerResult, TimerFired
 from kip_lab.lab.network import Envelope, LinkConfig, Network
 from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
@@ -327,7 +328,7 @@ class World:
         try:
             return self.clients[name]
         except KeyError:
-            raise KeyError(f"no member named {name!r}; members: {sorted(self.clients)}") from None
+            raise UnknownName(f"no member named {name!r}; members: {sorted(self.clients)}") from None
 
     def scripted(self, name: str, kind: type | None = None) -> Any:
         from kip_lab.lab.scripted import RequestingClient, ScriptedClient

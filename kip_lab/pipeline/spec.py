@@ -27,9 +27,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from kip_lab.contract import Model
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
 from kip_lab.scenarios.loading import parse_yaml, read_limited
@@ -40,14 +41,14 @@ MAX_GRID_POINTS = 10_000  # each is built when the spec is read: about half a mi
 MAX_RUNS = 100_000  # grid points x seeds
 
 
-class SeedRange(BaseModel):
+class SeedRange(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     start: int = 0
     count: int = Field(..., ge=1, le=MAX_RUNS)
 
 
-class PlannedRun(BaseModel):
+class PlannedRun(Model):
     """One run of a sweep: which grid point, which seed, and its id."""
 
     model_config = ConfigDict(frozen=True)
@@ -57,7 +58,7 @@ class PlannedRun(BaseModel):
     seed: int
 
 
-class SweepSpec(BaseModel):
+class SweepSpec(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$", description="names the sweep in its tables")

@@ -42,6 +42,7 @@ from kip_lab.clients.classic_member_state import ClassicMemberState
 from kip_lab.clients.consumer import ConsumerConfig, check_subscription
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.contract import LONG_MAX, MAX_BROKERS, MAX_TOTAL_PARTITIONS, Model
 from kip_lab.coordinator import CoordinatorConfig, GroupState
 from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.errors import KipLabError
@@ -53,13 +54,10 @@ from kip_lab.protocol import Errors
 from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.share.config import SharePartitionConfig
 
-MAX_BROKERS = 100
 MAX_TOPICS = 1_000
 MAX_MEMBERS = 1_000  # members, and share members
 MAX_EVENTS = 10_000
-MAX_TOTAL_PARTITIONS = 100_000  # of every topic at any moment
 MAX_PRODUCED_RECORDS = 1_000_000  # by one produce_share_records event (count x repeat x partitions)
-LONG_MAX = 2**63 - 1
 
 
 class FieldError(KipLabError, ValueError):
@@ -75,7 +73,7 @@ class FieldError(KipLabError, ValueError):
         self.message = message
 
 
-class _Spec(BaseModel):
+class _Spec(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
