@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kip_lab.errors import KipLabError
+from kip_lab.files import write_atomically
 from kip_lab.scenarios import (
     Scenario,
     ScenarioError,
@@ -28,7 +29,6 @@ from kip_lab.scenarios import (
     run_scenario,
     scenario_schema,
 )
-from kip_lab.scenarios.loading import write_atomically
 from kip_lab.scenarios.model import LONG_MAX, export_schema
 
 OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130

@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from kip_lab.contract import MAX_PARTITIONS, MAX_TOTAL_PARTITIONS, checked, refuse
+from kip_lab.contract import LONG_MAX, MAX_PARTITIONS, MAX_TOTAL_PARTITIONS, checked, refuse
 from kip_lab.errors import UnknownName
 
 TopicName = Annotated[str, Field(min_length=1, max_length=249)]  # Kafka's longest topic name
@@ -51,7 +51,8 @@ class ClusterMetadata:
     ``seed`` seeds the generator of topic ids (the Lab passes its own seed).
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    @checked
+    def __init__(self, seed: Annotated[int, Field(ge=-LONG_MAX - 1, le=LONG_MAX)] = 0) -> None:
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[str, Topic] = {}
         self._topic_ids = random.Random(seed)
@@ -110,18 +111,21 @@ class ClusterMetadata:
             )
 
     # -- lookups --------------------------------------------------------------------
+    @checked
     def topic(self, name: str) -> Topic:
         try:
             return self._by_name[name]
         except (KeyError, TypeError):  # TypeError: not a name at all (a list)
             raise UnknownName(f"unknown topic {name!r}; topics: {sorted(self._by_name)}") from None
 
+    @checked
     def topic_by_id(self, topic_id: str) -> Topic | None:
         try:
             return self._by_id.get(topic_id)
         except TypeError:  # a list or dict: no topic has that id
             raise refuse("ClusterMetadata.topic_by_id", "topic_id", f"a topic id is a str, not {topic_id!r}") from None
 
+    @checked
     def topic_id(self, name: str) -> str | None:
         try:
             topic = self._by_name.get(name)
@@ -129,9 +133,11 @@ class ClusterMetadata:
             raise refuse("ClusterMetadata.topic_id", "name", f"a topic name is a str, not {name!r}") from None
         return topic.topic_id if topic else None
 
+    @checked
     def topic_names(self) -> list[str]:
         return sorted(self._by_name)
 
+    @checked
     def topics(self) -> list[Topic]:
         return [self._by_name[name] for name in sorted(self._by_name)]
 

@@ -77,7 +77,10 @@ def invalid(title: str, exc: ValidationError, names: list[str] | None = None) ->
 class Model(BaseModel):
     """Base of kip_lab's pydantic models: a refused construction is an ``InvalidArgument``."""
 
-    def __init__(self, /, **data: Any) -> None:
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        if args:
+            fields = ", ".join(type(self).model_fields)
+            raise refuse(type(self).__name__, "arguments", f"fields are given by name ({fields}), not by position")
         try:
             super().__init__(**data)
         except InvalidArgument:
@@ -99,19 +102,25 @@ _STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
 
 
 def checked(func: F) -> F:
-    """Enforce ``func``'s annotations strictly at the call; refusals are ``InvalidArgument``."""
-    validated = validate_call(config=_STRICT)(func)
+    """Enforce ``func``'s annotations strictly at the call; refusals are ``InvalidArgument``.
+
+    The validator is built at the first call, when every name the annotations use (the class
+    being defined, for a method returning one) exists."""
     names = list(inspect.signature(func).parameters)
     title = func.__qualname__
+    validated: Callable[..., Any] | None = None
 
     @functools.wraps(func)
     def call(*args: Any, **kwargs: Any) -> Any:
+        nonlocal validated
+        if validated is None:
+            validated = validate_call(config=_STRICT)(func)
         try:
             return validated(*args, **kwargs)
         except InvalidArgument:
             raise
         except ValidationError as exc:
-            if exc.title != func.__name__:  # raised inside the call, not by its arguments
+            if exc.title not in (func.__name__, title):  # raised inside the call, not by its arguments
                 raise
             raise invalid(title, exc, names) from None
 

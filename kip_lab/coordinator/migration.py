@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kip_lab.assignors.java_hash_order import timeline_hash_map_order
+from kip_lab.contract import checked
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState, ClassicOutbox
 from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
 from kip_lab.coordinator.host import CoordinatorHost
@@ -378,6 +379,7 @@ class OnlineMigration(CoordinatorHost):
             )
         )
 
+    @checked
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
         """The KIP's classic state of a classic member inside a consumer group, or None.
 

@@ -284,7 +284,7 @@ class Lab:
         number = self.step_count + 1
         self._applied[number] = action
         try:
-            return self.step()
+            return self._step()
         except Exception:
             if self.step_count < number:  # refused (an unknown member or topic): no step, no trace
                 del self._applied[number]
@@ -301,11 +301,16 @@ class Lab:
         self.horizon = self.step_count
         self._ahead = []
 
+    @checked
     def has_next(self) -> bool:
         return (self.step_count + 1) in self._applied or self.world.scheduler.peek() is not None
 
+    @checked
     def step(self) -> list[TraceEvent]:
         """Run one event; returns the events it added to the trace."""
+        return self._step()
+
+    def _step(self) -> list[TraceEvent]:
         events = self._step_due(None)
         if events is None:
             raise RunOver("no timer is armed and no action is applied at the next step")
@@ -388,6 +393,7 @@ class Lab:
             taken += 1
         return taken
 
+    @checked
     def is_stable(self) -> bool:
         """Every group Stable and every live member STABLE with nothing left to reconcile.
 
@@ -410,7 +416,7 @@ class Lab:
             due = self.world.scheduler.peek()
             if due is None or due > deadline:
                 return self.is_stable()
-            self.step()
+            self._step()
         return self.is_stable()
 
     # ------------------------------------------------------------------ time travel
@@ -478,9 +484,10 @@ class Lab:
         while self.step_count < step:
             if not self.has_next():
                 raise refuse("Lab.seek", "step", f"the run ends at step {self.step_count}; cannot seek to {step}")
-            self.step()
+            self._step()
 
     @collector_paused()
+    @checked
     def fork(self) -> Lab:
         """An independent copy of this Lab at this step, with the same past."""
         twin = Lab.__new__(Lab)

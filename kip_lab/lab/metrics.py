@@ -80,6 +80,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
+from kip_lab.contract import checked
 from kip_lab.events import (
     ActionApplied,
     AssignmentChanged,
@@ -96,7 +97,7 @@ from kip_lab.events import (
     ShareStateWrite,
     StateTransition,
 )
-from kip_lab.lab.trace import TraceEvent
+from kip_lab.lab.trace import Trace, TraceEvent
 
 TP = tuple[str, int]
 
@@ -510,8 +511,9 @@ class _Replay:
         return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
 
 
+@checked
 def compute_metrics(
-    trace: Iterable[TraceEvent], *, end_ms: int | None = None, totals_before_ms: int | None = None
+    trace: Trace | list[TraceEvent], *, end_ms: int | None = None, totals_before_ms: int | None = None
 ) -> dict[str, Any]:
     """Rebalance metrics of a run, from its trace (a ``Trace`` or any iterable of ``TraceEvent``).
 

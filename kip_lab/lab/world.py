@@ -345,7 +345,7 @@ class World:
         names = sorted(self.brokers)
         target = to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
         if target not in self.brokers:
-            raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+            raise UnknownName(f"unknown broker {target!r}; brokers: {names}")
         self.coordinator.unload()
         self.coordinator_host = target
         self.records_loaded += self.log.end_offset

@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from kip_lab.contract import Model
+from kip_lab.contract import Model, checked
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
 from kip_lab.scenarios.loading import parse_yaml, read_limited
@@ -237,6 +237,7 @@ def run_id(identity: dict[str, Any], seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@checked
 def load_sweep(source: str | Path | dict[str, Any]) -> SweepSpec:
     """A validated sweep spec from a YAML/JSON file or a dict; a bad one raises ``ScenarioError`` naming the field."""
     name = "<sweep>"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import reprlib
 import types
 import typing
@@ -30,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from kip_lab.contract import checked
 from kip_lab.errors import KipLabError
 from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
@@ -81,13 +81,7 @@ def read_limited(path: str | Path) -> str:
         raise ScenarioError(str(path), [Problem("", None, f"cannot read the file: {reason}")]) from None
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place: never half a file."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
+@checked
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a YAML (or JSON) scenario file."""
     return scenario_from_yaml(read_limited(path), str(path))
@@ -106,6 +100,7 @@ def parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     return root, data
 
 
+@checked
 def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
     """Validate scenario YAML text; ``source`` names it in error messages."""
     root, data = parse_yaml(text, source)

@@ -42,10 +42,11 @@ from kip_lab.clients.classic_member_state import ClassicMemberState
 from kip_lab.clients.consumer import ConsumerConfig, check_subscription
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
-from kip_lab.contract import LONG_MAX, MAX_BROKERS, MAX_TOTAL_PARTITIONS, Model
+from kip_lab.contract import LONG_MAX, MAX_BROKERS, MAX_TOTAL_PARTITIONS, Model, checked
 from kip_lab.coordinator import CoordinatorConfig, GroupState
 from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.errors import KipLabError
+from kip_lab.files import write_atomically
 from kip_lab.lab import actions as a
 from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
@@ -578,6 +579,7 @@ def _partitions_named(event: Any) -> tuple[str, list[int]]:
     return "partition", []
 
 
+@checked
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (YAML or JSON)."""
     schema = Scenario.model_json_schema()
@@ -585,8 +587,9 @@ def scenario_schema() -> dict[str, Any]:
     return schema
 
 
+@checked
 def export_schema(path: str | Path) -> Path:
     """Write ``scenario_schema()`` to ``path`` (stable formatting, so the file can be committed)."""
     path = Path(path)
-    path.write_text(json.dumps(scenario_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(scenario_schema(), indent=2, sort_keys=True) + "\n")
     return path

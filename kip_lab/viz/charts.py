@@ -21,6 +21,7 @@ from typing import Any, Final
 import altair as alt
 import pandas as pd
 
+from kip_lab.contract import checked
 from kip_lab.viz.frames import ShareFrames, TraceFrames, share_frames, trace_frames
 
 STATUS_ORDER = ["assigned", "revoking", "pending"]
@@ -164,6 +165,7 @@ def _layer(layers: list[alt.Chart], title: str, width: int, height: int) -> alt.
 
 
 # ---------------------------------------------------------------------------- ownership
+@checked
 def ownership_swimlanes(
     frames: Any,
     cursor_ms: float | None = None,
@@ -294,6 +296,7 @@ def _epoch_lines(frames: TraceFrames) -> pd.DataFrame:
     return epochs
 
 
+@checked
 def epoch_chart(
     frames: Any,
     cursor_ms: float | None = None,

@@ -80,6 +80,7 @@ from typing import Any
 
 import pandas as pd
 
+from kip_lab.contract import checked, refuse
 from kip_lab.events import (
     ActionApplied,
     AssignmentChanged,
@@ -171,7 +172,14 @@ def _events(source: Any) -> list[TraceEvent]:
     """The events of a Trace, a Lab, or an iterable of events or saved event dicts."""
     if hasattr(source, "trace") and not isinstance(source, Mapping):
         source = source.trace
-    return [TraceEvent.from_dict(dict(e)) if isinstance(e, Mapping) else e for e in source]
+    wanted = "a Trace, a Lab, or a list of trace events or saved event dicts"
+    if isinstance(source, str | bytes | Mapping) or not isinstance(source, Iterable):
+        raise refuse("trace_frames", "trace", f"{wanted}, not {type(source).__name__}")
+    events = [TraceEvent.from_dict(dict(e)) if isinstance(e, Mapping) else e for e in source]
+    strays = [e for e in events if not isinstance(e, TraceEvent)]
+    if strays:
+        raise refuse("trace_frames", "trace", f"{wanted}; it holds a {type(strays[0]).__name__}")
+    return events
 
 
 def _tps(items: Iterable[Mapping[str, Any]] | None) -> set[TP]:
@@ -824,6 +832,7 @@ _RECORD_READS: dict[str, Callable[[_Builder, str, Mapping[str, Any], Any], None]
 }
 
 
+@checked
 def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
     """Read a trace (a ``Trace``, a ``Lab``, or an iterable of ``TraceEvent``/dicts) into frames.
 
