@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +232,8 @@ def _read_bytes(path: str | Path, limit: int = -1) -> bytes:
     try:
         if Path(path).is_dir():
             raise IsADirectoryError(21, "is a folder, not a trace file")
+        if Path(path).exists() and not stat.S_ISREG(Path(path).stat().st_mode):  # a FIFO would wait for a writer
+            raise OSError(22, "is not a regular file (a FIFO, a device or a socket)")
         with open(path, "rb") as file:
             return file.read(limit)
     except (OSError, ValueError) as exc:  # ValueError: a path with a NUL in it

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import reprlib
+import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -38,7 +40,20 @@ Loc = tuple[str | int, ...]
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a scenario or sweep spec is a few KB
 MAX_DEPTH = 64  # nested mappings and lists, aliases expanded
 MAX_NODES = 100_000  # values in the document, aliases expanded
-_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT_TAG, _FLOAT_TAG, _BOOL_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
+# Plain values YAML 1.1 (PyYAML) and YAML 1.2's core schema read differently: refused, so that a file
+# means one thing. 1.1 reads 20:00 as 1200 (base 60), 010 as 8 (octal), 0b11 as 3, 1_000 as 1000 and
+# yes/no/on/off as booleans; 1.2 reads them all as text, and 010 as 10.
+_YAML_1_1_ONLY = tuple(
+    (re.compile(pattern), meaning)
+    for pattern, meaning in (
+        (r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?", "is a base-60 number in YAML 1.1 and text in 1.2"),
+        (r"[-+]?0[0-7_]+", "is octal in YAML 1.1 and decimal in 1.2; write it without the leading 0"),
+        (r"[-+]?0b[01_]+", "is binary in YAML 1.1 and text in 1.2; write the number in decimal"),
+        (r"[-+]?[0-9.][0-9._]*_[0-9._]*([eE][-+]?[0-9]+)?", "has _ separators: a number in YAML 1.1, text in 1.2"),
+        (r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF", "is a boolean in YAML 1.1 and text in 1.2; write true or false"),
+    )
+)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it: ~10x faster
 _NUMBERS = yaml.SafeLoader("")  # builds int and float scalars the way PyYAML will
 
@@ -71,6 +86,8 @@ def read_limited(path: str | Path) -> str:
     try:
         if path.is_dir():
             raise IsADirectoryError("it is a directory")
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):  # opening a FIFO would wait for a writer
+            raise ValueError("it is not a regular file (a FIFO, a device or a socket)")
         with path.open("rb") as file:
             raw = file.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
@@ -198,10 +215,20 @@ def _tree_problems(node: yaml.Node, loc: Loc, seen_nodes: set[int]):
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             yield from _tree_problems(item, (*loc, i), seen_nodes)
-    elif node.tag in (_INT_TAG, _FLOAT_TAG):
-        problem = _number_problem(node)
+    elif node.tag in (_INT_TAG, _FLOAT_TAG, _BOOL_TAG):
+        problem = _yaml_1_1_problem(node) or (_number_problem(node) if node.tag != _BOOL_TAG else None)
         if problem:
             yield Problem(_dotted(loc), line, problem)
+
+
+def _yaml_1_1_problem(node: yaml.ScalarNode) -> str | None:
+    """A plain value that YAML 1.1 and 1.2 read differently, refused with what to write instead."""
+    if node.style:  # quoted ('"' or "'"; a plain value's style is None or ""): text in both
+        return None
+    for pattern, meaning in _YAML_1_1_ONLY:
+        if pattern.fullmatch(node.value):
+            return f"{node.value} {meaning}; quote it if you mean text"
+    return None
 
 
 def _number_problem(node: yaml.ScalarNode) -> str | None:

@@ -420,6 +420,9 @@ class Scenario(_Spec):
         """Each timed event against the world it will meet: the topics and partitions that exist when it
         happens (events in time order), the kind of group it names, the kind of member it acts on."""
         partitions = {t.name: t.partitions for t in self.topics}  # the topics that exist, at each moment
+        if sum(partitions.values()) > MAX_TOTAL_PARTITIONS:
+            total = sum(partitions.values())
+            raise FieldError(("topics",), f"{total:,} partitions in all; at most {MAX_TOTAL_PARTITIONS:,}")
         consumer_groups = {m.consumer_config().group_id for m in self.members.values() if not m.scripted}
         timed = [i for _, i in sorted((e.at_ms, i) for i, e in enumerate(self.events) if e.at_ms is not None)]
         untimed = [i for i, e in enumerate(self.events) if e.at_ms is None]

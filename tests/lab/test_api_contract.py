@@ -203,3 +203,99 @@ def test_the_walk_covers_what_docs_api_md_shows() -> None:
     called |= {f"GroupCoordinator.{m}" for m in re.findall(r"\bgc\.([a-z_]+)\(", text)}
     assert called - set(ENTRY_POINTS) == set()
     assert len(ENTRY_POINTS) >= 60
+
+
+# ---------------------------------------------------------------------------- the reported cases, one by one
+def _lab() -> Lab:
+    return _LAB.fork()
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: Lab(config={"brokerz": 3}), "config.brokerz"),
+        (lambda: Lab(config="big"), "config"),
+        (lambda: GroupCoordinator().consumer_group_heartbeat(None), "request"),
+        (lambda: run_scenario("basic"), "scenario"),
+        (lambda: _lab().run(until="10"), "until"),
+        (lambda: widgets.Stepper("x"), "lab"),
+        (lambda: widgets.explore(None), "lab"),
+        (lambda: widgets.FaultPanel(None), "stepper"),
+        (lambda: LatencyModel(ms=math.inf), "ms"),
+        (lambda: Lab(seed="x"), "seed"),
+        (lambda: Lab(seed=2**70), "seed"),
+        (lambda: _lab().run(until=-5), "until"),
+        (lambda: _lab().run(steps=-1), "steps"),
+        (lambda: _lab().run_until_stable(timeout_ms=-1), "timeout_ms"),
+        (lambda: _lab().change_subscription("A", topics=["foo"], regex="f.*"), "not both"),
+        (lambda: LabConfig(brokers=10**6), "brokers"),
+        (lambda: _lab().seek(10**9), "step"),
+    ],
+)
+def test_a_reported_misuse_is_refused_naming_the_argument(call: Callable[[], Any], words: str) -> None:
+    with pytest.raises(ArgumentError, match=re.escape(words)):
+        call()
+
+
+def test_a_config_given_as_a_dict_is_validated_as_one() -> None:
+    assert Lab(config={"brokers": 5}).config == LabConfig(brokers=5)
+
+
+def test_a_refusal_names_what_is_allowed() -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        LabConfig(brokers=10**6)
+    assert str(refused.value) == "LabConfig: brokers: Input should be less than or equal to 100, got 1000000"
+    with pytest.raises(InvalidArgument) as refused:
+        Lab(seed=2**70)
+    assert f"less than or equal to {LONG_MAX}" in str(refused.value)
+    assert refused.value.errors()[0]["loc"] == ("seed",)  # still pydantic's ValidationError, field by field
+
+
+def test_no_silent_coercion_at_the_lab() -> None:
+    lab = _lab()
+    for call in (lambda: lab.run(until=True), lambda: lab.run(steps=2.0), lambda: lab.create_topic("bar", "3")):
+        with pytest.raises(InvalidArgument):
+            call()
+    assert lab.step_count == _LAB.step_count  # nothing was applied
+
+
+def test_an_unknown_member_is_named_with_the_members_there_are() -> None:
+    lab = _lab()
+    with pytest.raises(KeyError) as refused:  # UnknownName: a KipLabError, and still a KeyError
+        lab.crash("nobody")
+    assert isinstance(refused.value, KipLabError)
+    assert str(refused.value) == "no member named 'nobody'; members: ['A']"
+    assert lab.step_count == _LAB.step_count
+
+
+def test_stepper_refuses_an_unknown_member(frontend_free_lab: Lab) -> None:
+    with pytest.raises(ArgumentError, match=r"Stepper: member: no member named 'nobody'; have: A"):
+        widgets.Stepper(frontend_free_lab, member="nobody")
+
+
+@pytest.fixture
+def frontend_free_lab() -> Lab:
+    return _lab()
+
+
+def test_the_cluster_holds_at_most_100000_partitions_in_all() -> None:
+    lab = Lab()
+    lab.create_topic("a", 60_000)
+    with pytest.raises(ArgumentError, match="120,000 partitions in all; at most 100,000"):
+        lab.create_topic("b", 60_000)
+    assert lab.cluster.topic_names() == ["a"]
+
+
+def test_seek_and_run_are_bounded_by_the_scenario_step_budget() -> None:
+    lab = _lab()
+    with pytest.raises(InvalidArgument, match="less than or equal to 100000000"):
+        lab.run(steps=10**9)
+    with pytest.raises(ArgumentError, match="the run ends at step"):
+        lab.seek(lab.step_count + 10)  # nothing armed: the run cannot go there
+
+
+def test_run_until_a_time_already_past_is_refused() -> None:
+    lab = _lab()
+    lab.run(until=500)
+    with pytest.raises(ArgumentError, match="the clock is at 500 ms already"):
+        lab.run(until=100)
