@@ -127,7 +127,7 @@ def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(source, [_problem(root, error) for error in exc.errors()]) from None
+        raise ScenarioError(source, _one_per_field([_problem(root, error) for error in exc.errors()])) from None
 
 
 def _compose(text: str, source: str) -> yaml.Node | None:
@@ -264,6 +264,19 @@ def _problem(root: yaml.Node, error: ErrorDetails) -> Problem:
             message += f", got {_short(error['input'])}"
     path, line = _locate(root, loc)
     return Problem(path, line, message)
+
+
+def _one_per_field(problems: list[Problem]) -> list[Problem]:
+    """One line per field: a value that fits none of a union's kinds (a member state that is neither a
+    consumer's nor a classic consumer's) gives one problem per kind; they are said on one line."""
+    merged: dict[tuple[str, int | None], Problem] = {}
+    for problem in problems:
+        key = (problem.path, problem.line)
+        if key in merged:
+            merged[key] = Problem(problem.path, problem.line, f"{merged[key].message}; or {problem.message}")
+        else:
+            merged[key] = problem
+    return list(merged.values())
 
 
 def _locate(root: yaml.Node, loc: Loc) -> tuple[str, int]:

@@ -302,7 +302,7 @@ def resolve_topic_refs(value: Any, topic_ids: Mapping[str, str], loc: tuple[str 
     out = {k: resolve_topic_refs(v, topic_ids, (*loc, k)) for k, v in value.items()}
     if "topic" in out:
         name = out.pop("topic")
-        if name not in topic_ids:
+        if not isinstance(name, str) or name not in topic_ids:  # a list or a map is no topic's name
             raise FieldError((*loc, "topic"), f"unknown topic {name!r}; topics: {sorted(topic_ids)}")
         out["topic_id"] = topic_ids[name]
     return out

@@ -33,7 +33,6 @@ from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator, KipLab
 from kip_lab.contract import LONG_MAX, InvalidArgument
 from kip_lab.errors import ArgumentError
 from kip_lab.lab import Lab, LabConfig, LatencyModel, Trace
-from kip_lab.protocol import ConsumerGroupHeartbeatRequest
 from kip_lab.scenarios import load_library_scenario, run_scenario
 from tests.property_profile import examples
 
@@ -109,11 +108,8 @@ def _documented_imports() -> dict[str, Any]:
 
 
 def _is_entry(value: Any) -> bool:
-    if not callable(value):
-        return False
-    if isinstance(value, type) and issubclass(value, BaseException | enum.Enum):
-        return False  # errors are raised, enums are values
-    return True
+    """A callable, except errors (raised) and enums (values)."""
+    return callable(value) and not (isinstance(value, type) and issubclass(value, BaseException | enum.Enum))
 
 
 def _methods(owner: type) -> list[str]:
