@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from io import BufferedReader
 from pathlib import Path
 
 from kip_lab.errors import KipLabError
@@ -37,6 +38,14 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise OutputError(getattr(exc, "errno", None) or 22, f"cannot write: {reason}", str(path)) from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def open_without_waiting(path: str | Path) -> BufferedReader:
+    """``path`` opened for reading in binary. A FIFO no one writes to would make ``open`` wait for a
+    writer forever: it is opened without waiting, and then reads as empty (or as what a writer sends)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
 
 
 def write_atomically(path: str | Path, data: str | bytes) -> None:

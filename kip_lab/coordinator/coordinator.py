@@ -22,7 +22,9 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, cast
+from typing import Annotated, Any, cast
+
+from pydantic import Field
 
 from kip_lab.assignors import (
     AssignmentSpec,
@@ -34,7 +36,7 @@ from kip_lab.assignors import (
     UniformAssignor,
 )
 from kip_lab.cluster import ClusterMetadata
-from kip_lab.contract import checked
+from kip_lab.contract import LONG_MAX, checked
 from kip_lab.coordinator.classic import ClassicGroupHandlers
 from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.client_side import ClientSideAssignment
@@ -634,7 +636,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         return self.scheduler.now_ms
 
     @checked
-    def advance(self, delta_ms: int) -> list[CoordinatorResult]:
+    def advance(self, delta_ms: Annotated[int, Field(ge=0, le=LONG_MAX)]) -> list[CoordinatorResult]:
         """Move the clock forward, firing due timers; returns the results they produced."""
         return [fired.result for fired in self.scheduler.advance(delta_ms) if fired.owner is self]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +20,13 @@ from typing import Any, Generic, TypeVar, overload
 from kip_lab.contract import checked, refuse
 from kip_lab.errors import KipLabError
 from kip_lab.events import Event, EventKind, TraceFieldError, event_from_payload
-from kip_lab.files import atomic_path, write_atomically
+from kip_lab.files import atomic_path, open_without_waiting, write_atomically
 from kip_lab.runtime.collector import collector_paused
 
 __all__ = ["EventKind", "Trace", "TraceEvent", "TraceFileError"]
 
 E = TypeVar("E", bound=Event)
+MAX_TRACE_BYTES = 1 << 32  # 4 GiB: about twenty million events, far past what a Lab keeps in memory
 
 
 class TraceFileError(KipLabError, ValueError):
@@ -227,17 +227,19 @@ def _checked_events(call: str, events: Any) -> list[TraceEvent]:
     return listed
 
 
-def _read_bytes(path: str | Path, limit: int = -1) -> bytes:
-    """The bytes of a saved trace (the first ``limit`` of them); ``TraceFileError`` if it cannot be read."""
+def _read_bytes(path: str | Path, limit: int = MAX_TRACE_BYTES) -> bytes:
+    """The bytes of a saved trace (at most ``limit`` of them; 0: only check it opens); ``TraceFileError``
+    if it cannot be read whole."""
     try:
         if Path(path).is_dir():
             raise IsADirectoryError(21, "is a folder, not a trace file")
-        if Path(path).exists() and not stat.S_ISREG(Path(path).stat().st_mode):  # a FIFO would wait for a writer
-            raise OSError(22, "is not a regular file (a FIFO, a device or a socket)")
-        with open(path, "rb") as file:
-            return file.read(limit)
+        with open_without_waiting(path) as file:
+            data = file.read(limit + 1)
     except (OSError, ValueError) as exc:  # ValueError: a path with a NUL in it
         raise TraceFileError(str(path), 0, "file", f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if limit and len(data) > limit:
+        raise TraceFileError(str(path), 0, "file", f"is larger than {limit:,} bytes, the most a trace is read from")
+    return data
 
 
 def _read(source: str, number: int, saved: Any) -> TraceEvent:

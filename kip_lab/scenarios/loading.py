@@ -20,7 +20,6 @@ import difflib
 import math
 import re
 import reprlib
-import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pydantic_core import ErrorDetails
 
 from kip_lab.contract import checked
 from kip_lab.errors import KipLabError
+from kip_lab.files import open_without_waiting
 from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
 Loc = tuple[str | int, ...]
@@ -86,9 +86,7 @@ def read_limited(path: str | Path) -> str:
     try:
         if path.is_dir():
             raise IsADirectoryError("it is a directory")
-        if path.exists() and not stat.S_ISREG(path.stat().st_mode):  # opening a FIFO would wait for a writer
-            raise ValueError("it is not a regular file (a FIFO, a device or a socket)")
-        with path.open("rb") as file:
+        with open_without_waiting(path) as file:
             raw = file.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
             raise ValueError(f"it is larger than {MAX_FILE_BYTES:,} bytes, the limit for a scenario or sweep spec")

@@ -50,10 +50,14 @@ BUILT_BY = {"SharePartition": "load"}  # classes documented through a constructo
 
 
 def _fixture_lab() -> Lab:
-    """A small Lab that does nothing on its own: topic foo, consumer A added but not started."""
+    """A small Lab that does nothing on its own any more: topic foo, consumer A crashed and expired."""
     lab = Lab(seed=1)
     lab.create_topic("foo", 3)
-    lab.add_consumer("A", subscribed_topic_names=["foo"], start=False)
+    lab.add_consumer("A", subscribed_topic_names=["foo"])
+    lab.run(until=1_000)
+    lab.crash("A")
+    lab.run(until=60_000)  # A's session has expired: no timer is left
+    assert not lab.has_next()
     return lab
 
 
@@ -255,23 +259,37 @@ def test_no_silent_coercion_at_the_lab() -> None:
     assert lab.step_count == _LAB.step_count  # nothing was applied
 
 
+def _live_lab() -> Lab:
+    lab = Lab(seed=1)
+    lab.create_topic("foo", 3)
+    lab.add_consumer("A", subscribed_topic_names=["foo"])
+    lab.run(until=1_000)
+    return lab
+
+
+def test_a_fork_keeps_the_share_coordinators_own_log() -> None:
+    """Found by the walk: a restored snapshot gave __share_group_state the __consumer_offsets records,
+    so a share-coordinator failover after a fork or a backward seek replayed consumer-group records."""
+    lab = _live_lab()
+    twin = lab.fork()
+    assert twin.world.share.log.end_offset == lab.world.share.log.end_offset == 0 < twin.world.log.end_offset
+    twin.fail_over_share_coordinator()
+    lab.seek(3)
+    lab.fail_over_share_coordinator()
+
+
 def test_an_unknown_member_is_named_with_the_members_there_are() -> None:
-    lab = _lab()
+    lab = _live_lab()
     with pytest.raises(KeyError) as refused:  # UnknownName: a KipLabError, and still a KeyError
         lab.crash("nobody")
     assert isinstance(refused.value, KipLabError)
     assert str(refused.value) == "no member named 'nobody'; members: ['A']"
-    assert lab.step_count == _LAB.step_count
+    assert lab.step_count == _live_lab().step_count  # refused: no step taken
 
 
-def test_stepper_refuses_an_unknown_member(frontend_free_lab: Lab) -> None:
+def test_stepper_refuses_an_unknown_member() -> None:
     with pytest.raises(ArgumentError, match=r"Stepper: member: no member named 'nobody'; have: A"):
-        widgets.Stepper(frontend_free_lab, member="nobody")
-
-
-@pytest.fixture
-def frontend_free_lab() -> Lab:
-    return _lab()
+        widgets.Stepper(_live_lab(), member="nobody")
 
 
 def test_the_cluster_holds_at_most_100000_partitions_in_all() -> None:

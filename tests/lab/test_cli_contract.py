@@ -106,12 +106,14 @@ def test_a_folder_is_not_a_trace(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- scenario files
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_a_fifo_given_as_a_scenario_is_refused_without_waiting(tmp_path: Path, capsys) -> None:
+def test_a_fifo_no_one_writes_to_is_read_as_empty_without_waiting(tmp_path: Path, capsys) -> None:
     fifo = tmp_path / "pipe.yaml"
     os.mkfifo(fifo)
     code, _, err = run_cli(["validate", str(fifo)], capsys)
     assert code == 2
-    assert err == f"{fifo}: cannot read the file: it is not a regular file (a FIFO, a device or a socket)\n"
+    assert err == f"{fifo}: expected a mapping with name, topics, members, events, ...\n"
+    with pytest.raises(TraceFileError, match=r"pipe\.yaml:0: file: is empty"):
+        Trace.load_jsonl(fifo)
 
 
 def test_a_name_with_a_terminal_escape_is_printed_escaped(tmp_path: Path, capsys) -> None:
