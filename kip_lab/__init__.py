@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kip_lab.errors import KipLabError
+from kip_lab.errors import ArgumentError, KipLabError
 
 if TYPE_CHECKING:
     from kip_lab.cluster import ClusterMetadata
@@ -39,6 +39,7 @@ _HOME = {
 
 __all__ = [
     "ApiError",
+    "ArgumentError",
     "ClusterMetadata",
     "CoordinatorConfig",
     "CoordinatorResult",

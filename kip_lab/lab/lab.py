@@ -371,7 +371,7 @@ class Lab:
         now = world.scheduler.now_ms
         events = [TraceEvent(step, now, actor, body) for actor, body in world.events]
         world.events.clear()
-        self.trace.extend(events)
+        self.trace.record(events)
         return events
 
     @collector_paused()
@@ -466,7 +466,7 @@ class Lab:
             known = []
             while ahead and ahead[-1].step <= base:
                 known.append(ahead.pop())
-            self.trace.extend(known)
+            self.trace.record(known)
         snapshot = self._snapshots[base]
         self.world, self.invariants = snapshot.restore()
         self._stability = StabilityTracker()

@@ -41,10 +41,10 @@ SKIPPED_MODULES = ("kip_lab.events",)  # the trace's event classes: built by the
 NEEDS_SPARK = {"spark_session", "run_sweep", "metric_percentiles"}  # start a JVM: tests/lab/test_pipeline*.py
 # What kip_lab returns (results, rows, trace events): read by callers, built by kip_lab.
 RESULTS = {"CoordinatorResult", "ExpectationResult", "MemberRow", "Problem", "ScenarioResult", "TraceEvent"}
-# The scheduler's and the Lab's hooks into a coordinator: called by kip_lab with its own values.
+# The scheduler's and the Lab's hooks into a coordinator and a trace: called by kip_lab with its own values.
 PLUMBING = {
     "fire_timer", "timers", "has_unseen_metadata", "unload", "state_snapshot", "share_state_snapshot",
-    "classic_state_snapshot", "sync_share_state",
+    "classic_state_snapshot", "sync_share_state", "record",
 }  # fmt: skip
 BUILT_BY = {"SharePartition": "load"}  # classes documented through a constructor of their own
 
