@@ -92,6 +92,7 @@ class _Pickler(pickle.Pickler):
         table: dict[type, Any] = dict.fromkeys(_Pickler.frozen_models(), share)
         table[ConsumerGroupMember] = share
         table[GroupOffsets] = share_copy
+
         def log(obj: PartitionLog) -> Any:
             """``__consumer_offsets`` is shared, cut back on restore; another (``__share_group_state``) is copied."""
             return (_log, ()) if obj is offsets_log else obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
