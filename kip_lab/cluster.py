@@ -115,22 +115,16 @@ class ClusterMetadata:
     def topic(self, name: str) -> Topic:
         try:
             return self._by_name[name]
-        except (KeyError, TypeError):  # TypeError: not a name at all (a list)
+        except KeyError:
             raise UnknownName(f"unknown topic {name!r}; topics: {sorted(self._by_name)}") from None
 
     @checked
     def topic_by_id(self, topic_id: str) -> Topic | None:
-        try:
-            return self._by_id.get(topic_id)
-        except TypeError:  # a list or dict: no topic has that id
-            raise refuse("ClusterMetadata.topic_by_id", "topic_id", f"a topic id is a str, not {topic_id!r}") from None
+        return self._by_id.get(topic_id)
 
     @checked
     def topic_id(self, name: str) -> str | None:
-        try:
-            topic = self._by_name.get(name)
-        except TypeError:  # a list or dict: no topic has that name
-            raise refuse("ClusterMetadata.topic_id", "name", f"a topic name is a str, not {name!r}") from None
+        topic = self._by_name.get(name)
         return topic.topic_id if topic else None
 
     @checked
