@@ -88,6 +88,10 @@ class Model(BaseModel):
         except ValidationError as exc:
             raise invalid(type(self).__name__, exc) from None
 
+    # Validation of a model nested in another never calls this __init__ (pydantic calls a subclass's own
+    # __init__ during validation unless it is marked as the base one): nothing is validated twice.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     @classmethod
     def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -221,11 +221,12 @@ def _tree_problems(node: yaml.Node, loc: Loc, seen_nodes: set[int]):
 
 def _yaml_1_1_problem(node: yaml.ScalarNode) -> str | None:
     """A plain value that YAML 1.1 and 1.2 read differently, refused with what to write instead."""
-    if node.style:  # quoted ('"' or "'"; a plain value's style is None or ""): text in both
-        return None
+    text = node.value
+    if node.style or (text.isdigit() and (text[0] != "0" or text == "0")) or text in ("true", "false"):
+        return None  # quoted (text in both), or a plain decimal or boolean both read alike: the common case
     for pattern, meaning in _YAML_1_1_ONLY:
-        if pattern.fullmatch(node.value):
-            return f"{node.value} {meaning}; quote it if you mean text"
+        if pattern.fullmatch(text):
+            return f"{text} {meaning}; quote it if you mean text"
     return None
 
 
