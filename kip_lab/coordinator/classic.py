@@ -117,6 +117,11 @@ class ClassicGroupHandlers(CoordinatorHost):
     def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         self.scheduler.schedule(self, timer_key("classic session", group.group_id, member_id), timeout_ms)
 
+    def _keep_classic_session(self, group: ClassicGroup, member_id: str) -> None:
+        """A request that counts as a heartbeat re-arms the member's session (Kafka
+        ``GroupMetadataManager.rescheduleClassicGroupMemberHeartbeat``)."""
+        self._schedule_classic_session(group, member_id, group.members[member_id].session_timeout_ms)
+
     def _cancel_classic_timers(self, group_id: str) -> None:
         group = self.classic_groups.get(group_id)
         for member_id in sorted(set(group.members) | group.pending_members) if group else ():
@@ -332,6 +337,9 @@ class ClassicGroupHandlers(CoordinatorHost):
                 return self._replace_static_member(out, group, r, r.group_instance_id, existing, new_id, parked)
             self._add_member(out, group, r, new_id, parked)
             return None
+        if not r.require_known_member_id:  # JoinGroup v0-3: the member joins with the id it is given
+            self._add_member(out, group, r, new_id, parked)
+            return None
         # JoinGroup v4+ (KIP-394): hand out the id and have the member join again with it.
         group.pending_members.add(new_id)
         self._schedule_classic_session(group, new_id, r.session_timeout_ms)
@@ -511,7 +519,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             member = group.validate_generation_member(r.member_id, r.group_instance_id, r.generation_id)
             if group.state is ClassicGroupState.EMPTY:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID)
-            self._schedule_classic_session(group, member.member_id, member.session_timeout_ms)
+            self._keep_classic_session(group, member.member_id)
             error = (
                 Errors.REBALANCE_IN_PROGRESS if group.state is ClassicGroupState.PREPARING_REBALANCE else Errors.NONE
             )

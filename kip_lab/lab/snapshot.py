@@ -98,7 +98,7 @@ class _Pickler(pickle.Pickler):
             return (_log, ()) if obj is offsets_log else obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
 
         table[PartitionLog] = log
-        table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset))
+        table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset, obj.reported, obj.start))
         self.dispatch_table = table
 
     @staticmethod

@@ -29,6 +29,8 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -54,6 +56,7 @@ HANDLERS = {
     "Heartbeat": "heartbeat",
     "LeaveGroup": "leave_group",
     "ShareGroupHeartbeat": "share_group_heartbeat",
+    "DeleteGroups": "delete_groups",
 }
 
 
@@ -97,6 +100,10 @@ def not_coordinator_response(api: str, request: Any) -> Any:
         return LeaveGroupResponse(error_code=error)
     if api == "ShareGroupHeartbeat":
         return ShareGroupHeartbeatResponse(error_code=error, member_epoch=request.member_epoch)
+    if api == "DeleteGroups":
+        return DeleteGroupsResponse(
+            results=[DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
+        )
     return ConsumerGroupInstallAssignmentResponse(error_code=error)
 
 
@@ -158,8 +165,6 @@ class World:
         )
         self.clients: dict[str, Any] = {}
         self.produce_rate: dict[str, float] = {}  # topic id -> records per ms per partition
-        self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
-        self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
         self.events: list[tuple[str, Event]] = []  # this step's events, not yet in the trace
         self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
         self.written_batches: list[tuple] = []  # this step's record batches: the groups and members they name
@@ -217,16 +222,6 @@ class World:
         the topic's rate, so all of them have the same end."""
         return int(self.produce_rate.get(tp[0], 0.0) * now_ms)
 
-    def record_processed(self, actor: str, tp: TP, start: int, end: int) -> None:
-        """Count records in [start, end) that someone had already processed."""
-        if end <= start:
-            return
-        done = self.processed.get(tp, 0)
-        overlap = max(0, min(end, done) - start)
-        if overlap:
-            self.duplicates[tp] = self.duplicates.get(tp, 0) + overlap
-        self.processed[tp] = max(done, end)
-
     # -- actions ------------------------------------------------------------------------
     def schedule_action(self, action: Any, at_ms: int) -> None:
         """Perform ``action`` when the clock reaches ``at_ms`` (as its own step)."""
@@ -268,8 +263,13 @@ class World:
         faults.delay_ms = action.delay_ms
 
     def _partition_link(self, action: Any) -> None:
+        """Every broker is out of the member's reach: no request gets through, and a consumer fetches no records."""
+        until = self.scheduler.now_ms + action.duration_ms
         for broker in self.brokers:
-            self.network.link_faults(action.member, broker).down_until_ms = self.scheduler.now_ms + action.duration_ms
+            self.network.link_faults(action.member, broker).down_until_ms = until
+        client = self.clients.get(action.member)
+        if client is not None and hasattr(client, "cut_off"):
+            client.cut_off(until)
 
     def _configure_link(self, action: Any) -> None:
         for broker in self.brokers:
