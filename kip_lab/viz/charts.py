@@ -764,6 +764,7 @@ REPROCESSED_COLOR = "#000000"
 REPROCESSED_LABEL = "re-processed"
 
 
+@checked
 def reprocessing_swimlanes(
     trace: Any, cursor_ms: float | None = None, *, time_range: tuple[float, float] | None = None, **options: Any
 ) -> alt.LayerChart:
@@ -824,6 +825,7 @@ def reprocessing_swimlanes(
     )
 
 
+@checked
 def lag_chart(
     trace: Any,
     cursor_ms: float | None = None,

@@ -931,6 +931,7 @@ REPROCESSED_COLUMNS = [
 ]
 
 
+@checked
 def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     """One row per group and partition: the ledger's numbers (``compute_metrics``' definitions; here
     ``commits_failed`` counts the partition's offsets a commit did not store), the group's
@@ -958,6 +959,7 @@ def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
 
 
+@checked
 def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     """Records each group's partition was behind its log end, wherever the ledger knows a processing
     member's position (``compute_metrics``' *max lag records*), in time order."""
@@ -970,6 +972,7 @@ def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LAG_COLUMNS)
 
 
+@checked
 def reprocessed_frame(trace: Any) -> pd.DataFrame:
     """Each range of offsets ``[first, end)`` a group processed again: by ``member``, when
     (``start_ms``..``end_ms``, the range's records spread evenly over the time since the member's
