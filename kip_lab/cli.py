@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from kip_lab.errors import KipLabError
+from kip_lab.files import write_atomically
 from kip_lab.scenarios import (
     Scenario,
     ScenarioError,
@@ -28,7 +32,6 @@ from kip_lab.scenarios import (
     run_scenario,
     scenario_schema,
 )
-from kip_lab.scenarios.loading import write_atomically
 from kip_lab.scenarios.model import LONG_MAX, export_schema
 
 OK, FAILED, INVALID, INTERNAL, INTERRUPTED = 0, 1, 2, 3, 130
@@ -39,14 +42,18 @@ class UsageError(KipLabError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():  # from here on Ctrl-C is KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    debug = False
     try:
+        args = _parser().parse_args(argv)
+        debug = args.debug
         return args.command(args)
     except ScenarioError as exc:
-        print(exc, file=sys.stderr)
+        print(terminal_safe(str(exc)), file=sys.stderr)
         return INVALID
     except UsageError as exc:
-        print(f"kip-lab: {exc}", file=sys.stderr)
+        print(f"kip-lab: {terminal_safe(str(exc))}", file=sys.stderr)
         return INVALID
     except BrokenPipeError:  # the reader went away (``kip-lab run basic | head``): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -55,14 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         print("kip-lab: interrupted", file=sys.stderr)
         return INTERRUPTED
     except OSError as exc:  # writing an output: a full disk, a permission taken away mid-run
-        if args.debug:
+        if debug:
             raise
-        print(f"kip-lab: {exc.filename or 'output'}: {exc.strerror or exc}", file=sys.stderr)
+        print(terminal_safe(f"kip-lab: {exc.filename or 'output'}: {exc.strerror or exc}"), file=sys.stderr)
         return INVALID
     except Exception as exc:  # a bug in kip_lab: one line, not a traceback
-        if args.debug:
+        if debug:
             raise
-        print(f"kip-lab: internal error: {type(exc).__name__}: {exc} (--debug shows the traceback)", file=sys.stderr)
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"kip-lab: internal error: {terminal_safe(error)} (--debug shows the traceback)", file=sys.stderr)
         return INTERNAL
 
 
@@ -155,6 +163,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control characters shown escaped (``\\x1b``), so that a name holding a terminal
+    escape sequence is printed, not obeyed; newlines and tabs are kept."""
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _seed(text: str) -> int:
     value = int(text)
     if abs(value) > LONG_MAX:
@@ -176,7 +193,7 @@ def check_output_path(path: Path) -> None:
 def _validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.file)
     counts = f"{len(scenario.members)} members, {len(scenario.events)} events"
-    print(f"{args.file}: valid scenario {scenario.name!r} ({counts})")
+    print(terminal_safe(f"{args.file}: valid scenario {scenario.name!r} ({counts})"))
     return OK
 
 
@@ -211,7 +228,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str))
     else:
-        print(_summary(result, None if trace_error else args.trace))
+        print(terminal_safe(_summary(result, None if trace_error else args.trace)))
     if trace_error:
         print(trace_error, file=sys.stderr)
         return INVALID
@@ -311,15 +328,15 @@ def _shrink(args: argparse.Namespace) -> int:
     try:
         result = shrink(scenario, args.invariant)
     except NothingToShrink as exc:
-        print(f"kip-lab shrink: {exc}", file=sys.stderr)
+        print(terminal_safe(f"kip-lab shrink: {exc}"), file=sys.stderr)
         return FAILED
     text = scenario_yaml(result.scenario)
     if args.out is None:
         print(text, end="")
-        print(result.summary(), file=sys.stderr)
+        print(terminal_safe(result.summary()), file=sys.stderr)
         return OK
     write_atomically(args.out, text)
-    print(result.summary())
+    print(terminal_safe(result.summary()))
     print(f"wrote {args.out}: replay it with 'kip-lab run {args.out}'; in a notebook, open it at the violation with")
     print(f"  widgets.explore(run_lab(load_scenario({str(args.out)!r})), start_step={result.step})")
     return OK
@@ -417,6 +434,8 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         print(f"kip-lab serve: --port must be in 0..65535, got {args.port}", file=sys.stderr)
         return INVALID
+    if args.trace is not None:
+        check_output_path(args.trace)  # now, not after the whole session: the trace would be lost
     try:
         chosen = [command.parse_setting(text) for text in args.set]
         for option, keys in command.NAMED_SETTINGS.items():
@@ -426,7 +445,15 @@ def _serve(args: argparse.Namespace) -> int:
         scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
         lab = command.build(scenario_lab, args.topic, args.seed, config)
     except ValueError as exc:
-        print(f"kip-lab serve: {exc}", file=sys.stderr)
+        print(f"kip-lab serve: {terminal_safe(str(exc))}", file=sys.stderr)
+        return INVALID
+    last_port = args.port + lab.config.brokers - 1  # broker-N listens on port + N
+    if args.port and last_port > 65535:
+        print(
+            f"kip-lab serve: --port {args.port} puts broker-{lab.config.brokers - 1} on port {last_port}; "
+            f"with {lab.config.brokers} brokers the bootstrap port is at most {65536 - lab.config.brokers}",
+            file=sys.stderr,
+        )
         return INVALID
     return command.run(
         lab, host=args.host, port=args.port, duration_s=args.duration, trace=args.trace, quiet=args.quiet

@@ -10,10 +10,13 @@ why; everything a button does, building its action included, reports in the erro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import ipywidgets as W
+from pydantic import Field
 
+from kip_lab.contract import LONG_MAX, checked
+from kip_lab.lab import Lab
 from kip_lab.lab import actions as a
 from widgets.stepper import Stepper, reports_errors
 
@@ -22,7 +25,10 @@ NEEDS_A_TOPIC = ("add partitions", "move share leader")
 
 
 class FaultPanel(W.VBox):
-    def __init__(self, stepper: Stepper, *, settle_timeout_ms: int = 120_000) -> None:
+    @checked
+    def __init__(
+        self, stepper: Stepper, *, settle_timeout_ms: Annotated[int, Field(gt=0, le=LONG_MAX)] = 120_000
+    ) -> None:
         self.stepper = stepper
         self.errors = stepper.errors
         self.settle_timeout_ms = settle_timeout_ms
@@ -109,7 +115,8 @@ class FaultPanel(W.VBox):
         self.refresh()
 
 
-def explore(lab: Any, **stepper_options: Any) -> W.VBox:
+@checked
+def explore(lab: Lab, **stepper_options: Any) -> W.VBox:
     """A stepper with its fault panel, ready to display in a notebook."""
     stepper = Stepper(lab, **stepper_options)
     return W.VBox([stepper, FaultPanel(stepper)])

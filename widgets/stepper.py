@@ -35,6 +35,7 @@ from IPython.display import display
 from kip_lab.clients.classic_consumer import ClassicConsumer
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
+from kip_lab.contract import checked, known, refuse
 from kip_lab.coordinator import CLASSIC_GROUP_STATE_MACHINE, GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
 from kip_lab.events import (
     ActionApplied,
@@ -302,13 +303,15 @@ class Stepper(W.VBox):
     run already computed, so stepping forward and back is a seek, not a simulation.
     """
 
+    @checked
     def __init__(self, lab: Lab, *, group_id: str = "g", member: str | None = None, start_step: int = 0) -> None:
-        if isinstance(start_step, bool) or not isinstance(start_step, int):
-            raise TypeError(f"start_step must be a step number (an int), not {start_step!r}")
         if lab.horizon > lab.step_count:
             lab.seek(lab.horizon)
         if not 0 <= start_step <= lab.horizon:
-            raise ValueError(f"start_step={start_step} is outside the run: choose a step from 0 to {lab.horizon}")
+            outside = f"{start_step} is outside the run: choose a step from 0 to {lab.horizon}"
+            raise refuse("Stepper", "start_step", outside)
+        if member is not None:
+            known("Stepper", "member", member, lab.clients)
         self.lab = lab
         self.group_id = group_id
         self._full = Trace()

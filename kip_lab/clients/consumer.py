@@ -33,10 +33,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kip_lab.clients.application import TP, ApplicationLoop, by_topic
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
+from kip_lab.contract import Model
 from kip_lab.protocol import Errors
 from kip_lab.protocol.common import TopicPartitions
 from kip_lab.protocol.consumer_group import (
@@ -51,7 +52,7 @@ RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.CO
 FENCING = {Errors.FENCED_MEMBER_EPOCH, Errors.UNKNOWN_MEMBER_ID}
 
 
-class CallbackConfig(BaseModel):
+class CallbackConfig(Model):
     """How long each rebalance callback takes (simulated ms) and how many times it raises."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -63,7 +64,7 @@ class CallbackConfig(BaseModel):
     assigned_failures: int = Field(0, ge=0, description="the first N calls of on_partitions_assigned raise")
 
 
-class ConsumerConfig(BaseModel):
+class ConsumerConfig(Model):
     """A member's configuration (Kafka consumer configs, snake_case)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

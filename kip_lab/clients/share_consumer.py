@@ -27,12 +27,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kip_lab.clients.application import TP, by_topic
 from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.clients.share_acknowledgements import Acknowledgements, DeliveredRecord
+from kip_lab.contract import Model
 from kip_lab.events import AssignmentChanged, RecordsProcessed, ShareAckResult
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
@@ -63,7 +64,7 @@ from kip_lab.share.session import next_session_epoch
 RETRIABLE = {Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS}
 
 
-class FailureRule(BaseModel):
+class FailureRule(Model):
     """Records the application cannot process: a poison-message rule.
 
     A record matches when its value matches ``value_regex`` (a full match, with RE2 semantics:
@@ -99,7 +100,7 @@ class FailureRule(BaseModel):
         return compile_subscription(self.value_regex).fullmatch(record.value or "") is not None
 
 
-class ShareConsumerConfig(BaseModel):
+class ShareConsumerConfig(Model):
     """A share consumer's configuration and its application's behaviour."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
+from kip_lab.contract import checked
 from kip_lab.coordinator.classic_group import (
     REBALANCE_TRIGGER,
     ClassicGroup,
@@ -257,6 +258,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         self.scheduler.schedule(self, timer_key("classic sync", gid), group.rebalance_timeout_ms())
 
     # ------------------------------------------------------------------ JoinGroup
+    @checked
     def join_group(self, request: JoinGroupRequest, ref: Ref = None) -> CoordinatorResult[JoinGroupResponse | None]:
         """JoinGroup. The response is ``None`` when the request is parked until the join phase completes."""
         r = request
@@ -448,6 +450,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         return None
 
     # ------------------------------------------------------------------ SyncGroup
+    @checked
     def sync_group(self, request: SyncGroupRequest, ref: Ref = None) -> CoordinatorResult[SyncGroupResponse | None]:
         """SyncGroup. A follower's request is parked until the leader's brings the assignment."""
         r = request
@@ -502,6 +505,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         return None
 
     # ------------------------------------------------------------------ Heartbeat
+    @checked
     def heartbeat(self, request: HeartbeatRequest) -> CoordinatorResult[HeartbeatResponse]:
         """Heartbeat: keeps the session; REBALANCE_IN_PROGRESS tells the member to rejoin."""
         r = request
@@ -525,6 +529,7 @@ class ClassicGroupHandlers(CoordinatorHost):
         return CoordinatorResult(response, origin="Heartbeat")
 
     # ------------------------------------------------------------------ LeaveGroup
+    @checked
     def leave_group(self, request: LeaveGroupRequest) -> CoordinatorResult[LeaveGroupResponse]:
         """LeaveGroup: each listed member (by member id, or by instance id alone) leaves; per-member errors."""
         r = request

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kip_lab.contract import checked
 from kip_lab.coordinator.group import (
     AssignmentRound,
     ConsumerGroup,
@@ -116,6 +117,7 @@ class ClientSideAssignment(CoordinatorHost):
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} was not chosen to compute the assignment.")
         return group, round_
 
+    @checked
     def consumer_group_prepare_assignment(
         self, request: ConsumerGroupPrepareAssignmentRequest
     ) -> CoordinatorResult[ConsumerGroupPrepareAssignmentResponse]:
@@ -167,6 +169,7 @@ class ClientSideAssignment(CoordinatorHost):
         )
         return CoordinatorResult(response, origin="ConsumerGroupPrepareAssignment")
 
+    @checked
     def consumer_group_install_assignment(
         self, request: ConsumerGroupInstallAssignmentRequest
     ) -> CoordinatorResult[ConsumerGroupInstallAssignmentResponse]:

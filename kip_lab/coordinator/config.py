@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from kip_lab.contract import Model
 from kip_lab.share.group_config import ShareGroupConfig
 
 INT32_MAX = 2**31 - 1
@@ -29,7 +30,7 @@ class ConsumerGroupMigrationPolicy(StrEnum):
         return self in (ConsumerGroupMigrationPolicy.DOWNGRADE, ConsumerGroupMigrationPolicy.BIDIRECTIONAL)
 
 
-class CoordinatorConfig(BaseModel):
+class CoordinatorConfig(Model):
     """Every group coordinator setting: ``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"),
     the classic ``group.*`` ones, share groups' ``group.share.*`` (``share``), snake_case, and the fidelity profile.
 

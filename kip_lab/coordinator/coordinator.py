@@ -22,7 +22,9 @@ import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, cast
+from typing import Annotated, Any, cast
+
+from pydantic import Field
 
 from kip_lab.assignors import (
     AssignmentSpec,
@@ -34,6 +36,7 @@ from kip_lab.assignors import (
     UniformAssignor,
 )
 from kip_lab.cluster import ClusterMetadata
+from kip_lab.contract import LONG_MAX, checked
 from kip_lab.coordinator.classic import ClassicGroupHandlers
 from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.client_side import ClientSideAssignment
@@ -339,6 +342,7 @@ def _steady_response(
 class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigration):
     """KIP-848 consumer groups on one ``__consumer_offsets`` partition (and classic groups: ``classic_groups``)."""
 
+    @checked
     def __init__(
         self,
         config: CoordinatorConfig | None = None,
@@ -432,10 +436,12 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         self._compose()
 
     # ------------------------------------------------------------------ requests answered by composed parts
+    @checked
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
         """OffsetCommit (``OffsetManager.commit``), its records applied."""
         return self._apply(self.offset_manager.commit(request))
 
+    @checked
     def delete_groups(self, request: DeleteGroupsRequest) -> CoordinatorResult[DeleteGroupsResponse]:
         """DeleteGroups (Kafka ``GroupCoordinatorShard.deleteGroups``): each empty group is deleted
         with its committed offsets (their tombstones, then the group's); a group with members is
@@ -476,54 +482,65 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             return Errors.NONE if classic.state is ClassicGroupState.EMPTY else Errors.NON_EMPTY_GROUP
         return Errors.NONE if self.offsets.get(group_id) else Errors.GROUP_ID_NOT_FOUND
 
+    @checked
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch (``OffsetManager.fetch``)."""
         return self.offset_manager.fetch(request)
 
+    @checked
     def consumer_group_describe(
         self, request: ConsumerGroupDescribeRequest
     ) -> CoordinatorResult[ConsumerGroupDescribeResponse]:
         """ConsumerGroupDescribe (``GroupDescriber.consumer_group_describe``)."""
         return self.describer.consumer_group_describe(request)
 
+    @checked
     def list_groups(self, request: ListGroupsRequest) -> CoordinatorResult[ListGroupsResponse]:
         """ListGroups v5 (``GroupDescriber.list_groups``)."""
         return self.describer.list_groups(request)
 
+    @checked
     def describe_groups(self, request: DescribeGroupsRequest) -> CoordinatorResult[DescribeGroupsResponse]:
         """DescribeGroups (``GroupDescriber.describe_groups``)."""
         return self.describer.describe_groups(request)
 
+    @checked
     def share_group_heartbeat(
         self, request: ShareGroupHeartbeatRequest
     ) -> CoordinatorResult[ShareGroupHeartbeatResponse]:
         """ShareGroupHeartbeat (``ShareGroupManager.share_group_heartbeat``)."""
         return self.share_manager.share_group_heartbeat(request)
 
+    @checked
     def share_group_describe(self, request: ShareGroupDescribeRequest) -> CoordinatorResult[ShareGroupDescribeResponse]:
         """ShareGroupDescribe (``ShareGroupManager.share_group_describe``)."""
         return self.share_manager.share_group_describe(request)
 
+    @checked
     def list_share_groups(self, request: ListShareGroupsRequest) -> CoordinatorResult[ListShareGroupsResponse]:
         """ListShareGroups (``ShareGroupManager.list_share_groups``)."""
         return self.share_manager.list_share_groups(request)
 
+    @checked
     def delete_share_groups(self, request: DeleteShareGroupsRequest) -> CoordinatorResult[DeleteShareGroupsResponse]:
         """DeleteShareGroups (``ShareGroupManager.delete_share_groups``)."""
         return self.share_manager.delete_share_groups(request)
 
+    @checked
     def alter_share_group_offsets(
         self, request: AlterShareGroupOffsetsRequest
     ) -> CoordinatorResult[AlterShareGroupOffsetsResponse]:
         """AlterShareGroupOffsets (``ShareGroupManager.alter_share_group_offsets``)."""
         return self.share_manager.alter_share_group_offsets(request)
 
+    @checked
     def delete_share_group_offsets(
         self, request: DeleteShareGroupOffsetsRequest
     ) -> CoordinatorResult[DeleteShareGroupOffsetsResponse]:
         """DeleteShareGroupOffsets (``ShareGroupManager.delete_share_group_offsets``)."""
         return self.share_manager.delete_share_group_offsets(request)
 
+    @checked
     def describe_share_group_offsets(
         self, request: DescribeShareGroupOffsetsRequest
     ) -> CoordinatorResult[DescribeShareGroupOffsetsResponse]:
@@ -595,6 +612,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
 
     # ------------------------------------------------------------------ construction
     @classmethod
+    @checked
     def from_log(
         cls,
         log: PartitionLog,
@@ -671,7 +689,8 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
     def now_ms(self) -> int:
         return self.scheduler.now_ms
 
-    def advance(self, delta_ms: int) -> list[CoordinatorResult]:
+    @checked
+    def advance(self, delta_ms: Annotated[int, Field(ge=0, le=LONG_MAX)]) -> list[CoordinatorResult]:
         """Move the clock forward, firing due timers; returns the results they produced."""
         return [fired.result for fired in self.scheduler.advance(delta_ms) if fired.owner is self]
 
@@ -1042,6 +1061,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         )
 
     # ------------------------------------------------------------------ heartbeat
+    @checked
     def consumer_group_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest
     ) -> CoordinatorResult[ConsumerGroupHeartbeatResponse]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kip_lab.assignors.java_hash_order import timeline_hash_map_order
+from kip_lab.contract import checked, known
 from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState, ClassicOutbox
 from kip_lab.coordinator.group import ConsumerGroup, SubscriptionCounts
 from kip_lab.coordinator.host import CoordinatorHost
@@ -378,13 +379,16 @@ class OnlineMigration(CoordinatorHost):
             )
         )
 
+    @checked
     def classic_member_state(self, group_id: str, member_id: str) -> str | None:
         """The KIP's classic state of a classic member inside a consumer group, or None.
 
         CompletingRebalance from its JoinGroup until its SyncGroup; PreparingRebalance while it
         must rejoin; Stable otherwise. Derived (Kafka stores no such state), so it is soft.
         """
+        known("GroupCoordinator.classic_member_state", "group_id", group_id, self.groups)
         group = self.groups[group_id]
+        known("GroupCoordinator.classic_member_state", "member_id", member_id, group.members)
         member = group.members[member_id]
         if not member.uses_classic_protocol:
             return None

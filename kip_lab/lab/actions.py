@@ -9,16 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.contract import LONG_MAX, MAX_PARTITIONS, Model
 from kip_lab.lab.network import LinkConfig
 
 
-class _Action(BaseModel):
+class _Action(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+LabAction = _Action  # what ``Lab.apply`` takes: any of the actions below
 
 
 class AddConsumer(_Action):
@@ -38,7 +42,7 @@ class AdvanceTo(_Action):
     """Let the clock reach ``time_ms`` (a step of its own, so that time travel replays it)."""
 
     action: Literal["advance_to"] = "advance_to"
-    time_ms: int = Field(..., ge=0)
+    time_ms: int = Field(..., ge=0, le=LONG_MAX)
 
 
 class Start(_Action):
@@ -83,7 +87,6 @@ class Resume(_Action):
     member: str
 
 
-MAX_PARTITIONS = 100_000  # of one topic, and added at once: a bound that keeps a Lab in memory
 MAX_MESSAGES = 1_000_000  # messages one fault drops or delays
 MAX_RECORDS = 100_000  # records one produce_share_records batch puts on a partition
 MAX_REPEAT = 10_000  # times a steady producer produces
@@ -101,7 +104,7 @@ class DelayMessages(_Action):
     action: Literal["delay_messages"] = "delay_messages"
     member: str
     count: int = Field(1, ge=1, le=MAX_MESSAGES)
-    delay_ms: int = Field(..., ge=0)
+    delay_ms: int = Field(..., ge=0, le=LONG_MAX)
 
 
 class PartitionLink(_Action):
@@ -109,7 +112,7 @@ class PartitionLink(_Action):
 
     action: Literal["partition_link"] = "partition_link"
     member: str
-    duration_ms: int = Field(..., gt=0)
+    duration_ms: int = Field(..., gt=0, le=LONG_MAX)
 
 
 class ConfigureLink(_Action):
@@ -161,6 +164,13 @@ class ChangeSubscription(_Action):
     topics: list[str] | None = None
     regex: str | None = None
 
+    @model_validator(mode="after")
+    def _names_or_pattern(self) -> ChangeSubscription:
+        """Topic names or a pattern, never both: a consumer subscribes one way (as a scenario's member does)."""
+        if self.topics is not None and self.regex is not None:
+            raise ValueError("give topics or regex, not both")
+        return self
+
 
 class ClientRequest(_Action):
     """A request a client that is not simulated sends: a scripted one (``SendRequest``) or a real
@@ -205,12 +215,12 @@ class ProduceShareRecords(_Action):
     action: Literal["produce_share_records"] = "produce_share_records"
     topic: str = Field(..., min_length=1)
     count: int = Field(..., ge=1, le=MAX_RECORDS)
-    partition: int | None = Field(None, ge=0)
-    batch_size: int = Field(10, ge=1)
+    partition: int | None = Field(None, ge=0, lt=MAX_PARTITIONS)
+    batch_size: int = Field(10, ge=1, le=MAX_RECORDS)
     value_prefix: str = "record-"
-    poison_every: int = Field(0, ge=0)
+    poison_every: int = Field(0, ge=0, le=MAX_RECORDS)
     repeat: int = Field(1, ge=1, le=MAX_REPEAT)
-    every_ms: int = Field(1_000, ge=1)
+    every_ms: int = Field(1_000, ge=1, le=LONG_MAX)
 
 
 class FailOverShareCoordinator(_Action):
@@ -225,7 +235,7 @@ class MoveShareLeader(_Action):
 
     action: Literal["move_share_leader"] = "move_share_leader"
     topic: str = Field(..., min_length=1)
-    partition: int = Field(0, ge=0)
+    partition: int = Field(0, ge=0, lt=MAX_PARTITIONS)
     to_broker: str | None = None
 
 
@@ -236,7 +246,9 @@ class ResetShareGroupOffsets(_Action):
     group_id: str = Field(..., min_length=1)
     topic: str = Field(..., min_length=1)
     to: Literal["earliest", "latest", "datetime"] = "earliest"
-    timestamp_ms: int | None = Field(None, ge=0, description="for 'datetime': the first offset at or after it")
+    timestamp_ms: int | None = Field(
+        None, ge=0, le=LONG_MAX, description="for 'datetime': the first offset at or after it"
+    )
     partitions: list[int] | None = None
 
     @model_validator(mode="after")
@@ -310,7 +322,7 @@ class ScheduleAction(_Action):
     """Perform ``inner`` when the clock reaches ``at_ms`` (a scenario's timed fault)."""
 
     action: Literal["schedule"] = "schedule"
-    at_ms: int = Field(..., ge=0)
+    at_ms: int = Field(..., ge=0, le=LONG_MAX)
     inner: Action
 
 

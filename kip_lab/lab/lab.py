@@ -19,15 +19,17 @@ run forks in place); ``fork()`` returns an independent copy to try something els
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kip_lab.clients.classic_consumer import ClassicConsumerConfig
 from kip_lab.clients.consumer import ConsumerConfig
 from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.contract import LONG_MAX, MAX_BROKERS, MAX_STEPS, Model, checked, refuse
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
 from kip_lab.coordinator.config import lift_fidelity
+from kip_lab.errors import RunOver
 from kip_lab.events import InvariantViolated, Note
 from kip_lab.lab import actions as a
 from kip_lab.lab.invariants import CheckMode, InvariantChecker
@@ -49,25 +51,31 @@ _RECORDS_WRITTEN_PER_WORK = 2
 _SNAPSHOT_BYTES_PER_WORK = 430
 _WEIGH_EVERY = 16
 
+# The Lab's arguments, bounded as a scenario file's are (the call refuses anything else: ``@checked``).
+Seed = Annotated[int, Field(ge=-LONG_MAX - 1, le=LONG_MAX)]
+TimeMs = Annotated[int, Field(ge=0, le=LONG_MAX)]
+Steps = Annotated[int, Field(ge=0, le=MAX_STEPS)]
 
-class LabConfig(BaseModel):
+
+class LabConfig(Model):
     """The Lab's cluster.
 
     ``LabConfig(fidelity="kip")`` is short for ``LabConfig(coordinator=CoordinatorConfig(fidelity="kip"))``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    brokers: int = Field(3, ge=1)
+    brokers: int = Field(3, ge=1, le=MAX_BROKERS)
     share: SharePartitionConfig = Field(
         SharePartitionConfig(), description="share-partition leaders' group.share.* settings (KIP-932)"
     )
     link: LinkConfig = LinkConfig()
     coordinator: CoordinatorConfig = CoordinatorConfig()
-    snapshot_every: int = Field(256, ge=1, description="fewest steps between time-travel snapshots")
+    snapshot_every: int = Field(256, ge=1, le=1_000_000, description="fewest steps between time-travel snapshots")
     stepping_per_snapshot: float = Field(
         16.0,
         ge=0,
+        le=1_000_000,
         description="a snapshot also waits until the work since the last one (events traced, records "
         "written, rebalance steps) is this many times that snapshot's size, weighed as CPU: snapshots cost "
         "about 1/(1 + this) of a run, and a seek replays about this many snapshots' worth of work; "
@@ -101,7 +109,10 @@ class LabConfig(BaseModel):
 
 
 class Lab:
-    def __init__(self, seed: int = 0, config: LabConfig | None = None) -> None:
+    """A cluster, its clients and its network; every public method checks its arguments (``@checked``)."""
+
+    @checked
+    def __init__(self, seed: Seed = 0, config: LabConfig | None = None) -> None:
         self.seed = seed
         self.config = config or LabConfig()
         self.world = World(
@@ -134,14 +145,17 @@ class Lab:
     def cluster(self):
         return self.world.cluster
 
+    @checked
     def topic_id(self, name: str) -> str:
         return self.world.cluster.topic(name).topic_id
 
     # ------------------------------------------------------------------ building a run
+    @checked
     def create_topic(self, name: str, partitions: int, produce_rate_per_s: float = 100.0) -> str:
         self.apply(a.CreateTopic(topic=name, partitions=partitions, produce_rate_per_s=produce_rate_per_s))
         return self.topic_id(name)
 
+    @checked
     def add_consumer(
         self,
         name: str,
@@ -161,82 +175,108 @@ class Lab:
             self.world.listeners[name] = listener
         self.apply(a.AddConsumer(member=name, config=config, start=start))
 
-    def schedule(self, action: Any, at_ms: int) -> None:
+    @checked
+    def schedule(self, action: Any, at_ms: TimeMs) -> None:
         """Perform ``action`` when the clock reaches ``at_ms`` (a scenario's timed fault)."""
         self.apply(a.ScheduleAction(at_ms=at_ms, inner=action))
 
     # faults and changes, on demand (each is one step)
+    @checked
     def crash(self, member: str) -> None:
         self.apply(a.Crash(member=member))
 
+    @checked
     def restart(self, member: str, config: Any = None) -> None:
         """Restart ``member`` as a new incarnation, with its config or ``config`` (an upgrade)."""
         self.apply(a.Restart(member=member, config=config))
 
+    @checked
     def close(self, member: str) -> None:
         self.apply(a.Close(member=member))
 
+    @checked
     def pause(self, member: str) -> None:
         self.apply(a.Pause(member=member))
 
+    @checked
     def resume(self, member: str) -> None:
         self.apply(a.Resume(member=member))
 
+    @checked
     def drop_messages(self, member: str, count: int = 1) -> None:
         self.apply(a.DropMessages(member=member, count=count))
 
+    @checked
     def delay_messages(self, member: str, count: int, delay_ms: int) -> None:
         self.apply(a.DelayMessages(member=member, count=count, delay_ms=delay_ms))
 
-    def partition_link(self, member: str, duration_ms: int) -> None:
+    @checked
+    def partition_link(self, member: str, duration_ms: TimeMs) -> None:
         self.apply(a.PartitionLink(member=member, duration_ms=duration_ms))
 
+    @checked
     def configure_link(self, member: str, link: LinkConfig) -> None:
         """Per-link network: ``member``'s links to the brokers get their own latency and loss."""
         self.apply(a.ConfigureLink(member=member, link=link))
 
+    @checked
     def fail_over(self, to_broker: str | None = None) -> None:
         self.apply(a.FailOver(to_broker=to_broker))
 
+    @checked
     def add_partitions(self, topic: str, count: int) -> None:
         self.apply(a.AddPartitions(topic=topic, count=count))
 
+    @checked
     def delete_topic(self, topic: str) -> None:
         self.apply(a.DeleteTopic(topic=topic))
 
+    @checked
     def recreate_topic(self, topic: str, partitions: int | None = None) -> None:
         self.apply(a.RecreateTopic(topic=topic, partitions=partitions))
 
+    @checked
     def change_subscription(self, member: str, topics: list[str] | None = None, regex: str | None = None) -> None:
         self.apply(a.ChangeSubscription(member=member, topics=topics, regex=regex))
 
     # share groups (KIP-932)
+    @checked
     def add_share_consumer(
         self, name: str, config: ShareConsumerConfig | None = None, *, start: bool = True, **settings: Any
     ) -> None:
         """Add a share consumer; ``settings`` are ShareConsumerConfig fields."""
         self.apply(a.AddShareConsumer(member=name, config=config or ShareConsumerConfig(**settings), start=start))
 
+    @checked
     def produce_share_records(self, topic: str, count: int, **settings: Any) -> None:
         """Produce ``count`` records to each partition of ``topic``; ``settings`` are ProduceShareRecords fields."""
         self.apply(a.ProduceShareRecords(topic=topic, count=count, **settings))
 
+    @checked
     def fail_over_share_coordinator(self, to_broker: str | None = None) -> None:
         self.apply(a.FailOverShareCoordinator(to_broker=to_broker))
 
+    @checked
     def move_share_leader(self, topic: str, partition: int = 0, to_broker: str | None = None) -> None:
         self.apply(a.MoveShareLeader(topic=topic, partition=partition, to_broker=to_broker))
 
+    @checked
     def reset_share_group_offsets(self, group_id: str, topic: str, to: str = "earliest", **settings: Any) -> None:
         """Admin: reset an empty share group's start offsets (ResetShareGroupOffsets fields)."""
         self.apply(a.ResetShareGroupOffsets(group_id=group_id, topic=topic, to=to, **settings))
 
+    @checked
     def send_request(self, member: str, api: str, **body: Any) -> None:
         self.apply(a.SendRequest(member=member, api=api, body=body))
 
     # ------------------------------------------------------------------ stepping
+    @checked
     def apply(self, action: Any) -> list[TraceEvent]:
         """Apply an action now, as one step. After a backward seek this forks the run in place."""
+        if not isinstance(action, a.LabAction):
+            raise refuse(
+                "Lab.apply", "action", f"an action of kip_lab.lab.actions (Crash, CreateTopic, ...), not {action!r:.60}"
+            )
         future = None
         if self.step_count < self.horizon:
             future = (self._applied, self._snapshots, self.horizon, self._ahead)
@@ -244,7 +284,7 @@ class Lab:
         number = self.step_count + 1
         self._applied[number] = action
         try:
-            return self.step()
+            return self._step()
         except Exception:
             if self.step_count < number:  # refused (an unknown member or topic): no step, no trace
                 del self._applied[number]
@@ -261,14 +301,19 @@ class Lab:
         self.horizon = self.step_count
         self._ahead = []
 
+    @checked
     def has_next(self) -> bool:
         return (self.step_count + 1) in self._applied or self.world.scheduler.peek() is not None
 
+    @checked
     def step(self) -> list[TraceEvent]:
         """Run one event; returns the events it added to the trace."""
+        return self._step()
+
+    def _step(self) -> list[TraceEvent]:
         events = self._step_due(None)
         if events is None:
-            raise IndexError("no timer is armed and no action is applied at the next step")
+            raise RunOver("no timer is armed and no action is applied at the next step")
         return events
 
     def _step_due(self, until: int | None) -> list[TraceEvent] | None:
@@ -326,17 +371,20 @@ class Lab:
         now = world.scheduler.now_ms
         events = [TraceEvent(step, now, actor, body) for actor, body in world.events]
         world.events.clear()
-        self.trace.extend(events)
+        self.trace.record(events)
         return events
 
     @collector_paused()
-    def run(self, until: int | None = None, steps: int | None = None) -> int:
+    @checked
+    def run(self, until: TimeMs | None = None, steps: Steps | None = None) -> int:
         """Step until the clock would pass ``until`` (then advance it to ``until``), or ``steps`` steps.
 
         Returns the number of steps taken.
         """
         if until is None and steps is None:
-            raise ValueError("run() needs until= (ms) or steps=")
+            raise refuse("Lab.run", "until", "give until= (ms) or steps=")
+        if until is not None and until < self.now:
+            raise refuse("Lab.run", "until", f"the clock is at {self.now} ms already; until must be at least that")
         taken = 0
         while (steps is None or taken < steps) and self._step_due(until) is not None:
             taken += 1
@@ -345,6 +393,7 @@ class Lab:
             taken += 1
         return taken
 
+    @checked
     def is_stable(self) -> bool:
         """Every group Stable and every live member STABLE with nothing left to reconcile.
 
@@ -353,7 +402,12 @@ class Lab:
         return self._stability.is_stable(self.world)
 
     @collector_paused()
-    def run_until_stable(self, timeout_ms: int = 600_000, max_steps: int = 1_000_000) -> bool:
+    @checked
+    def run_until_stable(
+        self,
+        timeout_ms: Annotated[int, Field(gt=0, le=LONG_MAX)] = 600_000,
+        max_steps: Annotated[int, Field(ge=1, le=MAX_STEPS)] = 1_000_000,
+    ) -> bool:
         """Step until ``is_stable()`` (True) or until ``timeout_ms`` of simulated time passes (False)."""
         deadline = self.now + timeout_ms
         for _ in range(max_steps):
@@ -362,7 +416,7 @@ class Lab:
             due = self.world.scheduler.peek()
             if due is None or due > deadline:
                 return self.is_stable()
-            self.step()
+            self._step()
         return self.is_stable()
 
     # ------------------------------------------------------------------ time travel
@@ -412,7 +466,7 @@ class Lab:
             known = []
             while ahead and ahead[-1].step <= base:
                 known.append(ahead.pop())
-            self.trace.extend(known)
+            self.trace.record(known)
         snapshot = self._snapshots[base]
         self.world, self.invariants = snapshot.restore()
         self._stability = StabilityTracker()
@@ -420,20 +474,20 @@ class Lab:
         self._mark_snapshot(base, snapshot)
 
     @collector_paused()
-    def seek(self, step: int) -> None:
+    @checked
+    def seek(self, step: Steps) -> None:
         """Put the Lab in the state it had right after ``step`` (earlier or later than now)."""
-        if step < 0:
-            raise ValueError(f"step must be >= 0, got {step}")
         if step < self.step_count or (step > self.step_count and step <= self.horizon):
             base = max(k for k in self._snapshots if k <= step)
             if not (base <= self.step_count <= step):
                 self._restore(base)
         while self.step_count < step:
             if not self.has_next():
-                raise ValueError(f"the run ends at step {self.step_count}; cannot seek to {step}")
-            self.step()
+                raise refuse("Lab.seek", "step", f"the run ends at step {self.step_count}; cannot seek to {step}")
+            self._step()
 
     @collector_paused()
+    @checked
     def fork(self) -> Lab:
         """An independent copy of this Lab at this step, with the same past."""
         twin = Lab.__new__(Lab)

@@ -114,6 +114,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any
 
+from kip_lab.contract import checked
 from kip_lab.events import (
     ActionApplied,
     AssignmentChanged,
@@ -131,7 +132,7 @@ from kip_lab.events import (
     StateTransition,
 )
 from kip_lab.lab.ledger import Ledger
-from kip_lab.lab.trace import TraceEvent
+from kip_lab.lab.trace import Trace, TraceEvent
 
 TP = tuple[str, int]
 
@@ -545,8 +546,9 @@ class _Replay:
         return f"{self.names.get(tp[0], tp[0])}-{tp[1]}"
 
 
+@checked
 def compute_metrics(
-    trace: Iterable[TraceEvent], *, end_ms: int | None = None, totals_before_ms: int | None = None
+    trace: Trace | list[TraceEvent], *, end_ms: int | None = None, totals_before_ms: int | None = None
 ) -> dict[str, Any]:
     """Rebalance metrics of a run, from its trace (a ``Trace`` or any iterable of ``TraceEvent``).
 

@@ -18,21 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from kip_lab.contract import MAX_LATENCY_MS, Model
 from kip_lab.events import MessageDelivered, MessageDropped, MessageSent
 
 
-class LatencyModel(BaseModel):
+class LatencyModel(Model):
     """One-way latency in milliseconds: fixed, uniform in [low, high], or normal (clipped at 0)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     kind: Literal["fixed", "uniform", "normal"] = "fixed"
-    ms: float = Field(1.0, ge=0, description="fixed latency, or the mean for 'normal'")
-    low: float = Field(0.0, ge=0)
-    high: float = Field(0.0, ge=0)
-    stddev: float = Field(0.0, ge=0)
+    ms: float = Field(1.0, ge=0, le=MAX_LATENCY_MS, description="fixed latency, or the mean for 'normal'")
+    low: float = Field(0.0, ge=0, le=MAX_LATENCY_MS)
+    high: float = Field(0.0, ge=0, le=MAX_LATENCY_MS)
+    stddev: float = Field(0.0, ge=0, le=MAX_LATENCY_MS)
 
     @model_validator(mode="after")
     def _range(self) -> LatencyModel:
@@ -48,8 +49,8 @@ class LatencyModel(BaseModel):
         return max(0, round(rng.gauss(self.ms, self.stddev)))
 
 
-class LinkConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LinkConfig(Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     latency: LatencyModel = LatencyModel()
     drop_probability: float = Field(0.0, ge=0.0, le=1.0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from kip_lab.contract import checked, refuse
 from kip_lab.events import EventKind, Note, ShareAcquired, ShareStateRpc, ShareStateWrite
 
 SHARE_INVARIANTS: dict[str, str] = {
@@ -135,8 +136,11 @@ class ShareInvariants:
                     del self.starts[memory]
 
 
+@checked
 def at_least_once(world: Any) -> list[tuple[str, str]]:
     """Share-partitions whose records are not all Acknowledged or Archived (the SPSO short of the log end)."""
+    if not hasattr(world, "share"):
+        raise refuse("at_least_once", "world", f"a Lab's world (lab.world), not {type(world).__name__}")
     found = []
     share = world.share
     for group_id, group in sorted(world.coordinator.share_groups.items()):

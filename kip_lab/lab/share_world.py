@@ -21,6 +21,7 @@ from functools import cache
 from typing import Any
 
 from kip_lab.coordinator.share_group import call_share_coordinator
+from kip_lab.errors import UnknownName
 from kip_lab.events import Note, ShareAcquired, ShareStateRpc, ShareStateWrite
 from kip_lab.protocol.common import Message
 from kip_lab.runtime.log import PartitionLog
@@ -177,7 +178,7 @@ class ShareWorld:
         names = sorted(world.brokers)
         target = action.to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
         if target not in world.brokers:
-            raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+            raise UnknownName(f"unknown broker {target!r}; brokers: {names}")
         self.coordinator_host = target
         self.coordinator = ShareCoordinator.from_log(self.log, self.coordinator.config)
         world.emit(target, Note(f"share coordinator loaded {self.log.end_offset} records"))

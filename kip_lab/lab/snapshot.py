@@ -72,7 +72,7 @@ class _Pickler(pickle.Pickler):
 
     _classes: tuple[int, list[type]] = (-1, [])
 
-    def __init__(self, file: io.BytesIO) -> None:
+    def __init__(self, file: io.BytesIO, offsets_log: PartitionLog) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.shared: list[Any] = []
         index: dict[int, int] = {}
@@ -92,7 +92,12 @@ class _Pickler(pickle.Pickler):
         table: dict[type, Any] = dict.fromkeys(_Pickler.frozen_models(), share)
         table[ConsumerGroupMember] = share
         table[GroupOffsets] = share_copy
-        table[PartitionLog] = lambda obj: (_log, ())
+
+        def log(obj: PartitionLog) -> Any:
+            """``__consumer_offsets`` is shared, cut back on restore; another (``__share_group_state``) is copied."""
+            return (_log, ()) if obj is offsets_log else obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+
+        table[PartitionLog] = log
         table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset, obj.reported, obj.start))
         self.dispatch_table = table
 
@@ -117,7 +122,7 @@ class Snapshot:
     def __init__(self, world: Any, invariants: Any) -> None:
         self._log = (world.log, world.log.batch_count)  # append-only: that prefix never changes
         buffer = io.BytesIO()
-        pickler = _Pickler(buffer)
+        pickler = _Pickler(buffer, world.log)
         try:
             pickler.dump((world, invariants))
         except (pickle.PicklingError, TypeError, AttributeError):

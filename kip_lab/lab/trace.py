@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from kip_lab.contract import checked, refuse
 from kip_lab.errors import KipLabError
 from kip_lab.events import Event, EventKind, TraceFieldError, event_from_payload
+from kip_lab.files import atomic_path, open_without_waiting, write_atomically
 from kip_lab.runtime.collector import collector_paused
 
 __all__ = ["EventKind", "Trace", "TraceEvent", "TraceFileError"]
 
 E = TypeVar("E", bound=Event)
+MAX_TRACE_BYTES = 1 << 32  # 4 GiB: about twenty million events, far past what a Lab keeps in memory
 
 
 class TraceFileError(KipLabError, ValueError):
@@ -95,19 +98,28 @@ def _step_of(event: TraceEvent) -> int:
 class Trace:
     """An append-only list of events with tidy-frame and file views."""
 
-    def __init__(self, events: Iterable[TraceEvent] = ()) -> None:
-        self._events: list[TraceEvent] = list(events)
+    @checked
+    def __init__(self, events: Any = ()) -> None:
+        self._events: list[TraceEvent] = _checked_events("Trace", events)
 
-    def append(self, event: TraceEvent) -> None:
-        self._events.append(event)
+    @checked
+    def append(self, event: Any) -> None:
+        self._events += _checked_events("Trace.append", [event])
 
-    def extend(self, events: Iterable[TraceEvent]) -> None:
-        self._events.extend(events)
+    @checked
+    def extend(self, events: Any) -> None:
+        self._events += _checked_events("Trace.extend", events)
 
+    def record(self, events: list[TraceEvent]) -> None:
+        """The Lab's own append, once a step: its events are built right, so they are not checked again."""
+        self._events += events
+
+    @checked
     def truncate_after(self, step: int) -> None:
         """Drop events of steps later than ``step`` (time travel backwards)."""
         self.split_after(step)
 
+    @checked
     def split_after(self, step: int) -> list[TraceEvent]:
         """Drop events of steps later than ``step`` and return them, oldest first."""
         keep = bisect.bisect_right(self._events, step, key=_step_of)  # events are in step order
@@ -130,27 +142,40 @@ class Trace:
     @overload
     def of_type(self, *kinds: type[Event]) -> list[TraceEvent]: ...
 
+    @checked
     def of_type(self, *kinds: type[Event]) -> list[TraceEvent]:
         """The events whose body is one of ``kinds`` (``ActionApplied`` includes ``FaultInjected``), in order."""
         return [e for e in self._events if isinstance(e.body, kinds)]
 
+    @checked
     def at_step(self, step: int) -> list[TraceEvent]:
         return [e for e in self._events if e.step == step]
 
     # -- files ----------------------------------------------------------------------
+    @checked
     def to_jsonl(self) -> str:
         return "".join(e.to_json() + "\n" for e in self._events)
 
+    @checked
     def save_jsonl(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_jsonl(), encoding="utf-8")
+        """Write the trace as JSON Lines, whole (a temporary file renamed into place)."""
+        write_atomically(path, self.to_jsonl())
 
     @classmethod
     @collector_paused()
+    @checked
     def load_jsonl(cls, path: str | Path) -> Trace:
-        """A saved trace, typed again; ``TraceFileError`` names the line and field of a bad event."""
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-        return cls(_read(str(path), number, line) for number, line in enumerate(lines, 1) if line)
+        """A saved trace, typed again; ``TraceFileError`` names the line and field of a bad event, and
+        refuses a file that is not a whole trace (empty, cut short, not UTF-8)."""
+        source = str(path)
+        data = _read_bytes(path)
+        if not data:
+            raise TraceFileError(source, 0, "file", "is empty: a saved trace has one line per event")
+        if not data.endswith(b"\n"):
+            raise TraceFileError(source, data.count(b"\n") + 1, "event", "the last line is cut short (no newline)")
+        return cls(_read(source, number, line) for number, line in enumerate(data.split(b"\n")[:-1], 1) if line)
 
+    @checked
     def to_pandas(self):
         """One row per event: step, time_ms, actor, kind, and the payload as JSON text."""
         import pandas as pd
@@ -166,16 +191,25 @@ class Trace:
             columns=["step", "time_ms", "actor", "kind", "payload"],
         )
 
+    @checked
     def save_parquet(self, path: str | Path) -> None:
-        self.to_pandas().to_parquet(path, index=False)
+        """Write the trace as Parquet, whole (a temporary file renamed into place)."""
+        with atomic_path(path) as temporary:
+            self.to_pandas().to_parquet(temporary, index=False)
 
     @classmethod
     @collector_paused()
+    @checked
     def load_parquet(cls, path: str | Path) -> Trace:
         """A trace saved with ``save_parquet``, typed again; ``TraceFileError`` names the row (from 1) and field."""
         import pandas as pd
+        import pyarrow as pa
 
-        frame = pd.read_parquet(path)
+        _read_bytes(path, limit=0)  # a missing file or a folder: named as such
+        try:
+            frame = pd.read_parquet(path)
+        except (OSError, ValueError, pa.ArrowException) as exc:  # half a file, or not Parquet at all
+            raise TraceFileError(str(path), 0, "file", f"is not a whole Parquet trace: {exc}") from None
         missing = [c for c in ("step", "time_ms", "actor", "kind", "payload") if c not in frame.columns]
         if missing:
             raise TraceFileError(str(path), 0, missing[0], "the column is missing")
@@ -183,11 +217,37 @@ class Trace:
         return cls(_read(str(path), number, row) for number, row in enumerate(rows, 1))
 
 
-def _read(source: str, number: int, saved: Any) -> TraceEvent:
-    """The event on line (or row) ``number`` of a saved trace: a JSON line, or a Parquet row."""
+def _checked_events(call: str, events: Any) -> list[TraceEvent]:
+    """``events`` as a list, refused unless it is an iterable of ``TraceEvent``."""
+    if isinstance(events, str | bytes) or not isinstance(events, Iterable):
+        raise refuse(call, "events", f"trace events (TraceEvent), not {type(events).__name__}")
+    listed = list(events)
+    for event in listed:
+        if not isinstance(event, TraceEvent):
+            raise refuse(call, "events", f"trace events (TraceEvent), not {type(event).__name__}")
+    return listed
+
+
+def _read_bytes(path: str | Path, limit: int = MAX_TRACE_BYTES) -> bytes:
+    """The bytes of a saved trace (at most ``limit`` of them; 0: only check it opens); ``TraceFileError``
+    if it cannot be read whole."""
     try:
-        if isinstance(saved, str):
-            data = json.loads(saved)
+        if Path(path).is_dir():
+            raise IsADirectoryError(21, "is a folder, not a trace file")
+        with open_without_waiting(path) as file:
+            data = file.read(limit + 1)
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL in it
+        raise TraceFileError(str(path), 0, "file", f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if limit and len(data) > limit:
+        raise TraceFileError(str(path), 0, "file", f"is larger than {limit:,} bytes, the most a trace is read from")
+    return data
+
+
+def _read(source: str, number: int, saved: Any) -> TraceEvent:
+    """The event on line (or row) ``number`` of a saved trace: a JSON line (bytes), or a Parquet row."""
+    try:
+        if isinstance(saved, bytes):
+            data = json.loads(saved.decode("utf-8"))
         else:
             step, time_ms, actor, kind, payload = saved
             data = {"step": int(step), "time_ms": int(time_ms), "actor": actor, "kind": kind}
@@ -195,5 +255,7 @@ def _read(source: str, number: int, saved: Any) -> TraceEvent:
         return TraceEvent.from_dict(data)
     except TraceFieldError as exc:
         raise TraceFileError(source, number, exc.field, exc.message) from None
-    except (ValueError, TypeError) as exc:  # not JSON (json.JSONDecodeError is a ValueError), or not a number
+    except (ValueError, TypeError) as exc:  # not UTF-8 or not JSON (both ValueErrors), or not a number
         raise TraceFileError(source, number, "event", f"cannot be read: {exc}") from None
+    except RecursionError:  # JSON nested thousands deep: no event is
+        raise TraceFileError(source, number, "event", "is nested too deeply to be an event") from None

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoordinator
+from kip_lab.errors import UnknownName
 from kip_lab.events import ActionApplied, Event, FaultInjected, HandlerResult, TimerFired
 from kip_lab.lab.network import Envelope, LinkConfig, Network
 from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
@@ -327,7 +328,7 @@ class World:
         try:
             return self.clients[name]
         except KeyError:
-            raise KeyError(f"no member named {name!r}; members: {sorted(self.clients)}") from None
+            raise UnknownName(f"no member named {name!r}; members: {sorted(self.clients)}") from None
 
     def scripted(self, name: str, kind: type | None = None) -> Any:
         from kip_lab.lab.scripted import RequestingClient, ScriptedClient
@@ -344,7 +345,7 @@ class World:
         names = sorted(self.brokers)
         target = to_broker or names[(names.index(self.coordinator_host) + 1) % len(names)]
         if target not in self.brokers:
-            raise ValueError(f"unknown broker {target!r}; brokers: {names}")
+            raise UnknownName(f"unknown broker {target!r}; brokers: {names}")
         self.coordinator.unload()
         self.coordinator_host = target
         self.records_loaded += self.log.end_offset

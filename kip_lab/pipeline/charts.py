@@ -18,6 +18,7 @@ from typing import Final
 import altair as alt
 import pandas as pd
 
+from kip_lab.contract import checked
 from kip_lab.viz.charts import _values  # one way to inline data for every chart
 
 METRIC_TITLES = {
@@ -127,6 +128,7 @@ def distribution_chart(
     )
 
 
+@checked
 def metric_panels(
     frame: pd.DataFrame, metrics: Sequence[str], x: str, color: str = "protocol", **options
 ) -> alt.HConcatChart:

@@ -27,9 +27,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from kip_lab.contract import LONG_MAX, Model, checked
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, load_library_scenario, load_scenario
 from kip_lab.scenarios.loading import parse_yaml, read_limited
@@ -40,14 +41,25 @@ MAX_GRID_POINTS = 10_000  # each is built when the spec is read: about half a mi
 MAX_RUNS = 100_000  # grid points x seeds
 
 
-class SeedRange(BaseModel):
+Seed = Annotated[int, Field(ge=-LONG_MAX - 1, le=LONG_MAX)]  # a scenario's seed: a Java long
+
+
+class SeedRange(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    start: int = 0
+    start: Seed = 0
     count: int = Field(..., ge=1, le=MAX_RUNS)
 
+    @model_validator(mode="after")
+    def _within_longs(self) -> SeedRange:
+        """The last seed, start + count - 1, is a long too."""
+        if self.start + self.count - 1 > LONG_MAX:
+            latest = LONG_MAX - self.count + 1
+            raise ValueError(f"start + count - 1 is past {LONG_MAX:,}, the largest seed; start at most {latest}")
+        return self
 
-class PlannedRun(BaseModel):
+
+class PlannedRun(Model):
     """One run of a sweep: which grid point, which seed, and its id."""
 
     model_config = ConfigDict(frozen=True)
@@ -57,7 +69,7 @@ class PlannedRun(BaseModel):
     seed: int
 
 
-class SweepSpec(BaseModel):
+class SweepSpec(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$", description="names the sweep in its tables")
@@ -66,7 +78,7 @@ class SweepSpec(BaseModel):
     params: dict[str, Any] = Field({}, description="values every run takes")
     grid: dict[str, list[Any]] = Field({}, description="parameter -> the values to cross")
     seeds: Annotated[
-        Annotated[list[int], Field(max_length=MAX_RUNS), Tag("list")] | Annotated[SeedRange, Tag("range")],
+        Annotated[list[Seed], Field(max_length=MAX_RUNS), Tag("list")] | Annotated[SeedRange, Tag("range")],
         Discriminator(lambda v: "range" if isinstance(v, dict | SeedRange) else "list"),
     ] = Field([0], description="a list of seeds, or {start, count}")
     events: bool = Field(False, description="keep every run's full trace (the events table)")
@@ -75,13 +87,21 @@ class SweepSpec(BaseModel):
     def _valid_runs(self) -> SweepSpec:
         """The rules, in this order: the family, the grid's values, the number of runs, every grid point built."""
         self._check_family()
+        if "seed" in self.params:
+            raise FieldError(("params", "seed"), "runs take their seeds from seeds:, not from params")
         for key, values in self.grid.items():
             self._check_grid_values(key, values)
         self._check_run_count()
         if self.scenario is not None:
             self.base_scenario  # noqa: B018 (a missing file or library name is named now)
+        built: dict[str, int] = {}
         for index in range(len(self.points)):
-            self._point_identity(index)  # builds (so validates) every grid point
+            identity = json.dumps(self._point_identity(index), sort_keys=True)  # builds (so validates) the point
+            if identity in built:  # [2, 2.0], or "2" and 2: one run under two names
+                first, again = self.points[built[identity]], self.points[index]
+                differ = ", ".join(f"{k}: {first[k]!r} and {again[k]!r}" for k in self.grid if first[k] != again[k])
+                raise FieldError(("grid",), f"two grid points are the same run: {differ}")
+            built[identity] = index
         return self
 
     def _check_family(self) -> None:
@@ -95,10 +115,12 @@ class SweepSpec(BaseModel):
         """A grid parameter lists at least one value, none twice, and is not also fixed in params."""
         if not values:
             raise FieldError(("grid", key), "needs at least one value")
-        if len({json.dumps(v, sort_keys=True) for v in values}) < len(values):
+        if len({json.dumps(_normal(v), sort_keys=True) for v in values}) < len(values):
             raise FieldError(("grid", key), f"lists a value twice: {values}")
         if key in self.params:
             raise FieldError(("grid", key), "is also in params; give it in one place")
+        if key == "seed":
+            raise FieldError(("grid", key), "runs take their seeds from seeds:, not from the grid")
 
     def _check_run_count(self) -> None:
         """At most ``MAX_GRID_POINTS`` grid points and ``MAX_RUNS`` runs, and no seed twice."""
@@ -205,6 +227,17 @@ class SweepSpec(BaseModel):
         return _resolve_scenario(self.scenario)
 
 
+def _normal(value: Any) -> Any:
+    """A grid value as it compares: 2.0 is 2 (a whole float is the int); lists and maps element by element."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items()}
+    return value
+
+
 def _resolve_scenario(name: str) -> Scenario:
     path = Path(name)
     try:
@@ -236,6 +269,7 @@ def run_id(identity: dict[str, Any], seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@checked
 def load_sweep(source: str | Path | dict[str, Any]) -> SweepSpec:
     """A validated sweep spec from a YAML/JSON file or a dict; a bad one raises ``ScenarioError`` naming the field."""
     name = "<sweep>"

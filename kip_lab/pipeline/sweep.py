@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from kip_lab.errors import KipLabError
+from kip_lab.files import atomic_path, write_atomically
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.execute import (
     execute_run,
@@ -53,7 +54,6 @@ from kip_lab.pipeline.execute import (
     split_tables,
 )
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec
-from kip_lab.scenarios.loading import write_atomically
 
 Executor = Literal["spark", "local"]
 BATCH_RUNS = 500  # runs per batch: what an interruption can lose, and one Spark job's worth
@@ -244,11 +244,11 @@ def repair(out: Path) -> list[str]:
             if run_ids is None or run_ids <= finished:
                 continue
             kept = pq.read_table(path).filter(pc.field("run_id").isin(pa.array(sorted(finished), pa.string())))
-            _remove(path)
-            if kept.num_rows:
-                temporary = path.with_name(f".{path.name}.tmp")
-                pq.write_table(kept, temporary)
-                os.replace(temporary, path)
+            if kept.num_rows:  # the kept rows replace the file whole
+                with atomic_path(path) as temporary:
+                    pq.write_table(kept, temporary)
+            else:
+                _remove(path)
             notes.append(f"dropped the rows of unfinished runs from {path}")
     return notes
 

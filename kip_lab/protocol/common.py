@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic_core import core_schema
 
+from kip_lab.contract import Model
 
-class Message(BaseModel):
+
+class Message(Model):
     """Base of every request, response and record: typed, immutable, no unknown fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

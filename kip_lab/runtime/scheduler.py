@@ -19,7 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from heapq import heapify, heappop, heappush, heapreplace
-from typing import Any, NamedTuple, Protocol
+from typing import Annotated, Any, NamedTuple, Protocol
+
+from pydantic import Field
+
+from kip_lab.contract import LONG_MAX, checked
 
 _COMPACT_SLACK = 64  # a small heap is never worth rebuilding
 
@@ -50,9 +54,8 @@ class FiredTimer(NamedTuple):
 class Scheduler:
     """Clock in milliseconds plus a heap of timers keyed by ``(owner, key)``."""
 
-    def __init__(self, now_ms: int = 0) -> None:
-        if now_ms < 0:
-            raise ValueError(f"now_ms must be >= 0, got {now_ms}")
+    @checked
+    def __init__(self, now_ms: Annotated[int, Field(ge=0, le=LONG_MAX)] = 0) -> None:
         self._now = now_ms
         self._seq = 0
         # (due_ms, seq, slot): seq is unique, so entries compare without reaching the slot, the

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
+import re
 import reprlib
 import types
 import typing
@@ -30,7 +30,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from kip_lab.contract import checked
 from kip_lab.errors import KipLabError
+from kip_lab.files import open_without_waiting
 from kip_lab.scenarios.model import LONG_MAX, FieldError, Scenario
 
 Loc = tuple[str | int, ...]
@@ -38,7 +40,20 @@ Loc = tuple[str | int, ...]
 MAX_FILE_BYTES = 1 << 20  # 1 MiB: a scenario or sweep spec is a few KB
 MAX_DEPTH = 64  # nested mappings and lists, aliases expanded
 MAX_NODES = 100_000  # values in the document, aliases expanded
-_INT_TAG, _FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT_TAG, _FLOAT_TAG, _BOOL_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
+# Plain values YAML 1.1 (PyYAML) and YAML 1.2's core schema read differently: refused, so that a file
+# means one thing. 1.1 reads 20:00 as 1200 (base 60), 010 as 8 (octal), 0b11 as 3, 1_000 as 1000 and
+# yes/no/on/off as booleans; 1.2 reads them all as text, and 010 as 10.
+_YAML_1_1_ONLY = tuple(
+    (re.compile(pattern), meaning)
+    for pattern, meaning in (
+        (r"[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?", "is a base-60 number in YAML 1.1 and text in 1.2"),
+        (r"[-+]?0[0-7_]+", "is octal in YAML 1.1 and decimal in 1.2; write it without the leading 0"),
+        (r"[-+]?0b[01_]+", "is binary in YAML 1.1 and text in 1.2; write the number in decimal"),
+        (r"[-+]?[0-9.][0-9._]*_[0-9._]*([eE][-+]?[0-9]+)?", "has _ separators: a number in YAML 1.1, text in 1.2"),
+        (r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF", "is a boolean in YAML 1.1 and text in 1.2; write true or false"),
+    )
+)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it: ~10x faster
 _NUMBERS = yaml.SafeLoader("")  # builds int and float scalars the way PyYAML will
 
@@ -71,7 +86,7 @@ def read_limited(path: str | Path) -> str:
     try:
         if path.is_dir():
             raise IsADirectoryError("it is a directory")
-        with path.open("rb") as file:
+        with open_without_waiting(path) as file:
             raw = file.read(MAX_FILE_BYTES + 1)
         if len(raw) > MAX_FILE_BYTES:
             raise ValueError(f"it is larger than {MAX_FILE_BYTES:,} bytes, the limit for a scenario or sweep spec")
@@ -81,13 +96,7 @@ def read_limited(path: str | Path) -> str:
         raise ScenarioError(str(path), [Problem("", None, f"cannot read the file: {reason}")]) from None
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place: never half a file."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
+@checked
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a YAML (or JSON) scenario file."""
     return scenario_from_yaml(read_limited(path), str(path))
@@ -106,6 +115,7 @@ def parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
     return root, data
 
 
+@checked
 def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
     """Validate scenario YAML text; ``source`` names it in error messages."""
     root, data = parse_yaml(text, source)
@@ -115,7 +125,7 @@ def scenario_from_yaml(text: str, source: str = "<string>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(source, [_problem(root, error) for error in exc.errors()]) from None
+        raise ScenarioError(source, _one_per_field([_problem(root, error) for error in exc.errors()])) from None
 
 
 def _compose(text: str, source: str) -> yaml.Node | None:
@@ -203,10 +213,21 @@ def _tree_problems(node: yaml.Node, loc: Loc, seen_nodes: set[int]):
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             yield from _tree_problems(item, (*loc, i), seen_nodes)
-    elif node.tag in (_INT_TAG, _FLOAT_TAG):
-        problem = _number_problem(node)
+    elif node.tag in (_INT_TAG, _FLOAT_TAG, _BOOL_TAG):
+        problem = _yaml_1_1_problem(node) or (_number_problem(node) if node.tag != _BOOL_TAG else None)
         if problem:
             yield Problem(_dotted(loc), line, problem)
+
+
+def _yaml_1_1_problem(node: yaml.ScalarNode) -> str | None:
+    """A plain value that YAML 1.1 and 1.2 read differently, refused with what to write instead."""
+    text = node.value
+    if node.style or (text.isdigit() and (text[0] != "0" or text == "0")) or text in ("true", "false"):
+        return None  # quoted (text in both), or a plain decimal or boolean both read alike: the common case
+    for pattern, meaning in _YAML_1_1_ONLY:
+        if pattern.fullmatch(text):
+            return f"{text} {meaning}; quote it if you mean text"
+    return None
 
 
 def _number_problem(node: yaml.ScalarNode) -> str | None:
@@ -242,6 +263,19 @@ def _problem(root: yaml.Node, error: ErrorDetails) -> Problem:
             message += f", got {_short(error['input'])}"
     path, line = _locate(root, loc)
     return Problem(path, line, message)
+
+
+def _one_per_field(problems: list[Problem]) -> list[Problem]:
+    """One line per field: a value that fits none of a union's kinds (a member state that is neither a
+    consumer's nor a classic consumer's) gives one problem per kind; they are said on one line."""
+    merged: dict[tuple[str, int | None], Problem] = {}
+    for problem in problems:
+        key = (problem.path, problem.line)
+        if key in merged:
+            merged[key] = Problem(problem.path, problem.line, f"{merged[key].message}; or {problem.message}")
+        else:
+            merged[key] = problem
+    return list(merged.values())
 
 
 def _locate(root: yaml.Node, loc: Loc) -> tuple[str, int]:

@@ -42,9 +42,11 @@ from kip_lab.clients.classic_member_state import ClassicMemberState
 from kip_lab.clients.consumer import ConsumerConfig, check_subscription
 from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumerConfig
+from kip_lab.contract import LONG_MAX, MAX_BROKERS, MAX_TOTAL_PARTITIONS, Model, checked
 from kip_lab.coordinator import CoordinatorConfig, GroupState
 from kip_lab.coordinator.config import lift_fidelity
 from kip_lab.errors import KipLabError
+from kip_lab.files import write_atomically
 from kip_lab.lab import actions as a
 from kip_lab.lab.lab import LabConfig
 from kip_lab.lab.network import LinkConfig
@@ -53,13 +55,10 @@ from kip_lab.protocol import Errors
 from kip_lab.regex import InvalidRegex, compile_subscription
 from kip_lab.share.config import SharePartitionConfig
 
-MAX_BROKERS = 100
 MAX_TOPICS = 1_000
 MAX_MEMBERS = 1_000  # members, and share members
 MAX_EVENTS = 10_000
-MAX_TOTAL_PARTITIONS = 100_000  # of every topic at any moment
 MAX_PRODUCED_RECORDS = 1_000_000  # by one produce_share_records event (count x repeat x partitions)
-LONG_MAX = 2**63 - 1
 
 
 class FieldError(KipLabError, ValueError):
@@ -75,7 +74,7 @@ class FieldError(KipLabError, ValueError):
         self.message = message
 
 
-class _Spec(BaseModel):
+class _Spec(Model):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -303,7 +302,7 @@ def resolve_topic_refs(value: Any, topic_ids: Mapping[str, str], loc: tuple[str 
     out = {k: resolve_topic_refs(v, topic_ids, (*loc, k)) for k, v in value.items()}
     if "topic" in out:
         name = out.pop("topic")
-        if name not in topic_ids:
+        if not isinstance(name, str) or name not in topic_ids:  # a list or a map is no topic's name
             raise FieldError((*loc, "topic"), f"unknown topic {name!r}; topics: {sorted(topic_ids)}")
         out["topic_id"] = topic_ids[name]
     return out
@@ -436,6 +435,9 @@ class Scenario(_Spec):
         """Each timed event against the world it will meet: the topics and partitions that exist when it
         happens (events in time order), the kind of group it names, the kind of member it acts on."""
         partitions = {t.name: t.partitions for t in self.topics}  # the topics that exist, at each moment
+        if sum(partitions.values()) > MAX_TOTAL_PARTITIONS:
+            total = sum(partitions.values())
+            raise FieldError(("topics",), f"{total:,} partitions in all; at most {MAX_TOTAL_PARTITIONS:,}")
         consumer_groups = {m.consumer_config().group_id for m in self.members.values() if not m.scripted}
         timed = [i for _, i in sorted((e.at_ms, i) for i, e in enumerate(self.events) if e.at_ms is not None)]
         untimed = [i for i, e in enumerate(self.events) if e.at_ms is None]
@@ -595,6 +597,7 @@ def _partitions_named(event: Any) -> tuple[str, list[int]]:
     return "partition", []
 
 
+@checked
 def scenario_schema() -> dict[str, Any]:
     """The JSON Schema of a scenario file (YAML or JSON)."""
     schema = Scenario.model_json_schema()
@@ -602,8 +605,9 @@ def scenario_schema() -> dict[str, Any]:
     return schema
 
 
+@checked
 def export_schema(path: str | Path) -> Path:
     """Write ``scenario_schema()`` to ``path`` (stable formatting, so the file can be committed)."""
     path = Path(path)
-    path.write_text(json.dumps(scenario_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(scenario_schema(), indent=2, sort_keys=True) + "\n")
     return path

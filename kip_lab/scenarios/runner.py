@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from kip_lab.contract import checked
 from kip_lab.events import HandlerResult, InvariantViolated, MessageDropped
 from kip_lab.lab import Lab, Trace
 from kip_lab.lab import actions as a
@@ -76,6 +77,7 @@ class ScenarioResult:
         return data
 
 
+@checked
 def build_lab(scenario: Scenario) -> Lab:
     """A Lab with the scenario's setup applied and its ``at_ms`` events scheduled.
 
@@ -85,6 +87,7 @@ def build_lab(scenario: Scenario) -> Lab:
     return _setup(scenario)[0]
 
 
+@checked
 def run_lab(scenario: Scenario) -> Lab:
     """The Lab of a whole run of the scenario (``at_step`` events included), to step through.
 
@@ -122,6 +125,7 @@ def _action(event: Any, topic_ids: Mapping[str, str]) -> Any:
     return action
 
 
+@checked
 def run_scenario(scenario: Scenario) -> ScenarioResult:
     """Build, run as ``scenario.run`` says, and evaluate ``scenario.expect``."""
     lab, topic_ids = _setup(scenario)

@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from kip_lab.contract import Model
 from kip_lab.errors import KipLabError
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share_group import (
@@ -36,7 +37,7 @@ from kip_lab.share.topic_log import TopicLog
 TopicPartitionName = tuple[str, int]  # (topic name, partition)
 
 
-class ResetSpec(BaseModel):
+class ResetSpec(Model):
     """Where ``--reset-offsets`` moves each share-partition start offset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, ConfigDict, Field
+
+from kip_lab.contract import Model
 
 
-class SharePartitionConfig(BaseModel):
+class SharePartitionConfig(Model):
     """The ``group.share.*`` settings a share-partition leader applies to one group's partitions.
 
     Ranges are the KIP's broker limits; ``delivery_count_limit`` is the KIP's
@@ -40,7 +42,7 @@ class SharePartitionConfig(BaseModel):
     )
 
 
-class ShareCoordinatorConfig(BaseModel):
+class ShareCoordinatorConfig(Model):
     """``share.coordinator.*`` broker settings the share coordinator uses."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

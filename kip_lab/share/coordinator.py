@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kip_lab.contract import checked
 from kip_lab.protocol.common import Message
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
@@ -91,6 +92,7 @@ P = TypeVar("P", bound=Message)
 class ShareCoordinator:
     """KIP-932 share-partition state on one ``__share_group_state`` partition."""
 
+    @checked
     def __init__(self, config: ShareCoordinatorConfig | None = None, *, log: PartitionLog | None = None) -> None:
         self.config = config or ShareCoordinatorConfig()
         self.log = log if log is not None else PartitionLog(STATE_TOPIC, 0)

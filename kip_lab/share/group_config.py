@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from kip_lab.contract import Model
 
 
-class ShareGroupConfig(BaseModel):
+class ShareGroupConfig(Model):
     """``group.share.*`` settings the group coordinator uses for membership.
 
     The record-lock, delivery-count and offset-reset settings belong to the share-partition

@@ -24,8 +24,9 @@ import bisect
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
+from kip_lab.contract import checked
 from kip_lab.machines import StateMachine
 from kip_lab.protocol.errors import ApiError, Errors
 from kip_lab.protocol.share import (
@@ -175,6 +176,7 @@ class PendingWrite:
         )
 
 
+@runtime_checkable
 class Persister(Protocol):
     """How a share-partition reaches the share coordinator (``kip_lab.share.persister``)."""
 
@@ -233,6 +235,7 @@ class SharePartition:
 
     # ------------------------------------------------------------------ loading
     @classmethod
+    @checked
     def load(
         cls,
         group_id: str,

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kip_lab.contract import checked
 from kip_lab.protocol.share import (
     PartitionStateResult,
     PartitionSummaryResult,
@@ -47,6 +48,7 @@ class CoordinatorPersister:
     write request in order.
     """
 
+    @checked
     def __init__(self, coordinators: ShareCoordinator | CoordinatorLookup, *, deferred: bool = False) -> None:
         self._coordinators = coordinators
         self.deferred = deferred

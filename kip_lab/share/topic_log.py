@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from kip_lab.contract import checked
 from kip_lab.protocol.share import ShareRecord
 
 
@@ -47,6 +48,7 @@ class LogSegment:
 class TopicLog:
     """One topic-partition; offsets start at 0; the high-water mark is the log end offset."""
 
+    @checked
     def __init__(self, topic_id: str = "topic", partition: int = 0) -> None:
         self.topic_id = topic_id
         self.partition = partition

@@ -21,6 +21,7 @@ from typing import Any, Final
 import altair as alt
 import pandas as pd
 
+from kip_lab.contract import checked
 from kip_lab.viz.frames import (
     ShareFrames,
     TraceFrames,
@@ -171,6 +172,7 @@ def _layer(layers: list[alt.Chart], title: str, width: int, height: int) -> alt.
 
 
 # ---------------------------------------------------------------------------- ownership
+@checked
 def ownership_swimlanes(
     frames: Any,
     cursor_ms: float | None = None,
@@ -301,6 +303,7 @@ def _epoch_lines(frames: TraceFrames) -> pd.DataFrame:
     return epochs
 
 
+@checked
 def epoch_chart(
     frames: Any,
     cursor_ms: float | None = None,
@@ -761,6 +764,7 @@ REPROCESSED_COLOR = "#000000"
 REPROCESSED_LABEL = "re-processed"
 
 
+@checked
 def reprocessing_swimlanes(
     trace: Any, cursor_ms: float | None = None, *, time_range: tuple[float, float] | None = None, **options: Any
 ) -> alt.LayerChart:
@@ -821,6 +825,7 @@ def reprocessing_swimlanes(
     )
 
 
+@checked
 def lag_chart(
     trace: Any,
     cursor_ms: float | None = None,

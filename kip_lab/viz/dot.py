@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kip_lab.contract import checked, refuse
 from kip_lab.events import StateTransition
 from kip_lab.machines import StateMachine, Transition
 
@@ -114,6 +115,7 @@ def machine_edges(machine: StateMachine) -> list[tuple[str, str, list[str]]]:
     return [(source, target, merged[(source, target)]) for source, target in pairs]
 
 
+@checked
 def machine_dot(
     machine: StateMachine,
     current: str | None = None,
@@ -245,6 +247,7 @@ class _PartitionNames:
         return f"{self.topic_name(tp[0])}-{tp[1]}"
 
 
+@checked
 def group_dot(group: Any, cluster: Any = None, *, rankdir: str = "LR") -> str:
     """A consumer group's members, partitions and who holds what, as a DOT digraph.
 
@@ -264,6 +267,8 @@ def group_dot(group: Any, cluster: Any = None, *, rankdir: str = "LR") -> str:
     Members are labelled with their epoch and reconciliation state; partitions nobody holds
     are filled red. The graph label carries the group state, group epoch and assignment epoch.
     """
+    if not hasattr(group, "target_of"):
+        raise refuse("group_dot", "group", f"a consumer group (gc.groups[group_id]), not {type(group).__name__}")
     names = _PartitionNames(_topic_namer(group, cluster))
     members = sorted(group.members.values(), key=lambda m: m.member_id)
     targets = {member.member_id: _pairs(group.target_of(member.member_id)) for member in members}
@@ -392,6 +397,7 @@ def _member_edges(
 TEXT_FORMATS = {"svg", "dot", "gv", "plain", "plain-ext", "json", "xdot", "canon"}
 
 
+@checked
 def render(dot_source: str, format: str = "svg", engine: str = "dot") -> str | bytes:
     """Lay out ``dot_source`` with graphviz: text for SVG and other text formats, bytes otherwise.
 
@@ -406,4 +412,7 @@ def render(dot_source: str, format: str = "svg", engine: str = "dot") -> str | b
         out = graphviz.Source(dot_source, engine=engine).pipe(format=format)
     except graphviz.ExecutableNotFound:
         return f"{DOT_MISSING_MESSAGE}\n\n{dot_source}"
+    except (graphviz.CalledProcessError, ValueError) as exc:  # not DOT graphviz can read, or an unknown format/engine
+        detail = exc.stderr.decode("utf-8", "replace").strip() if isinstance(exc, graphviz.CalledProcessError) else exc
+        raise refuse("render", "dot_source", f"graphviz refused it: {str(detail)[:200]}") from None
     return out.decode("utf-8") if format in TEXT_FORMATS else out

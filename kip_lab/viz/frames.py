@@ -86,6 +86,7 @@ from typing import Any
 
 import pandas as pd
 
+from kip_lab.contract import checked, refuse
 from kip_lab.events import (
     ActionApplied,
     AssignmentChanged,
@@ -178,7 +179,14 @@ def _events(source: Any) -> list[TraceEvent]:
     """The events of a Trace, a Lab, or an iterable of events or saved event dicts."""
     if hasattr(source, "trace") and not isinstance(source, Mapping):
         source = source.trace
-    return [TraceEvent.from_dict(dict(e)) if isinstance(e, Mapping) else e for e in source]
+    wanted = "a Trace, a Lab, or a list of trace events or saved event dicts"
+    if isinstance(source, str | bytes | Mapping) or not isinstance(source, Iterable):
+        raise refuse("trace_frames", "trace", f"{wanted}, not {type(source).__name__}")
+    events = [TraceEvent.from_dict(dict(e)) if isinstance(e, Mapping) else e for e in source]
+    strays = [e for e in events if not isinstance(e, TraceEvent)]
+    if strays:
+        raise refuse("trace_frames", "trace", f"{wanted}; it holds a {type(strays[0]).__name__}")
+    return events
 
 
 def _tps(items: Iterable[Mapping[str, Any]] | None) -> set[TP]:
@@ -835,6 +843,7 @@ _RECORD_READS: dict[str, Callable[[_Builder, str, Mapping[str, Any], Any], None]
 }
 
 
+@checked
 def trace_frames(trace: Any, end_ms: int | None = None) -> TraceFrames:
     """Read a trace (a ``Trace``, a ``Lab``, or an iterable of ``TraceEvent``/dicts) into frames.
 
@@ -922,6 +931,7 @@ REPROCESSED_COLUMNS = [
 ]
 
 
+@checked
 def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     """One row per group and partition: the ledger's numbers (``compute_metrics``' definitions; here
     ``commits_failed`` counts the partition's offsets a commit did not store), the group's
@@ -949,6 +959,7 @@ def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
 
 
+@checked
 def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     """Records each group's partition was behind its log end, wherever the ledger knows a processing
     member's position (``compute_metrics``' *max lag records*), in time order."""
@@ -961,6 +972,7 @@ def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=LAG_COLUMNS)
 
 
+@checked
 def reprocessed_frame(trace: Any) -> pd.DataFrame:
     """Each range of offsets ``[first, end)`` a group processed again: by ``member``, when
     (``start_ms``..``end_ms``, the range's records spread evenly over the time since the member's

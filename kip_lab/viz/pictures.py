@@ -20,6 +20,8 @@ import re
 import struct
 from typing import Any
 
+from kip_lab.contract import checked, refuse
+
 PNG_SCALE = 2  # pixels per CSS pixel in the stored PNG
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -75,15 +77,16 @@ def _chart_picture(chart: Any) -> Picture:
     return Picture(to_svg(chart), to_png(chart, scale=PNG_SCALE), f"chart: {text or 'Vega-Lite'}")
 
 
+@checked
 def picture(source: Any) -> Picture:
     """A ``Picture`` of DOT text (``machine_dot``, ``group_dot``) or of an Altair chart."""
     if isinstance(source, str):
         if not re.match(r"\s*(strict\s+)?(di)?graph\b", source):
-            raise ValueError("picture() takes DOT text (from machine_dot or group_dot) or an Altair chart")
+            raise refuse("picture", "source", "DOT text (from machine_dot or group_dot) or an Altair chart")
         return _dot_picture(source)
     if hasattr(source, "to_dict"):
         return _chart_picture(source)
-    raise TypeError(f"picture() takes DOT text or an Altair chart, not {type(source).__name__}")
+    raise refuse("picture", "source", f"DOT text or an Altair chart, not {type(source).__name__}")
 
 
 VEGA_LITE_MIMETYPE = "application/vnd.vegalite.v5+json"

@@ -41,7 +41,7 @@ def test_a_failure_building_the_action_lands_in_the_pane() -> None:
     stepper = Stepper(Lab(seed=0))
     panel = FaultPanel(stepper)
     panel.press(lambda: a.Crash(member=None))
-    assert "ValidationError" in shown(stepper) and "member" in shown(stepper)
+    assert "InvalidArgument" in shown(stepper) and "member" in shown(stepper)
 
 
 def test_buttons_are_enabled_once_the_lab_has_members_and_topics() -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from kip_lab.clients import CLASSIC_MEMBER_MACHINE, CONSUMER_MEMBER_MACHINE
 from kip_lab.coordinator import GROUP_STATE_MACHINE, RECONCILIATION_MACHINE
+from kip_lab.errors import ArgumentError
 from kip_lab.events import StateTransition
 from kip_lab.lab import Lab
 from kip_lab.machines import IllegalTransition, StateMachine, Transition
@@ -342,5 +343,5 @@ def test_picture_refuses_what_it_cannot_draw() -> None:
 
     with pytest.raises(ValueError, match="DOT text"):
         picture("not a graph")
-    with pytest.raises(TypeError, match="DOT text or an Altair chart"):
+    with pytest.raises(ArgumentError, match="DOT text or an Altair chart, not int"):
         picture(42)

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from kip_lab.errors import ArgumentError
+
 W = pytest.importorskip("ipywidgets")
 pytest.importorskip("altair")
 
@@ -210,7 +212,7 @@ def test_opens_at_the_start_step_given(frontend: None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("start", "error"), [(-1, ValueError), (10**6, ValueError), ("3", TypeError), (True, TypeError)]
+    ("start", "error"), [(-1, ArgumentError), (10**6, ArgumentError), ("3", ArgumentError), (True, ArgumentError)]
 )
 def test_a_start_step_outside_the_run_is_refused_with_the_range(frontend: None, start: Any, error: type) -> None:
     lab = small_lab()

@@ -17,6 +17,7 @@ from kip_lab.assignors.client.sticky import (
     StickyAssignor,
     partitions_transferring_ownership,
 )
+from kip_lab.contract import checked
 
 _ASSIGNORS: dict[str, type[ConsumerPartitionAssignor]] = {
     assignor.name: assignor
@@ -24,6 +25,7 @@ _ASSIGNORS: dict[str, type[ConsumerPartitionAssignor]] = {
 }
 
 
+@checked
 def client_assignor(name: str) -> ConsumerPartitionAssignor:
     """A fresh assignor instance (each consumer holds its own: the sticky ones keep state)."""
     assignor = _ASSIGNORS.get(name)
