@@ -36,7 +36,7 @@ from kip_lab.assignors import (
     UniformAssignor,
 )
 from kip_lab.cluster import ClusterMetadata
-from kip_lab.contract import LONG_MAX, checked
+from kip_lab.contract import LONG_MAX, checked, refuse
 from kip_lab.coordinator.classic import ClassicGroupHandlers
 from kip_lab.coordinator.classic_group import UNLOAD_TRIGGER, ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.client_side import ClientSideAssignment
@@ -359,10 +359,10 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
         )
         if not chosen:
-            raise ValueError("at least one server-side assignor is required")
+            raise refuse("GroupCoordinator", "assignors", "at least one server-side assignor is required")
         names = [a.name for a in chosen]
         if len(set(names)) != len(names):
-            raise ValueError(f"assignor names must be distinct, got {names}")
+            raise refuse("GroupCoordinator", "assignors", f"assignor names must be distinct, got {names}")
         self.assignors: dict[str, PartitionAssignor] = {a.name: a for a in chosen}
         self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.log = log if log is not None else PartitionLog()

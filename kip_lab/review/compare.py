@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from kip_lab.contract import checked
 from kip_lab.errors import KipLabError
 from kip_lab.lab.trace import Trace
 from kip_lab.scenarios import Problem, Scenario, ScenarioError, list_library, run_scenario
@@ -425,6 +426,7 @@ def _variant_error(source: str, values: Mapping[str, Any], exc: ValidationError)
 
 
 # ---------------------------------------------------------------------------- running
+@checked
 def compare(
     scenario: str | Path | Mapping[str, Any] | Scenario,
     vary: Mapping[str, Sequence[Any]],

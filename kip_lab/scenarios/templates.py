@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from kip_lab.assignors.client import client_assignor
+from kip_lab.contract import checked
 from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.coordinator.config import ConsumerGroupMigrationPolicy
 from kip_lab.errors import KipLabError
@@ -459,31 +460,37 @@ def build(template: str, /, **params: Any) -> Scenario:
         raise ScenarioError(template, [Problem(".".join(map(str, error["loc"])), None, error["msg"])]) from None
 
 
+@checked
 def rolling_restart(**params: Any) -> Scenario:
     """A rolling restart: ``RollingRestart``'s parameters (members, static, restarts, restart_every_ms, ...)."""
     return build("rolling_restart", **params)
 
 
+@checked
 def scale(**params: Any) -> Scenario:
     """Scale out (``by=5``) or in (``by=-5``): ``Scale``'s parameters."""
     return build("scale", **params)
 
 
+@checked
 def slow_consumer(**params: Any) -> Scenario:
     """Members that stop polling past ``max.poll.interval.ms``: ``SlowConsumer``'s parameters."""
     return build("slow_consumer", **params)
 
 
+@checked
 def coordinator_failover(**params: Any) -> Scenario:
     """The group coordinator moves to another broker: ``CoordinatorFailover``'s parameters."""
     return build("coordinator_failover", **params)
 
 
+@checked
 def upgrade_from_classic(**params: Any) -> Scenario:
     """A classic group rolled onto KIP-848, mixed meanwhile: ``UpgradeFromClassic``'s parameters."""
     return build("upgrade_from_classic", **params)
 
 
+@checked
 def partition_burst(**params: Any) -> Scenario:
     """A burst of partition adds: ``PartitionBurst``'s parameters."""
     return build("partition_burst", **params)
