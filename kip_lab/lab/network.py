@@ -11,6 +11,12 @@ process that died is lost with its connection and never reaches the new one. Her
 incarnation of a client shares its name, so the network numbers each client's requests, across
 incarnations, without repeating an id: an answer to the old process's request matches nothing
 the new one sent, and the new one drops it as a late response.
+
+A connection keeps its order, as Kafka's do: each is a TCP stream (``NetworkClient`` holds one per
+broker) and a broker handles one request of a connection at a time, in order. So a message never
+arrives before one sent earlier from the same source to the same destination: its delivery is due
+at its own latency or at the previous one's delivery, whichever is later, and a delayed message
+holds back those behind it. Different clients, and the two directions, are separate streams.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ class Network:
     in_flight: dict[int, Envelope] = field(default_factory=dict)
     next_id: int = 0
     last_correlation: dict[str, int] = field(default_factory=dict)  # client name -> its latest request's id
+    last_due: dict[tuple[str, str], int] = field(default_factory=dict)  # (source, destination) -> latest delivery time
     world: Any = None
 
     def configure(self, a: str, b: str, config: LinkConfig) -> None:
@@ -128,11 +135,19 @@ class Network:
         if reason is not None:
             world.emit("network", MessageDropped(*_ends(envelope), reason, envelope.payload))
             return message_id
-        latency = config.latency.sample(world.rng) + extra
+        latency = self._in_order(source, destination, now, config.latency.sample(world.rng) + extra)
         self.in_flight[message_id] = envelope
         scheduler.schedule(self, message_id, latency)
         world.emit(source, MessageSent(*_ends(envelope), latency, envelope.payload))
         return message_id
+
+    def _in_order(self, source: str, destination: str, now: int, latency: int) -> int:
+        """The latency that keeps the connection's order: no sooner than the message sent before it
+        (the scheduler fires timers due at once in the order they were set)."""
+        stream = (source, destination)
+        due = max(now + latency, self.last_due.get(stream, now))
+        self.last_due[stream] = due
+        return due - now
 
     def fire_timer(self, key: int) -> None:
         envelope = self.in_flight.pop(key)
