@@ -325,8 +325,9 @@ class ApplicationLoop(MemberPlumbing):
         Other APIs are the protocol's own: nothing to do here.
         """
         if api == "OffsetCommit":
-            offsets, then, cause = context
+            offsets, then, cause, sent = context
             self._commit_result(offsets, cause, {}, Errors.REQUEST_TIMED_OUT)
+            self._commit_failed(Errors.REQUEST_TIMED_OUT, cause, sent)
             if then is not None:
                 then(False)
         elif api == "OffsetFetch":
@@ -380,22 +381,32 @@ class ApplicationLoop(MemberPlumbing):
             topics.setdefault(topic_id, []).append(OffsetCommitRequestPartition(p, offset, -1, None))
         request = OffsetCommitRequest.model_construct(
             group_id=self.config.group_id,
-            member_id=self.member_id,
             generation_id_or_member_epoch=self.member_epoch,
+            member_id=self.member_id,
+            group_instance_id=self.config.instance_id,  # as Kafka's clients send it: a fenced static member hears so
             topics=[OffsetCommitRequestTopic.model_construct(topic_id=t, partitions=ps) for t, ps in topics.items()],
         )
-        correlation = self._send("OffsetCommit", request, (offsets, then, cause))
+        sent = (self.member_epoch, self.member_id)
+        correlation = self._send("OffsetCommit", request, (offsets, then, cause, sent))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
 
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
-        offsets, then, cause = context
+        offsets, then, cause, sent = context
         ok = response.error_codes <= {Errors.NONE}
         errors = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
         self._commit_result(offsets, cause, errors, min(response.error_codes - {Errors.NONE}, default=Errors.NONE))
         if ok:
             self.committed.update(offsets)
+        else:  # Kafka's response handlers act on the first partition in error, in the response's order
+            self._commit_failed(next(e for e in errors.values() if e is not Errors.NONE), cause, sent)
         if then is not None:
             then(ok)
+
+    def _commit_failed(self, error: Errors, cause: str, sent: tuple[int, str | None]) -> None:
+        """What a failed commit does to the consumer beyond the commit itself; ``sent`` is the
+        (epoch or generation, member id) it was sent with. The new consumer: nothing — its heartbeat
+        alone moves the member's state (Kafka ``CommitRequestManager.OffsetCommitRequestState.onResponse``
+        only fails the commit's future). The classic consumer overrides it."""
 
     def _commit_result(
         self, offsets: dict[TP, int], cause: str, errors: dict[tuple[str | None, int], Errors], other: Errors
