@@ -825,10 +825,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
         if target is None:
             return Record(key, None)
-        # The assignor's output, checked when computed: not validated again (model_construct).
-        partitions = [
-            TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p
-        ]
+        # The assignor's output, checked when computed: not validated again (model_construct). Its topics
+        # in its own order, which is the order of Kafka's map (``newConsumerGroupTargetAssignmentRecord``).
+        partitions = [TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in target.items() if p]
         return Record(key, ConsumerGroupTargetAssignmentMemberValue.model_construct(topic_partitions=partitions))
 
     @staticmethod
@@ -965,10 +964,16 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         metadata: SubscriptionMetadata,
         group_epoch: int,
         old_target: dict[str, TargetPartitions] | None = None,
+        written: dict[str, TargetPartitions] | None = None,
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
         """Run the server-side assignor (``members``' preferred one, from their ``subscriptions``); the
-        batch holds changed members then the epoch."""
+        batch holds changed members then the epoch.
+
+        ``old_target`` is what the assignor starts from; ``written`` (by default the same) what the
+        group's target records hold, which a member's new target is compared with to decide whether it
+        gets a record (Kafka ``TargetAssignmentBuilder.build``)."""
         old_target = group.target if old_target is None else old_target
+        written = old_target if written is None else written
         spec = self._assignment_spec(group, members, metadata, old_target)
         assignor = self._server_assignor(subscriptions)
         try:
@@ -978,7 +983,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         new_target = {
             member_id: {t: tuple(p) for t, p in computed.get(member_id, {}).items() if p} for member_id in members
         }
-        return new_target, self._target_batch(group.group_id, old_target, new_target, group_epoch)
+        return new_target, self._target_batch(group.group_id, written, new_target, group_epoch)
 
     def _target_batch(
         self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
@@ -1258,10 +1263,13 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         Batching (Kafka 4.3): until the interval has passed, the member is told the last target, at
         the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
         """
-        target_view = group.target
+        target_view = written = group.target
         if found.replaced is not None:
-            target_view = {m: t for m, t in group.target.items() if m != found.replaced}
-            target_view[found.member_id] = group.target.get(found.replaced, {})
+            # The replacement starts from the old member's target, but Kafka compares the new target with
+            # the group's before this heartbeat's records, where the new member id has none: it always
+            # gets a target record (Kafka ``TargetAssignmentBuilder.build``, ``testReplaceStaticMember``).
+            written = {m: t for m, t in group.target.items() if m != found.replaced}
+            target_view = {**written, found.member_id: group.target.get(found.replaced, {})}
         if epoch.group_epoch <= group.assignment_epoch or not epoch.target_due:
             return target_view, group.assignment_epoch
         view = _group_with(group.members, found, epoch.updated)  # the members the new target is for
@@ -1269,7 +1277,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             self._start_round(group.group_id, view)
             return target_view, group.assignment_epoch
         target_view, target_batch = self._compute_target(
-            group, view, epoch.subscriptions, epoch.metadata, epoch.group_epoch, target_view
+            group, view, epoch.subscriptions, epoch.metadata, epoch.group_epoch, target_view, written
         )
         batches.append(target_batch)
         self._target_computed_at[group.group_id] = self.now_ms

@@ -199,9 +199,10 @@ metric_panels(
 #   with the group. It is not the fastest to be *stable* again: reconciliation is paced by the
 #   heartbeat interval (5 s), so its worst time to stable is the longest of the three.
 # * Under a **crash**, nothing moves until the dead member's session runs out, counted from its
-#   last heartbeat: KIP-848 members heartbeat every 5 s, classic ones every 3 s against the same
-#   10 s session, so here the KIP-848 group notices sooner; exactly the dead member's partitions
-#   move, whatever the protocol.
+#   last heartbeat, and then until a survivor's next heartbeat brings it the freed partitions:
+#   KIP-848 members heartbeat every 5 s, classic ones every 3 s against the same 10 s session, and
+#   where those heartbeats fall against the expiry decides the wait; exactly the dead member's
+#   partitions move, whatever the protocol.
 
 # %% [markdown]
 # ## Sweep 2 — share groups: redelivery under acquisition-lock timeouts

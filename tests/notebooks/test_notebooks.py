@@ -28,7 +28,7 @@ SCRIPT_DIR = NOTEBOOK_DIR / ".scripts"  # jupytext pairs (see [tool.jupytext] in
 TOUR = NOTEBOOK_DIR / "00_tour.ipynb"
 SANITIZE = ROOT / "nbval_sanitize.cfg"
 CHECK = "# NBVAL_CHECK_OUTPUT"
-MAX_BYTES = 1_500_000
+MAX_BYTES = 1_600_000
 NBVAL_TIMEOUT_S = 1500
 
 
