@@ -16,7 +16,10 @@ A connection keeps its order, as Kafka's do: each is a TCP stream (``NetworkClie
 broker) and a broker handles one request of a connection at a time, in order. So a message never
 arrives before one sent earlier from the same source to the same destination: its delivery is due
 at its own latency or at the previous one's delivery, whichever is later, and a delayed message
-holds back those behind it. Different clients, and the two directions, are separate streams.
+holds back those behind it. Different clients, and the two directions, are separate streams. A
+client that gives up on a request closes its connection, as Kafka's ``NetworkClient`` does on a
+request timeout: what is still on the way over it is lost, and what it sends next goes over a new
+connection, behind nothing.
 """
 
 from __future__ import annotations
@@ -148,6 +151,30 @@ class Network:
         due = max(now + latency, self.last_due.get(stream, now))
         self.last_due[stream] = due
         return due - now
+
+    def close_connection(self, client: str, correlation_id: int) -> None:
+        """``client`` gave up on its request ``correlation_id`` (Kafka ``NetworkClient.handleTimedOutRequests``
+        disconnects): the messages in flight between it and that request's broker, either way, are
+        dropped and the connection's order starts afresh. Nothing to close when neither the request
+        nor its answer is on the way (the broker holds it)."""
+        ends = next(
+            (
+                (e.source, e.destination)
+                for e in self.in_flight.values()
+                if e.correlation_id == correlation_id and client in (e.source, e.destination)
+            ),
+            None,
+        )
+        if ends is None:
+            return
+        connection = {ends, ends[::-1]}
+        for message_id, envelope in list(self.in_flight.items()):
+            if (envelope.source, envelope.destination) in connection:
+                del self.in_flight[message_id]
+                self.world.scheduler.cancel(self, message_id)
+                self.world.emit("network", MessageDropped(*_ends(envelope), "connection closed"))
+        for stream in connection:
+            self.last_due.pop(stream, None)
 
     def fire_timer(self, key: int) -> None:
         envelope = self.in_flight.pop(key)
