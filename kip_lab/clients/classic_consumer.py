@@ -724,6 +724,8 @@ class ClassicConsumer(ApplicationLoop):
         self._request_rejoin(f"fell out: {error.name}")
 
     def _fatal(self, error: Errors, where: str) -> None:
+        if self.state is State.FATAL:  # another answer of the same fence, already on its way
+            return
         self._note(f"fatal {where} error {error.name}", fatal=error.name)
         self._transition(State.FATAL, "fatal error")
         self._stop_fetching(set(self.fetching))
