@@ -75,8 +75,7 @@ from kip_lab.protocol.consumer_protocol import (
 
 State = ClassicMemberState
 FELL_OUT = {Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION}
-# An OffsetCommit's retriable errors: Kafka ``RetriableException``s its commit handler raises as they are
-RETRIABLE_COMMIT = RETRIABLE | {Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.REQUEST_TIMED_OUT}
+IN_GROUP = {State.STABLE, State.PREPARING_REBALANCE, State.COMPLETING_REBALANCE}
 JOIN_TIMEOUT_MARGIN_MS = 5_000  # Kafka waits rebalance.timeout.ms plus this for a JoinGroup answer
 
 
@@ -739,22 +738,24 @@ class ClassicConsumer(ApplicationLoop):
         member is already rejoining with a newer generation; REBALANCE_IN_PROGRESS rejoins
         (``requestRejoin``); FENCED_INSTANCE_ID for the generation it was sent with is fatal (the next
         poll throws ``FencedInstanceIdException``); a retriable error (coordinator moving or
-        loading, timeout) retries after ``retry.backoff.ms`` (``nextAutoCommitTimer.updateAndReset``).
+        loading, timeout) retries after ``retry.backoff.ms`` (``nextAutoCommitTimer.updateAndReset``, as
+        the new consumer does).
         The commits before a revocation or a leave are synchronous and their failure is only logged
         (``maybeAutoCommitOffsetsSync``); the JoinGroup or LeaveGroup that follows hears the same."""
-        if cause != "auto" or self.state is State.FATAL:
-            return
+        if cause != "auto" or self._closing or self.state not in IN_GROUP:
+            return  # already out (reset, fenced, leaving): nothing left to reset
         unchanged = sent == (self.generation_id, self.member_id)  # Kafka ``generationUnchanged``
         if error in FELL_OUT:
             if unchanged or self.state is not State.PREPARING_REBALANCE:
                 self._reset_state_and_rejoin(error, reset_member_id=error is not Errors.ILLEGAL_GENERATION)
         elif error is Errors.REBALANCE_IN_PROGRESS:
-            self._request_rejoin("offset commit failed since group is already rebalancing")
+            if self.state is State.STABLE:  # as for a heartbeat's: a join under way goes on
+                self._request_rejoin("offset commit failed since group is already rebalancing")
         elif error is Errors.FENCED_INSTANCE_ID:
             if unchanged:
                 self._fatal(error, "OffsetCommit")
-        elif error in RETRIABLE_COMMIT:
-            self._timer("auto_commit", self.config.retry_backoff_ms)
+        else:
+            super()._commit_failed(error, cause, sent)
 
     # ------------------------------------------------------------------ heartbeats and metadata
     def _heartbeat(self) -> None:
