@@ -1,8 +1,9 @@
-"""What a classic consumer does when its auto-commit is refused, end to end, as Kafka's does.
+"""What a consumer does when its auto-commit is refused, end to end, as Kafka's does.
 
-Kafka's ``ConsumerCoordinator.OffsetCommitResponseHandler.handle`` decides, by the error of the
-first partition refused: a coordinator that moved (NOT_COORDINATOR) is retried after
-``retry.backoff.ms`` (``autoCommitOffsetsAsync``'s callback, ``nextAutoCommitTimer.updateAndReset``);
+A coordinator that moved (NOT_COORDINATOR) is retried after ``retry.backoff.ms`` by both consumers
+(``ConsumerCoordinator.autoCommitOffsetsAsync``, ``CommitRequestManager.maybeResetTimerWithBackoff``).
+For the classic consumer, Kafka's ``ConsumerCoordinator.OffsetCommitResponseHandler.handle`` decides
+the rest, by the error of the first partition refused:
 UNKNOWN_MEMBER_ID resets the member and rejoins (``resetStateOnResponseError``); a static member whose
 instance id now belongs to a newer process is fenced (FENCED_INSTANCE_ID, fatal: its next poll
 throws ``FencedInstanceIdException``), which it can only hear because its OffsetCommit names its
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kip_lab.events import CommitResult, MessageSent, PositionSet, StateTransition
 from kip_lab.lab import Lab, LabConfig
 from kip_lab.lab.ledger import build_ledger
@@ -22,13 +25,18 @@ RATE_PER_S = 20  # records per second per partition
 CLASSIC: dict[str, Any] = {"group_protocol": "classic", "partition_assignment_strategy": ["range"]}
 
 
-def classic_pair(**settings: Any) -> Lab:
-    """A and B share foo's four partitions (A: foo-0, foo-1); the group starts after its 3 s initial delay."""
+def pair_of(settings: dict[str, Any]) -> Lab:
+    """A and B share foo's four partitions (A: foo-0, foo-1)."""
     lab = Lab(seed=3, config=LabConfig(raise_on_violation=True))
     lab.create_topic("foo", 4, produce_rate_per_s=RATE_PER_S)
     for name in "AB":
-        lab.add_consumer(name, subscribed_topic_names=["foo"], **CLASSIC, **settings)
+        lab.add_consumer(name, subscribed_topic_names=["foo"], **settings)
     return lab
+
+
+def classic_pair(**settings: Any) -> Lab:
+    """Two classic consumers; the group starts after its 3 s initial delay."""
+    return pair_of({**CLASSIC, **settings})
 
 
 def commit_results(lab: Lab, member: str) -> list[tuple[int, list[tuple[int, int, str | None]]]]:
@@ -48,8 +56,10 @@ def transitions(lab: Lab, member: str, since_ms: int) -> list[tuple[int, str, st
     ]
 
 
-def test_a_commit_refused_by_a_moved_coordinator_is_retried_after_the_backoff() -> None:
-    lab = classic_pair()
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_commit_refused_by_a_moved_coordinator_is_retried_after_the_backoff(protocol: str) -> None:
+    """Both consumers (Kafka ``CommitRequestManager.maybeResetTimerWithBackoff`` for the new one)."""
+    lab = classic_pair() if protocol == "classic" else pair_of({})
     lab.run(until=9_000)
     while not any(
         e.actor == "A" and isinstance(e.body, MessageSent) and e.body.api == "OffsetCommit" for e in lab.step()
@@ -62,7 +72,7 @@ def test_a_commit_refused_by_a_moved_coordinator_is_retried_after_the_backoff() 
     assert {error for _, _, error in retried} == {None}
     assert retried_at - refused_at == 100 + 2  # retry.backoff.ms, then the round trip
     lab.crash("A")  # 1.9 s after the retried commit, instead of 7 s after the last one before it
-    lab.run(until=60_000)
+    lab.run(until=90_000)  # past the session timeout: B takes foo-0 and foo-1
     metrics = compute_metrics(lab.trace)
     position_at_crash = 12_000 * RATE_PER_S // 1_000  # A keeps up with the log end
     uncommitted = sum(position_at_crash - offset for _, offset, _ in retried)
