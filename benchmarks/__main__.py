@@ -19,6 +19,7 @@ BENCHMARKS = tuple(
         "bench_coordinator",
         "bench_lab",
         "bench_pipeline",
+        "bench_review",
         "bench_scaling",
         "bench_share",
         "bench_share_lab",

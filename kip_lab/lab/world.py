@@ -28,6 +28,8 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -53,6 +55,7 @@ HANDLERS = {
     "Heartbeat": "heartbeat",
     "LeaveGroup": "leave_group",
     "ShareGroupHeartbeat": "share_group_heartbeat",
+    "DeleteGroups": "delete_groups",
 }
 
 
@@ -96,6 +99,10 @@ def not_coordinator_response(api: str, request: Any) -> Any:
         return LeaveGroupResponse(error_code=error)
     if api == "ShareGroupHeartbeat":
         return ShareGroupHeartbeatResponse(error_code=error, member_epoch=request.member_epoch)
+    if api == "DeleteGroups":
+        return DeleteGroupsResponse(
+            results=[DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
+        )
     return ConsumerGroupInstallAssignmentResponse(error_code=error)
 
 

@@ -326,6 +326,21 @@ class Scenario(_Spec):
     events: list[Event] = Field([], max_length=MAX_EVENTS)
     run: RunSpec = RunSpec(until_stable=True)
     expect: Expect = Expect()
+    # Read, expanded into topics, members and events, and never dumped: a dump is the scenario the template built.
+    template: str | None = Field(
+        None,
+        exclude=True,
+        description="a deployment template (kip_lab.scenarios.templates) that builds topics, members and events",
+    )
+    params: dict[str, Any] = Field({}, exclude=True, description="the template's parameters")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_template(cls, data: Any) -> Any:
+        """A ``template:`` with its ``params`` becomes the topics, members and events it builds."""
+        from kip_lab.scenarios.templates import expand_template  # the templates build Scenarios
+
+        return expand_template(data)
 
     @property
     def setup_steps(self) -> int:

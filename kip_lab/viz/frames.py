@@ -406,6 +406,10 @@ class _Builder:
             client = self.client(member)
             client.group_id = str((payload.get("config") or {}).get("group_id", "g"))
             client.alive = True
+        elif action == "wire_request" and member and member not in self.clients:
+            group_id = ((payload.get("body") or {}).get("request") or {}).get("group_id")
+            if isinstance(group_id, str):  # a real client's first group request names its group
+                self.client(member).group_id = group_id
         elif action in ("crash", "restart") and member in self.clients:
             client = self.clients[member]
             client.owned = set()

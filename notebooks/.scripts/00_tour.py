@@ -58,6 +58,7 @@
 # | [15_kafka_vs_kip](15_kafka_vs_kip.ipynb) | where Kafka's code departed from the KIPs' text: the `fidelity` profiles |
 # | [16_scale_and_batching](16_scale_and_batching.ipynb) | a large group joining, with and without assignment batching (Kafka 4.3) |
 # | [17_real_clients](17_real_clients.ipynb) | real librdkafka consumers in the Lab through its wire-protocol front door |
+# | [18_design_review](18_design_review.ipynb) | a design review: a rollout under every combination of its options, one report to attach |
 #
 # **References.** The KIPs are public:
 # [KIP-848](https://cwiki.apache.org/confluence/display/KAFKA/KIP-848%3A+The+Next+Generation+of+the+Consumer+Rebalance+Protocol)

@@ -294,4 +294,4 @@ else:
     print("skipped: confluent-kafka and kio are needed for real clients")
 
 # %% [markdown]
-# **Next:** [00_tour](00_tour.ipynb) — that was the last notebook: back to the tour and its list of notebooks.
+# **Next:** [18_design_review](18_design_review.ipynb) — a design review: a rollout under every combination of its options, compared in one report.

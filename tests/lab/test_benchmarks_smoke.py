@@ -32,7 +32,7 @@ def test_coverage_check_rejects_a_wrong_assignment(bench: ModuleType) -> None:
         bench.check_coverage(spec, {"member-00000": {"topic-00": [0, 1]}, "member-00001": {}})
 
 
-@pytest.mark.parametrize("name", ["bench_classic", "bench_coordinator", "bench_lab", "bench_widgets"])
+@pytest.mark.parametrize("name", ["bench_classic", "bench_coordinator", "bench_lab", "bench_review", "bench_widgets"])
 def test_every_quick_benchmark_runs_its_checks(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Quick mode runs each case with its own correctness checks (a request the coordinator refuses
     fails the run), so a change that breaks a benchmark's scenario shows here, not at ``make bench``.

@@ -76,6 +76,7 @@ def test_the_notebooks_are_there() -> None:
         "15_kafka_vs_kip",
         "16_scale_and_batching",
         "17_real_clients",
+        "18_design_review",
     ]
 
 
