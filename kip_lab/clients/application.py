@@ -44,6 +44,16 @@ from kip_lab.protocol.consumer_group import (
 )
 
 TP = tuple[str, int]  # (topic id, partition)
+# An OffsetCommit's retriable errors: Kafka's ``RetriableException``s among its answers, and a timeout
+RETRIABLE_COMMIT = frozenset(
+    {
+        Errors.COORDINATOR_NOT_AVAILABLE,
+        Errors.NOT_COORDINATOR,
+        Errors.COORDINATOR_LOAD_IN_PROGRESS,
+        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+        Errors.REQUEST_TIMED_OUT,
+    }
+)
 
 
 def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
@@ -96,6 +106,7 @@ class ApplicationLoop(MemberPlumbing):
     _callback_running: bool = False
     _callback_then: tuple = ()
     _last_callback_ms: int = 0  # how long the latest callback took (simulated ms)
+    _auto_commits_in_flight: int = 0  # sent by the interval and not yet answered (or timed out)
 
     # ------------------------------------------------------------------ what a protocol provides
     def _poll(self) -> None:
@@ -325,8 +336,10 @@ class ApplicationLoop(MemberPlumbing):
         Other APIs are the protocol's own: nothing to do here.
         """
         if api == "OffsetCommit":
-            offsets, then, cause = context
+            offsets, then, cause, sent = context
+            self._auto_commits_in_flight -= cause == "auto"
             self._commit_result(offsets, cause, {}, Errors.REQUEST_TIMED_OUT)
+            self._commit_failed(Errors.REQUEST_TIMED_OUT, cause, sent)
             if then is not None:
                 then(False)
         elif api == "OffsetFetch":
@@ -380,22 +393,38 @@ class ApplicationLoop(MemberPlumbing):
             topics.setdefault(topic_id, []).append(OffsetCommitRequestPartition(p, offset, -1, None))
         request = OffsetCommitRequest.model_construct(
             group_id=self.config.group_id,
-            member_id=self.member_id,
             generation_id_or_member_epoch=self.member_epoch,
+            member_id=self.member_id,
+            group_instance_id=self.config.instance_id,  # as Kafka's clients send it: a fenced static member hears so
             topics=[OffsetCommitRequestTopic.model_construct(topic_id=t, partitions=ps) for t, ps in topics.items()],
         )
-        correlation = self._send("OffsetCommit", request, (offsets, then, cause))
+        sent = (self.member_epoch, self.member_id)
+        self._auto_commits_in_flight += cause == "auto"
+        correlation = self._send("OffsetCommit", request, (offsets, then, cause, sent))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
 
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
-        offsets, then, cause = context
+        offsets, then, cause, sent = context
+        self._auto_commits_in_flight -= cause == "auto"
         ok = response.error_codes <= {Errors.NONE}
         errors = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
         self._commit_result(offsets, cause, errors, min(response.error_codes - {Errors.NONE}, default=Errors.NONE))
         if ok:
             self.committed.update(offsets)
+        else:  # Kafka's response handlers act on the first partition in error, in the response's order
+            self._commit_failed(next(e for e in errors.values() if e is not Errors.NONE), cause, sent)
         if then is not None:
             then(ok)
+
+    def _commit_failed(self, error: Errors, cause: str, sent: tuple[int, str | None]) -> None:
+        """What a failed commit does beyond the commit itself; ``sent`` is the (epoch or generation,
+        member id) it was sent with. Both of Kafka's consumers send the next auto-commit after
+        ``retry.backoff.ms`` when one failed with a retriable error (``ConsumerCoordinator.autoCommitOffsetsAsync``,
+        ``CommitRequestManager.maybeResetTimerWithBackoff``); the new consumer's commit errors change
+        nothing else (its heartbeat alone moves the member: ``OffsetCommitRequestState.onResponse``
+        only fails the commit). The classic consumer's coordinator acts on the others (its override)."""
+        if cause == "auto" and error in RETRIABLE_COMMIT:
+            self._timer("auto_commit", self.config.retry_backoff_ms)
 
     def _commit_result(
         self, offsets: dict[TP, int], cause: str, errors: dict[tuple[str | None, int], Errors], other: Errors

@@ -75,6 +75,7 @@ from kip_lab.protocol.consumer_protocol import (
 
 State = ClassicMemberState
 FELL_OUT = {Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION}
+IN_GROUP = {State.STABLE, State.PREPARING_REBALANCE, State.COMPLETING_REBALANCE}
 JOIN_TIMEOUT_MARGIN_MS = 5_000  # Kafka waits rebalance.timeout.ms plus this for a JoinGroup answer
 
 
@@ -709,19 +710,52 @@ class ClassicConsumer(ApplicationLoop):
         if error is Errors.UNKNOWN_MEMBER_ID and self.is_static:
             self._fatal(error, "a static member")
             return
+        self._reset_state_and_rejoin(error, reset_member_id=error is Errors.UNKNOWN_MEMBER_ID)
+
+    def _reset_state_and_rejoin(self, error: Errors, reset_member_id: bool) -> None:
+        """Kafka ``AbstractCoordinator.resetStateAndRejoin``: out of the generation (the member id
+        kept unless ``reset_member_id``), so the next join finds its partitions lost."""
         self._note(f"fell out of the group: {error.name}")
-        self._reset_generation(reset_member_id=error is Errors.UNKNOWN_MEMBER_ID)
+        self._reset_generation(reset_member_id=reset_member_id)
         self._cancel("heartbeat")
         self._transition(State.UNJOINED, "fell out of the group")
         self._rebalance_done(failed=True)
         self._request_rejoin(f"fell out: {error.name}")
 
     def _fatal(self, error: Errors, where: str) -> None:
+        if self.state is State.FATAL:  # another answer of the same fence, already on its way
+            return
         self._note(f"fatal {where} error {error.name}", fatal=error.name)
         self._transition(State.FATAL, "fatal error")
         self._stop_fetching(set(self.fetching))
         self.world.scheduler.cancel_all(self)
         self._rebalance_done(failed=True)
+
+    def _commit_failed(self, error: Errors, cause: str, sent: tuple[int, str | None]) -> None:
+        """Kafka ``ConsumerCoordinator.OffsetCommitResponseHandler.handle`` for an auto-commit (sent
+        by ``autoCommitOffsetsAsync``): UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION reset the generation and
+        rejoin (``resetStateOnResponseError``, the member id kept on ILLEGAL_GENERATION) unless the
+        member is already rejoining with a newer generation; REBALANCE_IN_PROGRESS rejoins
+        (``requestRejoin``); FENCED_INSTANCE_ID for the generation it was sent with is fatal (the next
+        poll throws ``FencedInstanceIdException``); a retriable error (coordinator moving or
+        loading, timeout) retries after ``retry.backoff.ms`` (``nextAutoCommitTimer.updateAndReset``, as
+        the new consumer does).
+        The commits before a revocation or a leave are synchronous and their failure is only logged
+        (``maybeAutoCommitOffsetsSync``); the JoinGroup or LeaveGroup that follows hears the same."""
+        if cause != "auto" or self._closing or self.state not in IN_GROUP:
+            return  # already out (reset, fenced, leaving): nothing left to reset
+        unchanged = sent == (self.generation_id, self.member_id)  # Kafka ``generationUnchanged``
+        if error in FELL_OUT:
+            if unchanged or self.state is not State.PREPARING_REBALANCE:
+                self._reset_state_and_rejoin(error, reset_member_id=error is not Errors.ILLEGAL_GENERATION)
+        elif error is Errors.REBALANCE_IN_PROGRESS:
+            if self.state is State.STABLE:  # as for a heartbeat's: a join under way goes on
+                self._request_rejoin("offset commit failed since group is already rebalancing")
+        elif error is Errors.FENCED_INSTANCE_ID:
+            if unchanged:
+                self._fatal(error, "OffsetCommit")
+        else:
+            super()._commit_failed(error, cause, sent)
 
     # ------------------------------------------------------------------ heartbeats and metadata
     def _heartbeat(self) -> None:

@@ -234,7 +234,9 @@ class Consumer(ApplicationLoop):
 
     # ------------------------------------------------------------------ the application thread
     def _may_auto_commit(self) -> bool:
-        return self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING)
+        """In the group, and no auto-commit still in flight (Kafka ``AutoCommitState.shouldAutoCommit``)."""
+        in_group = self.state in (MemberState.STABLE, MemberState.RECONCILING, MemberState.ACKNOWLEDGING)
+        return in_group and not self._auto_commits_in_flight
 
     def _poll(self) -> None:
         """A call to poll(): keeps the poll timer alive; a STALE member rejoins."""

@@ -92,4 +92,5 @@ class MemberPlumbing:
         pending = self._pending.pop(correlation, None)
         if pending is not None:
             self._note(f"{pending[0]} request {correlation} timed out")
+            self.world.network.close_connection(self.name, correlation)
         return pending

@@ -11,6 +11,15 @@ process that died is lost with its connection and never reaches the new one. Her
 incarnation of a client shares its name, so the network numbers each client's requests, across
 incarnations, without repeating an id: an answer to the old process's request matches nothing
 the new one sent, and the new one drops it as a late response.
+
+A connection keeps its order, as Kafka's do: each is a TCP stream (``NetworkClient`` holds one per
+broker) and a broker handles one request of a connection at a time, in order. So a message never
+arrives before one sent earlier from the same source to the same destination: its delivery is due
+at its own latency or at the previous one's delivery, whichever is later, and a delayed message
+holds back those behind it. Different clients, and the two directions, are separate streams. A
+client that gives up on a request closes its connection, as Kafka's ``NetworkClient`` does on a
+request timeout: what is still on the way over it is lost, and what it sends next goes over a new
+connection, behind nothing.
 """
 
 from __future__ import annotations
@@ -87,6 +96,7 @@ class Network:
     in_flight: dict[int, Envelope] = field(default_factory=dict)
     next_id: int = 0
     last_correlation: dict[str, int] = field(default_factory=dict)  # client name -> its latest request's id
+    last_due: dict[tuple[str, str], int] = field(default_factory=dict)  # (source, destination) -> latest delivery time
     world: Any = None
 
     def configure(self, a: str, b: str, config: LinkConfig) -> None:
@@ -129,11 +139,43 @@ class Network:
         if reason is not None:
             world.emit("network", MessageDropped(*_ends(envelope), reason, envelope.payload))
             return message_id
-        latency = config.latency.sample(world.rng) + extra
+        latency = self._in_order(source, destination, now, config.latency.sample(world.rng) + extra)
         self.in_flight[message_id] = envelope
         scheduler.schedule(self, message_id, latency)
         world.emit(source, MessageSent(*_ends(envelope), latency, envelope.payload))
         return message_id
+
+    def _in_order(self, source: str, destination: str, now: int, latency: int) -> int:
+        """The latency that keeps the connection's order: no sooner than the message sent before it
+        (the scheduler fires timers due at once in the order they were set)."""
+        stream = (source, destination)
+        due = max(now + latency, self.last_due.get(stream, now))
+        self.last_due[stream] = due
+        return due - now
+
+    def close_connection(self, client: str, correlation_id: int) -> None:
+        """``client`` gave up on its request ``correlation_id`` (Kafka ``NetworkClient.handleTimedOutRequests``
+        disconnects): the messages in flight between it and that request's broker, either way, are
+        dropped and the connection's order starts afresh. Nothing to close when neither the request
+        nor its answer is on the way (the broker holds it)."""
+        ends = next(
+            (
+                (e.source, e.destination)
+                for e in self.in_flight.values()
+                if e.correlation_id == correlation_id and client in (e.source, e.destination)
+            ),
+            None,
+        )
+        if ends is None:
+            return
+        connection = {ends, ends[::-1]}
+        for message_id, envelope in list(self.in_flight.items()):
+            if (envelope.source, envelope.destination) in connection:
+                del self.in_flight[message_id]
+                self.world.scheduler.cancel(self, message_id)
+                self.world.emit("network", MessageDropped(*_ends(envelope), "connection closed"))
+        for stream in connection:
+            self.last_due.pop(stream, None)
 
     def fire_timer(self, key: int) -> None:
         envelope = self.in_flight.pop(key)

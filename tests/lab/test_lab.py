@@ -211,6 +211,35 @@ def test_delay_messages_adds_latency_to_the_next_messages_only() -> None:
     assert [e.body.latency_ms for e in on_link[:4]] == [301, 301, 1, 1]
 
 
+def test_a_delayed_message_holds_back_those_behind_it_on_the_same_connection() -> None:
+    """Kafka's connections are TCP streams, one request at a time per connection: a message never
+    overtakes one sent before it from the same source to the same destination."""
+    lab = make_lab(auto_commit_interval_ms=1_000)  # A commits every second: messages behind a delayed one
+    lab.configure_link("A", LinkConfig(latency=LatencyModel(kind="uniform", low=1, high=40)))
+    since = lab.step_count
+    lab.delay_messages("A", 1, 5_000)
+    lab.run(until=lab.now + 20_000)
+    sent_order: dict[tuple[str, str], list[int]] = {}
+    for e in events(lab, None, "message_sent", since):
+        sent_order.setdefault((e.body.source, e.body.destination), []).append(e.body.id)
+    sent_ids = {i for ids in sent_order.values() for i in ids}
+    delivered_order: dict[tuple[str, str], list[int]] = {}
+    for e in events(lab, None, "message_delivered", since):
+        if e.body.id in sent_ids:
+            delivered_order.setdefault((e.body.source, e.body.destination), []).append(e.body.id)
+    for connection, ids in sent_order.items():  # on every connection: delivered as sent, some still on the way
+        assert ids[: len(delivered_order[connection])] == delivered_order[connection]
+    on_a = [e for e in events(lab, None, "message_sent", since) if "A" in (e.body.source, e.body.destination)]
+    delayed = next(e for e in on_a if e.body.latency_ms >= 5_000)
+    held = delayed.time_ms + delayed.body.latency_ms
+    stream = (delayed.body.source, delayed.body.destination)
+    behind = [e for e in on_a if e.body.id > delayed.body.id and e.time_ms < held]
+    behind = [e for e in behind if (e.body.source, e.body.destination) == stream]
+    assert behind and all(e.time_ms + e.body.latency_ms >= held for e in behind)  # held back behind it
+    from_b = [e for e in events(lab, None, "message_sent", since) if e.body.source == "B"]
+    assert from_b and all(e.body.latency_ms == 1 for e in from_b)  # another connection: not held
+
+
 def test_partition_link_drops_everything_for_a_while() -> None:
     lab = make_lab(enable_auto_commit=False, request_timeout_ms=2_000)
     since = lab.step_count

@@ -89,6 +89,37 @@ def test_a_clean_leave_reprocesses_nothing(protocol: str) -> None:
     assert lab.invariants.violations == []
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_delayed_commit_never_moves_the_committed_offset_back(protocol: str) -> None:
+    """A's next messages (the 10 s auto-commit among them) held up 8 s: the commits sent behind them
+    on the same connection land after them, in order (Kafka's ``NetworkClient``: one TCP connection
+    per broker), so the group's committed offset only moves forward."""
+    lab = Lab(seed=3, config=LabConfig(raise_on_violation=True))
+    lab.create_topic("foo", 4, produce_rate_per_s=RATE_PER_S)
+    for name in "AB":
+        lab.add_consumer(name, subscribed_topic_names=["foo"], **PROTOCOLS[protocol])
+    lab.run(until=9_900)
+    lab.delay_messages("A", 4, 8_000)
+    lab.run(until=40_000)
+    committed: dict[tuple[str, int], list[int]] = {}
+    for e in lab.trace.of_type(CommitResult):
+        for topic_id, partition, offset, error in e.body.offsets:
+            if e.actor == "A" and e.time_ms > 9_900 and error is None:
+                committed.setdefault((topic_id, partition), []).append(offset)
+    assert len(committed) == 2 and all(offsets == sorted(offsets) for offsets in committed.values())  # as sent
+    if protocol == "consumer (KIP-848)":  # no auto-commit while one is in flight (``AutoCommitState``)
+        assert all(offsets == [200, 600, 700] for offsets in committed.values())  # 10 s held to 26 s; 30 s; 35 s
+    else:  # the classic consumer sends one every interval, each behind the held one
+        assert all(offsets == [200, 300, 400, 500, 600, 700] for offsets in committed.values())
+    ledger = build_ledger(lab.trace)  # the group's committed offset is A's last commit
+    assert {key: offsets[-1] for key, offsets in committed.items()} == {
+        tp: p.last_commit for (_, tp), p in ledger.partitions.items() if tp in committed
+    }
+    metrics = compute_metrics(lab.trace)
+    assert metrics["records_reprocessed"] == 0 and metrics["records_skipped"] == 0
+    assert lab.invariants.violations == []
+
+
 def share_pair() -> Lab:
     lab = Lab(seed=5, config=LabConfig(raise_on_violation=True))
     lab.create_topic("orders", 1, produce_rate_per_s=0)

@@ -3,7 +3,8 @@
 A Hypothesis state machine drives one Lab — three consumers of one protocol (KIP-848, classic
 eager or classic cooperative) on a produced topic — through crashes and restarts, fences (a
 member cut off past its session timeout), pauses, dropped commits (the next messages to the
-coordinator lost) and coordinator failovers. Every step of the Lab is checked
+coordinator lost), delayed messages (a commit held past the member's next one) and coordinator
+failovers. Every step of the Lab is checked
 (``raise_on_violation``): no-skip, commits-monotonic and reprocessing-explained with the
 protocol's own invariants. At the end the run settles and the ledger must show every offset
 below each partition's position processed at least once, and nothing skipped.
@@ -79,6 +80,12 @@ class LedgerMachine(RuleBasedStateMachine):
     def drop_commits(self, name: str, count: int) -> None:
         """The next messages to the coordinator are lost: commits (and heartbeats) among them."""
         self.lab.drop_messages(name, count)
+
+    @rule(name=names, count=st.integers(1, 4), delay_ms=st.integers(100, 12_000))
+    def delay_commits(self, name: str, count: int, delay_ms: int) -> None:
+        """The next messages to the coordinator are held up, past the next auto-commit (5 s) at
+        most: the connection keeps their order, so a later commit never lands before them."""
+        self.lab.delay_messages(name, count, delay_ms)
 
     @rule()
     def fail_over(self) -> None:

@@ -702,9 +702,14 @@ def _c2_transitions(lab: Lab) -> set[tuple[str, str, str]]:
     }
 
 
-def _delayed_while_c3_joins(lab: Lab) -> None:
-    lab.delay_messages("C2", 1, 12_000)
+def _delayed_while_c3_joins(lab: Lab, delay_ms: int = 12_000) -> None:
+    lab.delay_messages("C2", 1, delay_ms)
     add(lab, "C3", COOPERATIVE, ["a"])
+
+
+def _sync_late_while_c3_joins(lab: Lab) -> None:
+    """C2's SyncGroup held 2 s (within its 3 s request timeout): it arrives after C3's JoinGroup."""
+    _delayed_while_c3_joins(lab, 2_000)
 
 
 def _leader_slow_and_c2_paused(lab: Lab) -> None:
@@ -715,12 +720,12 @@ def _leader_slow_and_c2_paused(lab: Lab) -> None:
 @pytest.mark.parametrize(
     ("row", "max_poll_interval_ms", "steps", "fault"),
     [
-        # C2's SyncGroup is held up while C3 joins: REBALANCE_IN_PROGRESS, it joins again.
+        # C2's SyncGroup arrives after C3's JoinGroup: REBALANCE_IN_PROGRESS, it joins again.
         (
             ("COMPLETING_REBALANCE", "REBALANCE_IN_PROGRESS, JoinGroup sent", "PREPARING_REBALANCE"),
             8_000,
             14,
-            _delayed_while_c3_joins,
+            _sync_late_while_c3_joins,
         ),
         # Its first JoinGroup is held up past its session: the coordinator forgot its member id.
         (("PREPARING_REBALANCE", "fell out of the group", "UNJOINED"), 8_000, 1, _delayed_while_c3_joins),

@@ -626,9 +626,18 @@ def test_a_position_that_arrives_while_its_partition_is_being_revoked_is_ignored
             e.actor == "A" and isinstance(e.body, CallbackInvoked) and e.body.partitions == ("foo-2",) for e in evs
         ),
     )
-    lab.delay_messages("A", 1, 1_000)  # the OffsetFetch for foo-2, about to go out
+    # Kafka's application thread asks for foo-2's position (OffsetFetch) while the background thread
+    # acknowledges; the connection keeps the order they leave in, so the OffsetFetch is held back
+    # here and goes out once the acknowledgement's answer has started revoking foo-2.
+    a = lab.clients["A"]
+    held: list[list[tuple[str, int]]] = []
+    monkeypatch.setattr(a, "_fetch_offsets", held.append)
     forge_next_assignment(lab, monkeypatch, "A", [0, 1])  # the acknowledgement's answer takes foo-2 back
     since = lab.step_count
+    step_until(lab, lambda evs: any(e.actor == "A" and isinstance(e.body, CallbackInvoked) for e in evs))
+    monkeypatch.delattr(a, "_fetch_offsets")
+    assert [[p for _, p in partitions] for partitions in held] == [[2]]
+    a._fetch_offsets(held[0])
     lab.run(until=lab.now + 5_000)
     fetch = next(
         e
