@@ -262,8 +262,7 @@ class WireServer:
         client = self.lab.world.clients[actor]
         future = running.loop.create_future()
         self._pending[(actor, client.last_correlation)] = future
-        self._deliver()
-        running.wake.set()
+        running.wake.set()  # the driver hands over the answers once this loop turn's requests are in
         return future
 
     def kill_connections(self, client_id: str | None = None) -> int:
@@ -326,10 +325,11 @@ class WireServer:
             if not answer:
                 continue
             writer.write(answer)
-            try:
-                await asyncio.wait_for(writer.drain(), self.write_timeout_s)
-            except TimeoutError:
-                return f"slow reader: an answer not taken within {self.write_timeout_s} s"
+            if writer.transport.get_write_buffer_size():  # not all sent at once: wait for the reader
+                try:
+                    await asyncio.wait_for(writer.drain(), self.write_timeout_s)
+                except TimeoutError:
+                    return f"slow reader: an answer not taken within {self.write_timeout_s} s"
 
     async def _answer(self, connection: Connection, frame: bytes) -> bytes | str:
         """The response frame to one request, or why the connection must close instead."""
