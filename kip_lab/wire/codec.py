@@ -188,9 +188,8 @@ def to_lab(entity: Any, model: type[BaseModel], **extra: Any) -> Any:
     """The kip_lab ``model`` for a kio request (or a nested part of one): fields are matched by
     name (``rebalance_timeout_ms`` is kio's ``rebalance_timeout``); fields kio has not got keep
     the model's defaults; ``extra`` sets the rest (the client id from the request header)."""
-    values = {
-        name: _lab_value(getattr(entity, source), nested) for name, source, nested in _lab_plan(type(entity), model)
-    }
+    kio_class: type = entity.__class__
+    values = {name: _lab_value(getattr(entity, source), nested) for name, source, nested in _lab_plan(kio_class, model)}
     values.update(extra)
     return model.model_validate(values)
 
