@@ -15,7 +15,7 @@ Cases:
   step to answer): 200 connections, each a member heartbeating as fast as its answers come
   back, for 10 s (``--quick``: 4 connections, 1 s), measured by the load generator
   (``benchmarks.wire_load``) in a process of its own. Target: 10,000 per second (the full run
-  fails below it).
+  fails below it). Beside it, the heartbeats answered per CPU-second of the server's process.
 * ``metadata/s`` — the same for Metadata, which the front door answers without the Lab.
 
 A case that does not reach its condition within its timeout, or a Lab invariant violated, fails
@@ -28,6 +28,7 @@ Run ``python -m benchmarks.bench_wire`` (``--quick``: the small sizes).
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -154,11 +155,15 @@ def mock_join(count: int) -> WireRow:
 HEARTBEAT_TARGET_PER_S = 10_000  # with 200 connections (the full run)
 
 
-def request_rate(connections: int, duration_s: float, api: str, target: float = 0) -> WireRow:
+def request_rate(connections: int, duration_s: float, api: str, target: float = 0) -> list[WireRow]:
     """Requests per second the front door answers ``connections`` connections sending ``api``
     back to back, measured by the load generator (``benchmarks.wire_load``) in a process of its
     own, so the server's thread has the interpreter to itself. Each connection is a KIP-848
-    member for heartbeats (one partition each: they join, acknowledge and heartbeat)."""
+    member for heartbeats (one partition each: they join, acknowledge and heartbeat).
+
+    Two rows: the rate, and the requests answered per CPU-second of this process (the server's:
+    the generator's CPU is its own process's). On a machine shared with other work the first
+    follows the CPU the server got; the second is its capacity."""
     import json
     import subprocess
 
@@ -168,6 +173,7 @@ def request_rate(connections: int, duration_s: float, api: str, target: float = 
     lab = Lab(seed=1)
     lab.create_topic(TOPIC, connections, produce_rate_per_s=0)
     with serve(lab) as server:
+        cpu_before = _cpu_seconds()
         generator = subprocess.run(
             [sys.executable, "-m", "benchmarks.wire_load", str(server.port), str(connections), str(duration_s), api],
             capture_output=True,
@@ -175,12 +181,23 @@ def request_rate(connections: int, duration_s: float, api: str, target: float = 
             timeout=duration_s + 120,
             cwd=Path(__file__).resolve().parent.parent,
         )
+        cpu = _cpu_seconds() - cpu_before
     if generator.returncode != 0:
         raise RuntimeError(f"the load generator failed: {generator.stderr.strip()[-500:]}")
     measured = json.loads(generator.stdout)
     rate = measured["answers"] / measured["seconds"]
     label = f"{api}/s ({connections} connections" + (f", target {target:,.0f}/s)" if target else ")")
-    return WireRow(label, rate, "req/s", not measured["errors"] and rate > 0 and rate >= target)
+    ok = not measured["errors"] and rate > 0
+    return [
+        WireRow(label, rate, "req/s", ok and rate >= target),
+        WireRow(f"{api} per server CPU-second ({connections} connections)", measured["answers"] / cpu, "req", ok),
+    ]
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds this process has used (user and system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_benchmarks(quick: bool) -> list[WireRow]:
@@ -189,8 +206,8 @@ def run_benchmarks(quick: bool) -> list[WireRow]:
         rows.append(lab_join(count, MOCK_PARTITIONS, MOCK_HEARTBEAT_INTERVAL_MS))
         rows.append(mock_join(count))
     connections, duration = (4, 1.0) if quick else (200, 10.0)
-    rows.append(request_rate(connections, duration, "heartbeats", 0 if quick else HEARTBEAT_TARGET_PER_S))
-    rows.append(request_rate(connections, duration, "metadata"))
+    rows += request_rate(connections, duration, "heartbeats", 0 if quick else HEARTBEAT_TARGET_PER_S)
+    rows += request_rate(connections, duration, "metadata")
     return rows
 
 

@@ -3,9 +3,10 @@
 ``CommittingConsumer(client, config, topics)`` runs this file with ``client`` "confluent"
 (librdkafka through confluent-kafka) or "kafka-python", ``config`` that client's settings
 (auto-commit off). The child polls a batch, reports each record, processes the batch for
-``pause_s``, then commits it synchronously and reports a failed commit: a test that kills it
-mid-way most likely kills it with one batch processed but not committed. Events arrive as
-``ConsumerProcess`` events do (``record``, ``assigned``, ``revoked``, ``error``, ``closed``).
+``pause_s``, then commits it synchronously and reports the outcome (``committed``, or an
+``error``): a test that kills it mid-way most likely kills it with one batch processed but not
+committed. Events arrive as ``ConsumerProcess`` events do (``record``, ``assigned``,
+``revoked``, ``committed``, ``error``, ``closed``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,20 @@ class CommittingConsumer(ConsumerProcess):
         self._reader = threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True)
         self._reader.start()
 
+    def refused_records(self) -> set[tuple[int, int]]:
+        """(partition, offset) of every batch whose commit was refused: its records are the next
+        owner's to read again, as from Kafka (a commit refused during a rebalance is not retried)."""
+        refused: set[tuple[int, int]] = set()
+        batch: list[tuple[int, int]] = []
+        for event in list(self.events):
+            if event["event"] == "record":
+                batch.append((event["partition"], event["offset"]))
+            elif event["event"] in ("committed", "error"):
+                if event["event"] == "error":
+                    refused.update(batch)
+                batch = []
+        return refused
+
 
 def _confluent(config: dict[str, Any], topics: list[str], pause_s: float, stop: threading.Event) -> None:
     import confluent_kafka
@@ -58,6 +73,7 @@ def _confluent(config: dict[str, Any], topics: list[str], pause_s: float, stop: 
             time.sleep(pause_s)
             try:
                 consumer.commit(asynchronous=False)
+                emit("committed")
             except confluent_kafka.KafkaException as error:
                 emit("error", error=f"commit: {error}")
     consumer.close()
@@ -90,6 +106,7 @@ def _kafka_python(config: dict[str, Any], topics: list[str], pause_s: float, sto
             time.sleep(pause_s)
             try:
                 consumer.commit()
+                emit("committed")
             except KafkaError as error:
                 emit("error", error=f"commit: {error!r}")
     consumer.close()

@@ -155,11 +155,12 @@ def _nested_class(field_type: Any) -> type | None:
 # ---------------------------------------------------------------------- kio -> kip_lab
 
 
-def _lab_value(value: Any, annotation: Any) -> Any:
+def _lab_value(value: Any, model: type[BaseModel] | None) -> Any:
+    """A kio value as the kip_lab field holding it takes it (``model``: the kip_lab model the
+    field holds, for a nested kio entity)."""
     if isinstance(value, tuple):
-        return [_lab_value(v, annotation) for v in value]
+        return [_lab_value(v, model) for v in value]
     if dataclasses.is_dataclass(value):
-        model = _model_in(annotation)
         return value if model is None else to_lab(value, model)
     if isinstance(value, uuid.UUID):
         return lab_topic_id(value)
@@ -170,15 +171,25 @@ def _lab_value(value: Any, annotation: Any) -> Any:
     return value
 
 
+@cache
+def _lab_plan(entity_class: type, model: type[BaseModel]) -> tuple[tuple[str, str, type[BaseModel] | None], ...]:
+    """For each field of ``model`` that the kio class has: (its name, kio's name, the kip_lab
+    model it holds). Worked out once per pair of classes: requests are converted per message."""
+    kio_names = {f.name for f in dataclasses.fields(entity_class)}
+    plan = []
+    for name, info in model.model_fields.items():
+        source = name if name in kio_names else name.removesuffix("_ms")
+        if source in kio_names:
+            plan.append((name, source, _model_in(info.annotation)))
+    return tuple(plan)
+
+
 def to_lab(entity: Any, model: type[BaseModel], **extra: Any) -> Any:
     """The kip_lab ``model`` for a kio request (or a nested part of one): fields are matched by
     name (``rebalance_timeout_ms`` is kio's ``rebalance_timeout``); fields kio has not got keep
     the model's defaults; ``extra`` sets the rest (the client id from the request header)."""
-    values: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        source = name if hasattr(entity, name) else name.removesuffix("_ms")
-        if hasattr(entity, source):
-            values[name] = _lab_value(getattr(entity, source), info.annotation)
+    kio_class: type = entity.__class__
+    values = {name: _lab_value(getattr(entity, source), nested) for name, source, nested in _lab_plan(kio_class, model)}
     values.update(extra)
     return model.model_validate(values)
 

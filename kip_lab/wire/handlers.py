@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -502,13 +503,12 @@ class Handlers(ClassicHandlers, AdminHandlers):
 
     # ------------------------------------------------------------------ KIP-848
     async def consumer_group_heartbeat(self, connection, header, request, response_class) -> Any:
-        lab_request = codec.to_lab(
-            request, cg.ConsumerGroupHeartbeatRequest, client_id=header.client_id or "", client_host=connection.peer
-        )
+        lab_request = _lab_heartbeat(request, header.client_id or "", connection.peer)
         response = await self.to_lab(connection, header, "ConsumerGroupHeartbeat", lab_request)
+        if response.assignment is None:
+            return _wire_heartbeat_answer(response_class, response)
         values = response.model_dump()
-        if response.assignment is not None:
-            values["assignment"] = {"topic_partitions": values["assignment"]["assigned_topic_partitions"]}
+        values["assignment"] = {"topic_partitions": values["assignment"]["assigned_topic_partitions"]}
         return codec.build(response_class, values)
 
     async def consumer_group_describe(self, connection, header, request, response_class) -> Any:
@@ -641,3 +641,20 @@ class Handlers(ClassicHandlers, AdminHandlers):
         return codec.build(
             response_class, response, node_endpoints=[self.broker_endpoint(b) for b in self.server.broker_names]
         )
+
+
+# A member heartbeating steadily sends the same request each time and the coordinator answers it
+# with the same response object (frozen, both), so each is converted once, not once a heartbeat.
+STEADY_HEARTBEATS_CACHED = 4096
+
+
+@lru_cache(maxsize=STEADY_HEARTBEATS_CACHED)
+def _lab_heartbeat(request: Any, client_id: str, client_host: str) -> cg.ConsumerGroupHeartbeatRequest:
+    """kip_lab's ConsumerGroupHeartbeat for a kio one (a frozen, hashable dataclass)."""
+    return codec.to_lab(request, cg.ConsumerGroupHeartbeatRequest, client_id=client_id, client_host=client_host)
+
+
+@lru_cache(maxsize=STEADY_HEARTBEATS_CACHED)
+def _wire_heartbeat_answer(response_class: type, response: cg.ConsumerGroupHeartbeatResponse) -> Any:
+    """The kio answer for a heartbeat response that carries no assignment."""
+    return codec.build(response_class, response.model_dump())

@@ -7,7 +7,8 @@ outcome a user counts, from the Lab's trace and the consumers' own reports: ever
 is accepted (but one sent at a generation the group is leaving, refused as Kafka refuses it);
 every member starts each partition at exactly the offset committed last before
 it (Kafka ``OffsetMetadataManager.commitOffset`` / ``fetchOffsets``); nothing is skipped; and
-the only records read twice are the killed member's processed-but-uncommitted batch.
+the only records read twice are the killed member's processed-but-uncommitted batch and the
+batches whose commit a rebalance refused.
 """
 
 from __future__ import annotations
@@ -178,11 +179,14 @@ def test_a_restarted_classic_member_resumes_exactly_at_the_committed_offsets(cli
     assert any(name == "c3" for name, _ in starts), "the restarted member got partitions"
 
     # Read twice: only records the killed member had read (and not committed: the starts above),
-    # at most the one batch it was processing.
+    # at most the one batch it was processing; and the batches whose commit a rebalance refused
+    # (the member lost the partition before its next commit, so the next owner reads them again:
+    # how often depends on where the rebalances fall, on a busy machine more often).
     counts = Counter((p, o) for c in consumers.values() for _, p, o in c.records())
     reread = {tp for tp, n in counts.items() if n > 1}
-    assert reread <= {(p, o) for _, p, o in killed_read}
-    assert len(reread) <= BATCH
+    refused = set().union(*(c.refused_records() for c in consumers.values()))
+    assert reread <= {(p, o) for _, p, o in killed_read} | refused
+    assert len(reread - refused) <= BATCH
 
 
 def test_the_offset_commit_version_reaches_the_coordinator():
