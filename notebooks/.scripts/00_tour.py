@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -133,8 +133,7 @@ result.response
 # coordinator works (Kafka's `CoordinatorResult` and `replay`), and it is why failover is just
 # "replay the log". `result.batches` holds the records in the atomic batches they were written in.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def topic_name(topic_id):
     topic = cluster.topic_by_id(topic_id)
     return topic.name if topic else topic_id[:6] + "…"
@@ -162,8 +161,7 @@ show_batches(result)
 #
 # The group state is derived from these records. `gc.groups["g"]` is the replayed state:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 group = gc.groups["g"]
 member = group.members["A"]
 print("group state:", group.state.value, "| group epoch", group.group_epoch, "| assignment epoch", group.assignment_epoch)
@@ -179,8 +177,7 @@ print("timers:", gc.timers())
 #
 # Failover first, though: a brand-new coordinator that replays the same log holds the same state.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 rebuilt = GroupCoordinator.from_log(gc.log, CoordinatorConfig(), cluster)
 print("log:", gc.log.batch_count, "batches,", len(gc.log), "records")
 print("rebuilt == live:", rebuilt.state_snapshot() == gc.state_snapshot())
@@ -338,6 +335,9 @@ picture(ownership_swimlanes(frames, time_range=(19_995, 20_020), width=560))
 # instead of milliseconds — here the whole run fits although it spans 25 s. `apis` keeps only the
 # heartbeats (the consumers also send OffsetCommit and OffsetFetch). Hover an arrow for its body.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+assert round(lab.horizon and lab.trace[-1].time_ms / 1000) == 25, "the run spans 25 s"
+
 # %%
 message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=520)
 
@@ -373,8 +373,7 @@ explore(lab, member="A")
 # The same time travel from code: `seek(k)` restores the world right after step `k` (a snapshot
 # plus deterministic replay); `fork()` gives an independent copy to try something else.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 end = lab.horizon  # the last step run (the stepper above may have moved the Lab)
 lab.seek(first_c)
 print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
@@ -408,8 +407,7 @@ pd.DataFrame([(e.name, e.expected, e.actual, e.passed) for e in basic.expectatio
 # The cell below is checked by `nbval` on every test run: if the engine's behaviour changes, the
 # notebook fails.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 g = lab.coordinator.groups["g"]
 print("Lab run (Basic case):", g.state.value, "group epoch", g.group_epoch, "assignment epoch", g.assignment_epoch)
 for member_id in sorted(g.members):

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -135,8 +135,7 @@ print("stable:", lab.run_until_stable(), "at", lab.now, "ms")
 # *use*, so B goes straight to STABLE with nothing — and gets foo-2,3 at its next regular heartbeat,
 # 5 s after joining (RECONCILING again, the assign callback, ACKNOWLEDGING).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(lab.trace))
 print({name: listener.calls for name, listener in listeners.items()})
 
@@ -153,8 +152,7 @@ frames = trace_frames(lab.trace)
 # the next heartbeat response, 5 s later. (If it never succeeded the coordinator would not care —
 # B has nothing to revoke — but B would never consume foo-2,3.)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 failing = Lab(seed=0)
 failing.create_topic("foo", partitions=4)
 failing.add_consumer("A", subscribed_topic_names=["foo"])
@@ -184,8 +182,7 @@ fenced.partition_link("A", duration_ms=50_000)
 fenced.run(until=60_000)
 print("stable:", fenced.run_until_stable(), "at", fenced.now, "ms")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(fenced.trace, since_ms=10_000))
 
 # %% [markdown]
@@ -207,8 +204,7 @@ picture(ownership_swimlanes(frames, width=600) & ownership_swimlanes(frames, vie
 # with epoch **-1**) → UNSUBSCRIBED. The coordinator removes A at once and B gets its partitions at
 # B's next heartbeat — compare with the 40 s a crash costs (notebook 02).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 leaving = Lab(seed=0)
 leaving.create_topic("foo", partitions=4)
 leaving.add_consumer("A", subscribed_topic_names=["foo"])
@@ -241,8 +237,7 @@ stale.run(until=40_000)
 stale.resume("A")
 print("stable:", stale.run_until_stable(), "at", stale.now, "ms")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(stale.trace, since_ms=10_000))
 
 # %%
@@ -264,8 +259,7 @@ explore(fenced, member="A")
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 fenced.seek(fenced.horizon)  # the stepper above moved the run: back to its end
 for name, run in (("callbacks", lab), ("failing callback", failing), ("fenced", fenced), ("close", leaving), ("STALE", stale)):
     g = run.coordinator.groups["g"]

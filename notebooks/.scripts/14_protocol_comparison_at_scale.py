@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -43,6 +43,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from IPython.display import Markdown
 
 from kip_lab.pipeline import PROTOCOLS, TEMPLATES, load_sweep, run_sweep
 from kip_lab.pipeline.analytics import metric_percentiles, run_metrics, sweep_tables
@@ -189,19 +190,61 @@ metric_panels(
 # %% [markdown]
 # ### Reading the charts
 #
-# * **Eager** revokes every partition at every rebalance: its revocations and its partition
-#   unavailability grow with the group (each bounce stops *every* member for a revoke and an
-#   assign callback), and most of what it stops comes back to the same member ("stops without
-#   move") — the waste KIP-429 set out to remove.
-# * **Cooperative** revokes only what moves: its cost stays flat as the group grows, but each
-#   move takes a second JoinGroup/SyncGroup round.
-# * **KIP-848** has no join barrier: the least unavailability at every size, and it does not grow
-#   with the group. It is not the fastest to be *stable* again: reconciliation is paced by the
-#   heartbeat interval (5 s), so its worst time to stable is the longest of the three.
-# * Under a **crash**, nothing moves until the dead member's session runs out, counted from its
-#   last heartbeat: KIP-848 members heartbeat every 5 s, classic ones every 3 s against the same
-#   10 s session, so here the KIP-848 group notices sooner; exactly the dead member's partitions
-#   move, whatever the protocol.
+# The medians behind the panels, read from the tables above (rolling bounces: partition
+# unavailability after the first bounce, revocations, time to stable; crashes: unavailability):
+
+# %% jupyter={"source_hidden": true}
+def median(stats: pd.DataFrame, metric: str, index: str = "members", columns: str = "protocol") -> pd.DataFrame:
+    """The metric's p50, one row per ``index`` value (group size), one column per ``columns`` value (protocol)."""
+    return stats[stats["metric"] == metric].pivot(index=index, columns=columns, values="p50").astype(int)
+
+
+def per_size(row: pd.Series, unit: str = "") -> str:
+    return ", ".join(f"{row[size]:,}{unit}" for size in GROUP_SIZES)
+
+
+unavailable = median(bounce_stats, COST[0])
+revoked = median(bounce_stats, COST[1])
+stable = median(bounce_stats, COST[2])
+crash = median(failure_stats, COST[0])
+crash_moves = median(failure_stats, "moves_after_first_event")
+sizes = ", ".join(map(str, GROUP_SIZES))
+least = [unavailable.loc[size].idxmin() for size in GROUP_SIZES]
+Markdown(f"""\
+With {sizes} members:
+
+* **Eager** revokes every partition at every rebalance: its revocations ({per_size(revoked['eager'])}) and
+  its unavailability ({per_size(unavailable['eager'], ' ms')}) grow with the group — each bounce stops *every*
+  member for a revoke and an assign callback, and most of what it stops comes back to the same member
+  ("stops without move"), the waste KIP-429 set out to remove.
+* **Cooperative** revokes only what moves ({per_size(revoked['cooperative'])}), and its unavailability stays
+  almost flat ({per_size(unavailable['cooperative'], ' ms')}), but each move takes a second JoinGroup/SyncGroup round.
+* **KIP-848** has no join barrier. Its unavailability ({per_size(unavailable['consumer'], ' ms')}) is the least
+  of the three at {GROUP_SIZES[0]} members, but it grows with the group and is above cooperative's at
+  {' and '.join(str(size) for size, protocol in zip(GROUP_SIZES, least) if protocol != 'consumer')} members:
+  as notebook 07 shows in one run, a bounced member's partitions go to the others at once and others come
+  back to its replacement, so more partitions move. Nor is it the fastest to be *stable* again ({per_size(stable['consumer'], ' ms')} against
+  cooperative's {per_size(stable['cooperative'], ' ms')}): reconciliation is paced by the heartbeat interval.
+* Under a **crash**, nothing moves until the dead member's 10 s session runs out, counted from its last
+  heartbeat: at {GROUP_SIZES[-1]} members the partitions are unavailable for {crash.loc[GROUP_SIZES[-1], 'consumer']:,} ms
+  in all under KIP-848 and {crash.loc[GROUP_SIZES[-1], 'cooperative']:,} / {crash.loc[GROUP_SIZES[-1], 'eager']:,} ms
+  under cooperative / eager, which need a join round after the session expires. KIP-848 and cooperative
+  move exactly the dead member's partitions ({per_size(crash_moves['consumer'])}); eager moves
+  {per_size(crash_moves['eager'])}, its range assignor re-dealing the partitions among the survivors.
+""")
+
+# %% tags=["claims"] jupyter={"source_hidden": true}
+assert unavailable["eager"].is_monotonic_increasing and revoked["eager"].is_monotonic_increasing
+assert (revoked["cooperative"] < revoked["eager"]).all()
+assert unavailable["cooperative"].max() < 1.05 * unavailable["cooperative"].min(), "cooperative: almost flat"
+assert least[0] == "consumer" and "consumer" not in least[1:], "KIP-848 least only at the smallest size"
+assert unavailable["consumer"].is_monotonic_increasing, "KIP-848's unavailability grows with the group"
+assert (stable["consumer"] > stable["cooperative"]).all() and (stable["consumer"] > stable["eager"]).all()
+assert (crash["consumer"] < crash[["cooperative", "eager"]].min(axis=1)).all()
+for protocol in ("consumer", "cooperative"):  # the dead member's share of the 18 partitions
+    assert crash_moves[protocol].tolist() == [18 // size for size in GROUP_SIZES], protocol
+assert (crash_moves["eager"] > crash_moves["consumer"]).any()
+
 
 # %% [markdown]
 # ## Sweep 2 — share groups: redelivery under acquisition-lock timeouts
@@ -248,11 +291,19 @@ metric_panels(
 # delivery limit archives it. **Released** poison is redelivered to the limit and archived
 # whatever the lock: the lock matters to consumers that go silent, not to those that answer.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+by_lock = {"index": "record_lock_duration_ms", "columns": "failure"}
+redelivered = median(share_stats, "share_redeliveries", **by_lock)
+archived = median(share_stats, "share_records_archived", **by_lock)
+assert redelivered.loc[2_000, "hang"] > 2 * redelivered.loc[15_000, "hang"]
+assert redelivered.loc[5_000, "hang"] > 2 * redelivered.loc[15_000, "hang"]
+assert archived.loc[2_000, "hang"] > archived.loc[15_000, "hang"] and archived.loc[5_000, "hang"] > archived.loc[15_000, "hang"]
+assert redelivered["release"].nunique() == 1 and archived["release"].nunique() == 1, "release: whatever the lock"
+
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def p50(stats, metric, **where):
     rows = stats[stats["metric"] == metric]
     for column, value in where.items():
