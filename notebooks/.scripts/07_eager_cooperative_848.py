@@ -83,7 +83,7 @@ labs = {protocol: rolling_bounce(protocol) for protocol in PROTOCOLS}
 #
 # One lane per partition, coloured by the member fetching it; a stretch of lane left empty is time
 # when nobody fetches the partition (for the KIP-848 group, whose coordinator records which
-# partitions exist, it is also shaded red). The window is A's bounce (close at 30 s, restart at 33 s).
+# partitions exist, it is also shaded red). The window is A's bounce (close at 30 s, restart 3 s later).
 
 # %%
 WINDOW = (29_500, 42_000)
