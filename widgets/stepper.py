@@ -555,10 +555,9 @@ class Stepper(W.VBox):
         if view not in self._specs:
             width = TIMELINE_WIDTH
             if view == TIMELINES[0]:
-                chart = (
-                    ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width)
-                    & epoch_chart(self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=100)
-                ).resolve_scale(color="independent", opacity="independent", strokeDash="independent")
+                chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width) & epoch_chart(
+                    self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=100
+                )
             elif view == TIMELINES[1]:
                 chart = message_sequence(
                     self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time", width=width, height=DIAGRAM_MAX_HEIGHT
