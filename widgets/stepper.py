@@ -407,8 +407,9 @@ class Stepper(W.VBox):
             [self.play, self.back_button, self.step_button, self.next_button, self.slider, self.speed],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),
         )
+        # the timeline at its own width (a fixed-width chart and its legends), the diagram in the rest
         timeline_panel = W.VBox(
-            [self.timeline_choice, self.timeline], layout=W.Layout(flex="3 1 0", min_width="0", overflow="hidden")
+            [self.timeline_choice, self.timeline], layout=W.Layout(flex="0 0 auto", min_width="0", overflow="hidden")
         )
         diagram_panel = W.VBox(
             [
@@ -418,7 +419,7 @@ class Stepper(W.VBox):
                 ),
                 self.diagram,
             ],
-            layout=W.Layout(flex="2 1 0", min_width="0", overflow="hidden"),
+            layout=W.Layout(flex="1 1 0", min_width="0", overflow="hidden"),
         )
         details = W.HBox(
             [
