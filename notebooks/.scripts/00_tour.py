@@ -34,9 +34,9 @@
 # 3. **the pictures** — a state diagram drawn from a machine's table, the group picture,
 #    ownership swimlanes, the epoch chart, the message sequence, and the stepper widget.
 #
-# **The course.** Read the notebooks in this order; each ends with a link to the next. Every one
-# runs top to bottom in a few seconds (*Run → Run All Cells*), and its pictures are already there
-# before you run it.
+# **The course.** Read the notebooks in this order; each ends with a link to the next. Most run top
+# to bottom in seconds (*Run → Run All Cells*) — the sweeps at scale, the large group and the real
+# clients take longer, and say why — and every one shows its pictures before you run it.
 #
 # | notebook | teaches |
 # |---|---|

@@ -24,7 +24,9 @@
 # in Spark tasks, or in this process — and writes three Parquet tables (runs, metrics, events);
 # the analytics are Spark SQL, and come back as pandas for Altair.
 #
-# This notebook keeps its grids small so that it runs in seconds: the sweeps run **in-process**
+# This notebook takes about half a minute on a two-core laptop, longer than the others: most of it
+# is starting Spark's Java VM and its first queries, which no grid size changes. The grids are kept
+# small so that the runs themselves take seconds: the sweeps run **in-process**
 # (`executor="local"`), the analytics on an embedded Spark (`local[1]`, set up for small tables:
 # one shuffle partition, no adaptive planning, no code generation — each would cost more than it
 # saves on a few dozen rows — and a JVM that starts fast rather than runs fast). A grid of thousands of
