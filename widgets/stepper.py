@@ -271,8 +271,10 @@ def _svg_size(svg: str) -> tuple[float, float]:
     head = svg[svg.index("<svg") : svg.index(">", svg.index("<svg"))]
     sizes = []
     for name in ("width", "height"):
-        number, unit = re.search(rf'\b{name}="([\d.]+)(pt|px)?"', head).groups()
-        sizes.append(float(number) * (4 / 3 if unit == "pt" else 1))
+        found = re.search(rf'\b{name}="([\d.]+)(pt|px)?"', head)
+        if found is None:
+            raise ValueError(f"the SVG has no {name}: {head[:200]!r}")
+        sizes.append(float(found.group(1)) * (4 / 3 if found.group(2) == "pt" else 1))
     return sizes[0], sizes[1]
 
 

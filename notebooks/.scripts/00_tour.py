@@ -362,7 +362,8 @@ message_sequence(frames, time_range=(19_999, 20_010), apis=["ConsumerGroupHeartb
 # button applies the fault at the step on screen — the run forks in place — and runs on until the
 # group settles.
 #
-# *(The widget needs a live kernel; on GitHub you will only see its placeholder.)*
+# The stepper steps its own copy of the run: the cells below use `lab` again without moving it.
+# *(The widget needs a live kernel; until the notebook runs, a picture of its first view stands in.)*
 
 # %%
 from widgets import explore
@@ -374,7 +375,7 @@ explore(lab, member="A")
 # plus deterministic replay); `fork()` gives an independent copy to try something else.
 
 # %% tags=["nbval-check-output"]
-end = lab.horizon  # the last step run (the stepper above may have moved the Lab)
+end = lab.horizon  # the last step run
 lab.seek(first_c)
 print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
       f"C is {lab.clients['C'].state.value}")

@@ -320,7 +320,7 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # step; *member state* for the chosen consumer's state machine. The records table lists what the
 # coordinator wrote at each step. Try a fault: **crash** A in the middle of the reconciliation.
 #
-# *(Needs a live kernel; on GitHub you only see the widget's placeholder.)*
+# *(Needs a live kernel; until the notebook runs, a picture of the stepper's first view stands in.)*
 
 # %%
 from widgets import explore
@@ -336,7 +336,6 @@ for name, case in (("Basic", basic), ("third member joins", third)):
     group = case.gc.groups[GROUP]
     print(f"{name}: {group.state.value}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch},",
           "members", {m: cell(group, m) for m in sorted(group.members)}, "| log batches", case.gc.log.batch_count)
-lab.seek(lab.horizon)  # the stepper above moved the Lab: back to the end of the run
 g = lab.coordinator.groups["g"]
 print(f"Lab third_member_joins: {g.state.value}, group epoch {g.group_epoch},",
       {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},
