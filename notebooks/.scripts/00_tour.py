@@ -211,8 +211,9 @@ picture(machine_dot(GROUP_STATE_MACHINE, current="Empty", last_transition=("Stab
 # Drawn here with the transition the group just took: A's session expired, the last member was
 # removed, Stable → Empty. How to read it: boxes are states (double border: the initial state;
 # yellow: the current state);
-# an edge carries every trigger that moves between two states, one per line; the edge just taken is
-# bold red, its trigger marked ▶. `machine_dot` returns DOT text; `picture` lays it out with graphviz
+# an edge carries every trigger that moves between two states (when many
+# states reach one state by the same trigger, the arrows go unlabelled and the state names the
+# trigger under its own name); the edge just taken is bold red, its trigger marked ▶. `machine_dot` returns DOT text; `picture` lays it out with graphviz
 # and keeps it in the notebook as a PNG beside the SVG, so it shows even before you run anything.
 #
 # The member side of the coordinator has its own table — Kafka's server-side reconciliation states
