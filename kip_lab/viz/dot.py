@@ -129,12 +129,18 @@ def machine_dot(
     *,
     rankdir: str | None = None,
     focus: bool = False,
+    shared_arrows: bool = True,
 ) -> str:
     """The machine's table as a DOT digraph.
 
     One node per state (the initial state has a double border and an arrow from a start
-    point); one edge per connected (source, target) pair labelled with its triggers, one
-    per line. ``current`` fills that state; ``last_transition`` — a ``Transition``, a
+    point); one edge per connected (source, target) pair labelled with its triggers (wrapped,
+    all of them in its tooltip). Where ``SHARED_TRIGGER_SOURCES`` or more states reach one
+    state by the same triggers (FATAL on "fatal error"), the target names the triggers once and
+    those arrows go unlabelled — or undrawn with ``shared_arrows=False``, the target then saying
+    from how many states: a whole large machine that fits a laptop's page.
+
+    ``current`` fills that state; ``last_transition`` — a ``Transition``, a
     ``(source, trigger, target)`` or ``(source, target)`` tuple, or a trace's
     ``StateTransition`` — draws that edge bold and red and marks the trigger taken with ▶.
     Both are checked against the table: highlighting an undeclared state or edge raises.
@@ -155,8 +161,20 @@ def machine_dot(
     if rankdir is None:
         rankdir = "LR" if len(edges) <= SMALL_MACHINE_EDGES else "TB"
     shared = _shared_triggers(edges)
+    if not shared_arrows:
+        sources = {
+            target: sum(1 for _, t, ts in edges if t == target and ts == triggers)
+            for target, triggers in shared.items()
+        }
+        edges = [e for e in edges if shared.get(e[1]) != e[2] or (taken is not None and (taken[0], taken[2]) == e[:2])]
     lines = _header(machine.name, _machine_graph_attrs(machine, rankdir))
-    lines += _state_lines(machine, states, current, shared)
+    notes = {
+        target: f"(unlabelled arrows in:\n{_wrapped(triggers)})"
+        if shared_arrows
+        else f"(from {sources[target]} states, arrows not drawn:\n{_wrapped(triggers)})"
+        for target, triggers in shared.items()
+    }
+    lines += _state_lines(machine, states, current, notes)
     lines += [
         _edge(source, target, **_edge_attrs(source, target, triggers, taken, labelled=shared.get(target) != triggers))
         for source, target, triggers in edges
@@ -199,15 +217,13 @@ def _shared_triggers(edges: list[tuple[str, str, list[str]]]) -> dict[str, list[
     return {target: list(triggers) for (target, triggers), n in counts.items() if n >= SHARED_TRIGGER_SOURCES}
 
 
-def _state_lines(
-    machine: StateMachine, states: list[str], current: str | None, shared: Mapping[str, list[str]]
-) -> list[str]:
+def _state_lines(machine: StateMachine, states: list[str], current: str | None, notes: Mapping[str, str]) -> list[str]:
     """The state nodes (a shared trigger under its target's name); the initial state, when drawn,
     also gets its start point and arrow."""
     starts = machine.initial in states
     lines = [_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label="")] if starts else []
     for state in states:
-        label = f"{state}\n(unlabelled arrows in:\n{_wrapped(shared[state])})" if state in shared else state
+        label = f"{state}\n{notes[state]}" if state in notes else state
         attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": label}
         if state == machine.initial:
             attrs["peripheries"] = 2

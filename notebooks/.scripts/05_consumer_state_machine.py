@@ -65,11 +65,14 @@ table = pd.DataFrame([(t.source, t.trigger, t.target) for t in CONSUMER_MEMBER_M
 table.groupby("trigger", sort=False).agg(sources=("source", ", ".join), target=("target", "first"))
 
 # %%
-picture(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE"))
+picture(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", shared_arrows=False))
 
 # %% [markdown]
-# The happy path is the middle column: **UNSUBSCRIBED → JOINING → RECONCILING → ACKNOWLEDGING →
-# STABLE**, and back to RECONCILING whenever a heartbeat response brings a new assignment. Around it:
+# The whole machine fits the page because the arrows many states share are not drawn: FENCED,
+# FATAL and PREPARE_LEAVING say under their names from how many states they are reached, and on
+# what (the table above has every row). The happy path runs down the picture: **UNSUBSCRIBED →
+# JOINING → RECONCILING → ACKNOWLEDGING → STABLE**, and back to RECONCILING whenever a heartbeat
+# response brings a new assignment. Around it:
 # **FENCED** (lost the membership; `onPartitionsLost`; rejoin), **PREPARE_LEAVING → LEAVING**
 # (closing, or the poll timer expired), **STALE** (left because the application stopped polling;
 # waits for the next `poll`), **FATAL** (e.g. UNRELEASED_INSTANCE_ID).

@@ -350,3 +350,22 @@ def test_picture_refuses_what_it_cannot_draw() -> None:
         picture("not a graph")
     with pytest.raises(TypeError, match="DOT text or an Altair chart"):
         picture(42)
+
+
+def test_a_large_machine_leaves_out_shared_arrows_and_says_so():
+    """``shared_arrows=False``: the arrows many states share into one state are not drawn; that
+    state's label says from how many states and on what; every other transition is drawn."""
+    nodes, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", shared_arrows=False))
+    drawn = {(s, t) for s, t, _ in edges if s != INITIAL_NODE}
+    pairs = table_pairs(CONSUMER_MEMBER_MACHINE)
+    for target, trigger in (("FATAL", "fatal error"), ("FENCED", "fenced")):
+        left_out = [s for (s, t), triggers in pairs.items() if t == target and triggers == [trigger]]
+        assert len(left_out) >= 4 and not {(s, target) for s in left_out} & drawn
+        assert nodes[target]["label"] == f"{target}\n(from {len(left_out)} states, arrows not drawn:\n{trigger})"
+    shared = (["fatal error"], ["fenced"], ["unsubscribe or close", "poll timer expired"])  # PREPARE_LEAVING's
+    assert drawn | {(s, t) for (s, t), ts in pairs.items() if sorted(ts) in map(sorted, shared)} == set(pairs)
+    # the edge just taken is drawn even when it is one of them
+    _, edges = parse_dot(
+        machine_dot(CONSUMER_MEMBER_MACHINE, last_transition=("STABLE", "fenced", "FENCED"), shared_arrows=False)
+    )
+    assert ("STABLE", "FENCED") in {(s, t) for s, t, _ in edges}
