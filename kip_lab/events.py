@@ -44,6 +44,9 @@ class EventKind(StrEnum):
     SHARE_STATE_WRITE = "share_state_write"  # a WriteShareGroupState, its transitions and the records written
     SHARE_STATE_RPC = "share_state_rpc"  # the group coordinator's Initialize/Delete/summary calls
     SHARE_ACK_RESULT = "share_ack_result"  # a share consumer's acknowledgement commit callback
+    POSITION_SET = "position_set"  # a consumer starts a partition at an offset, and why there
+    RECORDS_PROCESSED = "records_processed"  # offset ranges a consumer's application processed
+    COMMIT_RESULT = "commit_result"  # an OffsetCommit a consumer sent: its offsets and their outcome
 
 
 class TraceFieldError(KipLabError, ValueError):
@@ -608,6 +611,135 @@ class ShareAckResult(Event):
         )
 
 
+# -- the delivery ledger: where each consumer started, what it processed, what it committed ----------
+START_REASONS = ("committed", "earliest", "latest", "seek", "continued", "acquired")
+
+
+def _start_reason(value: str, field_name: str) -> str:
+    if value not in START_REASONS:
+        raise TraceFieldError(field_name, f"is {value!r}, not one of {', '.join(START_REASONS)}")
+    return value
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PositionSet(Event):
+    """A consumer (incarnation ``incarnation`` of the actor) set its position for a partition it
+    was assigned: processing starts at ``offset`` because of ``reason`` — ``committed`` (the
+    group's committed offset), ``earliest`` / ``latest`` (``auto.offset.reset``: nothing was
+    committed), or ``seek`` (the application chose it). ``continued`` is never a start."""
+
+    kind = EventKind.POSITION_SET
+    group_id: str
+    member_id: str | None
+    incarnation: int
+    topic_id: str
+    partition: int
+    offset: int
+    reason: str
+
+    def __post_init__(self) -> None:
+        _start_reason(self.reason, "reason")
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "member_id": self.member_id,
+            "incarnation": self.incarnation,
+            "topic_id": self.topic_id,
+            "partition": self.partition,
+            "offset": self.offset,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> PositionSet:
+        return cls(
+            _get(payload, "group_id", str),
+            _get(payload, "member_id", str, optional=True),
+            _get(payload, "incarnation", int),
+            _get(payload, "topic_id", str),
+            _get(payload, "partition", int),
+            _get(payload, "offset", int),
+            _start_reason(_get(payload, "reason", str), "reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RecordsProcessed(Event):
+    """A consumer's application processed records: ``(topic id, partition, first, end, start)``
+    ranges, ``end`` exclusive. ``start`` says why the range begins where it does: the reason of
+    the ``PositionSet`` it begins at, ``continued`` (it follows on from the same consumer's
+    previous range of that partition), or ``acquired`` (a share consumer: the share-partition
+    leader acquired the records for it). A consumer reports what it processed when it commits and
+    when it stops processing a partition (revoked, lost, paused, crashed, closed)."""
+
+    kind = EventKind.RECORDS_PROCESSED
+    group_id: str
+    member_id: str | None
+    incarnation: int
+    ranges: tuple[tuple[str, int, int, int, str], ...]
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "member_id": self.member_id,
+            "incarnation": self.incarnation,
+            "ranges": _pairs(self.ranges),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> RecordsProcessed:
+        ranges = _rows(payload, "ranges", 5)
+        for row in ranges or ():
+            _start_reason(row[4], "ranges")
+        return cls(
+            _get(payload, "group_id", str),
+            _get(payload, "member_id", str, optional=True),
+            _get(payload, "incarnation", int),
+            ranges,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CommitResult(Event):
+    """An OffsetCommit a consumer sent, once it knows how it went: ``(topic id, partition, offset,
+    error)`` per partition, ``error`` the error code's name or None when committed. ``cause`` says
+    why it committed (``auto`` the auto-commit interval, ``revocation`` before giving partitions
+    up, ``leave`` before leaving, ``manual`` the application); a commit with no answer in time
+    carries ``REQUEST_TIMED_OUT`` (the coordinator may still have stored it)."""
+
+    kind = EventKind.COMMIT_RESULT
+    group_id: str
+    member_id: str | None
+    member_epoch: int  # the member epoch, or a classic member's generation
+    cause: str
+    offsets: tuple[tuple[str, int, int, str | None], ...]
+
+    @property
+    def failed(self) -> bool:
+        """Whether any partition's offset was not committed."""
+        return any(error is not None for *_, error in self.offsets)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "group_id": self.group_id,
+            "member_id": self.member_id,
+            "member_epoch": self.member_epoch,
+            "cause": self.cause,
+            "offsets": _pairs(self.offsets),
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> CommitResult:
+        return cls(
+            _get(payload, "group_id", str),
+            _get(payload, "member_id", str, optional=True),
+            _get(payload, "member_epoch", int),
+            _get(payload, "cause", str),
+            _rows(payload, "offsets", 4),  # type: ignore[arg-type]
+        )
+
+
 EVENT_TYPES: dict[EventKind, type[Event]] = {
     cls.kind: cls
     for cls in (
@@ -628,6 +760,9 @@ EVENT_TYPES: dict[EventKind, type[Event]] = {
         ShareStateWrite,
         ShareStateRpc,
         ShareAckResult,
+        PositionSet,
+        RecordsProcessed,
+        CommitResult,
     )
 }
 

@@ -52,6 +52,7 @@ from kip_lab.events import (
     AssignmentChanged,
     CallbackCompleted,
     CallbackInvoked,
+    CommitResult,
     Event,
     FaultInjected,
     HandlerResult,
@@ -60,6 +61,8 @@ from kip_lab.events import (
     MessageDropped,
     MessageSent,
     Note,
+    PositionSet,
+    RecordsProcessed,
     ShareAcquired,
     ShareStateRpc,
     ShareStateWrite,
@@ -68,6 +71,7 @@ from kip_lab.events import (
 )
 from kip_lab.lab import Lab, Trace, TraceEvent
 from kip_lab.lab.invariants import INVARIANTS
+from kip_lab.lab.ledger import LEDGER_INVARIANTS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
 from kip_lab.share.partition import RECORD_STATE_MACHINE
@@ -96,13 +100,14 @@ STEP_WINDOW = 50  # steps on the step axis at once
 STEP_AXIS_WIDTH = 900  # px: scaled down to the page when narrower
 RENDERED_CACHE = 256  # diagrams kept rendered (Back and Step over the same states cost nothing)
 # the rule names that apply to each kind of run (see kip_lab.lab.invariants)
-CLASSIC_INVARIANTS = ("single-owner", "epochs-never-go-back", "classic-assignment-disjoint")
+CLASSIC_INVARIANTS = ("single-owner", "epochs-never-go-back", "classic-assignment-disjoint", *LEDGER_INVARIANTS)
 CONSUMER_INVARIANTS = (
     "single-owner",
     "epochs-never-go-back",
     "target-covers-subscriptions",
     "stable-means-converged",
     "partition-epochs-match-ownership",
+    *LEDGER_INVARIANTS,
 )
 # what the step axis marks, in drawing order (later kinds are drawn over earlier ones)
 AXIS_KINDS = {
@@ -193,6 +198,16 @@ _DESCRIBE: dict[type[Event], Callable[[str, Any, Callable[[str], str]], str | No
     FaultInjected: _action,
     InvariantViolated: lambda actor, e, _: f"invariant broken: {e.invariant}",
     Note: lambda actor, e, _: f"{actor}: {e.text}",
+    PositionSet: lambda actor, e, topic_name: (
+        f"{actor} starts {topic_name(e.topic_id)}-{e.partition} at {e.offset} ({e.reason})"
+    ),
+    RecordsProcessed: lambda actor, e, _: (
+        f"{actor} processed {sum(end - first for *_, first, end, _ in e.ranges)} records"
+    ),
+    CommitResult: lambda actor, e, _: (
+        f"{actor}'s commit ({e.cause}) "
+        + ("failed: " + ", ".join(sorted({err for *_, err in e.offsets if err})) if e.failed else "succeeded")
+    ),
 }
 
 

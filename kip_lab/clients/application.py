@@ -5,7 +5,10 @@ The new consumer (``consumer.Consumer``, KIP-848) and the classic consumer
 not in what the application does: rebalance callbacks run one at a time on the application
 thread and take simulated time, ``poll`` keeps ``max.poll.interval.ms`` alive, fetched
 partitions advance at the consumer's rate, positions are committed (auto-commit and before a
-revocation) and fetched when a partition is assigned. ``ApplicationLoop`` holds that once.
+revocation) and fetched when a partition is assigned. ``ApplicationLoop`` holds that once, and
+tells the trace what the delivery ledger (``kip_lab.lab.ledger``) is made of: where each
+partition starts and why (``PositionSet``), the records processed (``RecordsProcessed``, when
+positions are committed and when a partition stops), and how each commit went (``CommitResult``).
 
 It stands on ``member_plumbing.MemberPlumbing`` (clock, timers, sending). A subclass is a
 dataclass that adds its protocol's fields (``state``, ``member_id``...) and provides ``_poll``
@@ -20,7 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kip_lab.clients.member_plumbing import MemberPlumbing
-from kip_lab.events import AssignmentChanged, CallbackCompleted, CallbackInvoked
+from kip_lab.events import (
+    AssignmentChanged,
+    CallbackCompleted,
+    CallbackInvoked,
+    CommitResult,
+    PositionSet,
+    RecordsProcessed,
+)
 from kip_lab.protocol import Errors
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
@@ -46,10 +56,13 @@ def by_topic(partitions: Iterable[TP]) -> dict[str, list[int]]:
 
 @dataclass(slots=True)
 class Fetch:
-    """A partition being consumed: from ``offset`` at ``since_ms``."""
+    """A partition being consumed: from ``offset`` at ``since_ms``. The records up to
+    ``reported`` are in the trace already; the next range reported starts for ``start``'s reason."""
 
     since_ms: int
     offset: int
+    reported: int
+    start: str
 
 
 @dataclass
@@ -138,19 +151,35 @@ class ApplicationLoop(MemberPlumbing):
         if self.alive:  # it was polling until now: max.poll.interval.ms runs from here
             self.last_poll_ms = max(now, self.app_busy_until)
             self._arm_poll_timer()
-        for tp, reached in self._positions(self.fetching).items():
-            fetch = self.fetching[tp]
-            self.world.record_processed(self.name, tp, fetch.offset, reached)
-            fetch.offset, fetch.since_ms = reached, now
+        self._hold_positions()
         self.paused = True
 
     def resume(self) -> None:
         if self.paused:
             self.paused = False
+            self._continue_positions()
+        self._poll()
+
+    @property
+    def _processing(self) -> bool:
+        """Whether the application thread processes records: it polls, and no rebalance callback runs on it."""
+        return not self.paused and not self._callback_running
+
+    def _hold_positions(self) -> None:
+        """The application thread stops processing: every position stays where it has reached."""
+        now = self.now
+        reached = self._positions(self.fetching)
+        self._report_processed(reached)
+        for tp, offset in reached.items():
+            fetch = self.fetching[tp]
+            fetch.offset, fetch.since_ms = offset, now
+
+    def _continue_positions(self) -> None:
+        """The application thread processes again, from where each position was held."""
+        if self._processing:
             now = self.now
             for fetch in self.fetching.values():
                 fetch.since_ms = now
-        self._poll()
 
     # ------------------------------------------------------------------ the application thread
     def _arm_poll_timer(self) -> None:
@@ -178,6 +207,7 @@ class ApplicationLoop(MemberPlumbing):
         self.world.emit(self.name, CallbackInvoked(kind, tuple(names), duration, error))
         self.app_busy_until = self.now + duration
         self._last_callback_ms = duration
+        self._hold_positions()  # the callback runs on the application thread, inside poll: nothing is processed
         self._callback_running = True
         self._callback_then = (self._callback_seq, kind, then, error is None)
         self._timer(("callback", self._callback_seq), duration)
@@ -189,6 +219,7 @@ class ApplicationLoop(MemberPlumbing):
             return
         self._callback_then = ()
         self._callback_running = False
+        self._continue_positions()
         self.world.emit(self.name, CallbackCompleted(kind, ok))
         self.last_poll_ms = self.now
         if not self.paused:
@@ -200,7 +231,7 @@ class ApplicationLoop(MemberPlumbing):
     def _positions(self, partitions: Iterable[TP]) -> dict[TP, int]:
         """The position of each of ``partitions`` being fetched, in one pass (a commit asks for all of them)."""
         fetching = self.fetching
-        if self.paused:  # nothing is processed while the application does not poll
+        if not self._processing:  # nothing is processed while the application does not poll, or runs a callback
             return {tp: fetching[tp].offset for tp in partitions if tp in fetching}
         now = self.world.scheduler.now_ms
         rate = self.config.consume_rate_per_ms
@@ -220,11 +251,25 @@ class ApplicationLoop(MemberPlumbing):
     def _stop_fetching(self, partitions: set[TP]) -> dict[TP, int]:
         """Stop consuming ``partitions``; returns the position each had reached."""
         positions = self._positions(sorted(partitions))
-        for tp, reached in positions.items():
-            self.world.record_processed(self.name, tp, self.fetching.pop(tp).offset, reached)
+        self._report_processed(positions)
+        for tp in positions:
+            del self.fetching[tp]
         if positions:
             self._emit_assignment()
         return positions
+
+    def _report_processed(self, positions: dict[TP, int]) -> None:
+        """Trace the records processed since the last report, up to ``positions`` (partitions being fetched)."""
+        ranges = []
+        for tp, reached in sorted(positions.items()):
+            fetch = self.fetching[tp]
+            if reached > fetch.reported:
+                ranges.append((tp[0], tp[1], fetch.reported, reached, fetch.start))
+                fetch.reported, fetch.start = reached, "continued"
+        if ranges:
+            self.world.emit(
+                self.name, RecordsProcessed(self.config.group_id, self.member_id, self.incarnation, tuple(ranges))
+            )
 
     def _fetch_offsets(self, partitions: list[TP]) -> None:
         request = OffsetFetchRequest(
@@ -271,7 +316,8 @@ class ApplicationLoop(MemberPlumbing):
         Other APIs are the protocol's own: nothing to do here.
         """
         if api == "OffsetCommit":
-            then = context[1]
+            offsets, then, cause = context
+            self._commit_result(offsets, cause, {}, Errors.REQUEST_TIMED_OUT)
             if then is not None:
                 then(False)
         elif api == "OffsetFetch":
@@ -287,12 +333,15 @@ class ApplicationLoop(MemberPlumbing):
         for tp in partitions:
             if not self._awaits_position(tp):
                 continue
-            committed = offsets.get(tp, -1)
-            if committed < 0:
-                committed = (
-                    0 if self.config.auto_offset_reset == "earliest" else self.world.log_end_offset(tp, self.now)
-                )
-            self.fetching[tp] = Fetch(self.now, committed)
+            position, reason = offsets.get(tp, -1), "committed"
+            if position < 0:
+                reason = self.config.auto_offset_reset
+                position = 0 if reason == "earliest" else self.world.log_end_offset(tp, self.now)
+            self.fetching[tp] = Fetch(self.now, position, position, reason)
+            self.world.emit(
+                self.name,
+                PositionSet(self.config.group_id, self.member_id, self.incarnation, tp[0], tp[1], position, reason),
+            )
             started = True
         if started:
             self._emit_assignment()
@@ -300,12 +349,14 @@ class ApplicationLoop(MemberPlumbing):
     def _auto_commit(self) -> None:
         self._timer("auto_commit", self.config.auto_commit_interval_ms)
         if self.fetching and self._may_auto_commit():
-            self._commit(self.fetching, None)
+            self._commit(self.fetching, None, cause="auto")
 
-    def _commit(self, partitions: Iterable[TP], then: Any, extra: dict[TP, int] | None = None) -> None:
-        """Commit the positions of ``partitions`` (plus ``extra``), in any order: the request
-        lists them sorted by topic and partition."""
+    def _commit(self, partitions: Iterable[TP], then: Any, extra: dict[TP, int] | None = None, *, cause: str) -> None:
+        """Commit the positions of ``partitions`` (plus ``extra``, positions of partitions already
+        stopped), in any order: the request lists them sorted by topic and partition. ``cause``
+        (``auto``, ``revocation``, ``leave``) goes to the trace with the outcome."""
         offsets = self._positions(partitions)
+        self._report_processed(offsets)  # a committed position has been processed
         if extra:
             offsets.update(extra)
         if not offsets:
@@ -324,13 +375,26 @@ class ApplicationLoop(MemberPlumbing):
             generation_id_or_member_epoch=self.member_epoch,
             topics=[OffsetCommitRequestTopic.model_construct(topic_id=t, partitions=ps) for t, ps in topics.items()],
         )
-        correlation = self._send("OffsetCommit", request, (offsets, then))
+        correlation = self._send("OffsetCommit", request, (offsets, then, cause))
         self._timer(("request_timeout", correlation), self.config.request_timeout_ms)
 
     def _on_commit_response(self, response: OffsetCommitResponse, context: Any) -> None:
-        offsets, then = context
+        offsets, then, cause = context
         ok = response.error_codes <= {Errors.NONE}
+        errors = {(t.topic_id, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+        self._commit_result(offsets, cause, errors, min(response.error_codes - {Errors.NONE}, default=Errors.NONE))
         if ok:
             self.committed.update(offsets)
         if then is not None:
             then(ok)
+
+    def _commit_result(
+        self, offsets: dict[TP, int], cause: str, errors: dict[tuple[str | None, int], Errors], other: Errors
+    ) -> None:
+        """Trace how a commit went: each partition's error from ``errors``, else ``other``."""
+        outcome = tuple(
+            (tp[0], tp[1], offset, None if (e := errors.get(tp, other)) is Errors.NONE else e.name)
+            for tp, offset in sorted(offsets.items())
+        )
+        group = self.config.group_id
+        self.world.emit(self.name, CommitResult(group, self.member_id, self.member_epoch, cause, outcome))

@@ -307,7 +307,7 @@ class ClassicConsumer(ApplicationLoop):
         in_group = self.generation_id != NO_GENERATION and bool(self.member_id)
         then = partial(self._close_after_commit, owned, in_group)
         if in_group and self.config.enable_auto_commit and stopped:
-            self._commit([], then, extra=stopped)
+            self._commit([], then, extra=stopped, cause="leave")
         else:
             then(True)
 
@@ -444,7 +444,7 @@ class ClassicConsumer(ApplicationLoop):
         stopped = self._stop_for_revocation(set(revoked))
         then = partial(self._prepare_after_commit, round_, revoked)
         if self.config.enable_auto_commit and (self.fetching or stopped):
-            self._commit(self.fetching, then, extra=stopped)
+            self._commit(self.fetching, then, extra=stopped, cause="revocation")
         else:
             then(True)
 

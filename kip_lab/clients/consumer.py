@@ -470,7 +470,7 @@ class Consumer(ApplicationLoop):
         # whatever the commit's outcome. Revoked partitions stopped fetching above; their
         # positions were recorded at that moment.
         if self.config.enable_auto_commit and (self.fetching or stopped):
-            self._commit(self.fetching, then, extra=stopped)
+            self._commit(self.fetching, then, extra=stopped, cause="revocation")
         else:
             then(True)
 
@@ -572,7 +572,7 @@ class Consumer(ApplicationLoop):
         stopped = self._stop_fetching(set(self.fetching))
         then = partial(self._leave_after_commit, owned, run_callbacks)
         if run_callbacks and self.config.enable_auto_commit and stopped:
-            self._commit([], then, extra=stopped)
+            self._commit([], then, extra=stopped, cause="leave")
         else:
             then(True)
 

@@ -33,7 +33,7 @@ from kip_lab.clients.application import TP, by_topic
 from kip_lab.clients.member_plumbing import MemberPlumbing
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE, MemberState
 from kip_lab.clients.share_acknowledgements import Acknowledgements, DeliveredRecord
-from kip_lab.events import AssignmentChanged, ShareAckResult
+from kip_lab.events import AssignmentChanged, RecordsProcessed, ShareAckResult
 from kip_lab.protocol.common import from_topic_partitions
 from kip_lab.protocol.errors import Errors
 from kip_lab.protocol.share import (
@@ -510,6 +510,7 @@ class ShareConsumer(MemberPlumbing):
             return
         self.processing = False
         records, self._batch = self._batch, []
+        self._report_processed(records)
         for record in records:
             rule = self._rule_for(record)
             outcome = "accept" if rule is None else rule.action
@@ -534,6 +535,19 @@ class ShareConsumer(MemberPlumbing):
                 self._timer("poll", 0)
         else:
             self._timer("poll", 0)
+
+    def _report_processed(self, records: list[DeliveredRecord]) -> None:
+        """Trace the batch the application has worked through, as runs of consecutive offsets (for the ledger)."""
+        ranges: list[tuple[str, int, int, int, str]] = []
+        for record in sorted(records, key=lambda r: (r.tp, r.offset)):
+            last = ranges[-1] if ranges else None
+            if last is not None and (last[0], last[1]) == record.tp and last[3] == record.offset:
+                ranges[-1] = (*record.tp, last[2], record.offset + 1, "acquired")
+            else:
+                ranges.append((*record.tp, record.offset, record.offset + 1, "acquired"))
+        if ranges:
+            event = RecordsProcessed(self.config.group_id, self.member_id, self.incarnation, tuple(ranges))
+            self.world.emit(self.name, event)
 
     def _still_delivered(self, record: DeliveredRecord) -> bool:
         return record.offset in self.acks.delivered.get(record.tp, {})

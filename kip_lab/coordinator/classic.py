@@ -116,6 +116,11 @@ class ClassicGroupHandlers(CoordinatorHost):
     def _schedule_classic_session(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         self.scheduler.schedule(self, timer_key("classic session", group.group_id, member_id), timeout_ms)
 
+    def _keep_classic_session(self, group: ClassicGroup, member_id: str) -> None:
+        """A request that counts as a heartbeat re-arms the member's session (Kafka
+        ``GroupMetadataManager.rescheduleClassicGroupMemberHeartbeat``)."""
+        self._schedule_classic_session(group, member_id, group.members[member_id].session_timeout_ms)
+
     def _cancel_classic_timers(self, group_id: str) -> None:
         group = self.classic_groups.get(group_id)
         for member_id in sorted(set(group.members) | group.pending_members) if group else ():
@@ -507,7 +512,7 @@ class ClassicGroupHandlers(CoordinatorHost):
             member = group.validate_generation_member(r.member_id, r.group_instance_id, r.generation_id)
             if group.state is ClassicGroupState.EMPTY:
                 raise ApiError(Errors.UNKNOWN_MEMBER_ID)
-            self._schedule_classic_session(group, member.member_id, member.session_timeout_ms)
+            self._keep_classic_session(group, member.member_id)
             error = (
                 Errors.REBALANCE_IN_PROGRESS if group.state is ClassicGroupState.PREPARING_REBALANCE else Errors.NONE
             )

@@ -228,6 +228,39 @@ class ClassicGroup:
             raise ApiError(Errors.ILLEGAL_GENERATION)
         return member
 
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, generation_id: int, api_version: int
+    ) -> None:
+        """Kafka ``ClassicGroup.validateOffsetCommit`` (not transactional), in its order: a Dead
+        group is COORDINATOR_NOT_AVAILABLE; generation -1 to an Empty group is accepted (an admin
+        client or a consumer assigning its own partitions: a *simple* group); a generation, a
+        member id or an instance id must name a member (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) at
+        the current generation (ILLEGAL_GENERATION); a request naming nobody is accepted only by
+        an Empty group (UNKNOWN_MEMBER_ID); and nobody commits while the group waits for the
+        leader's SyncGroup (REBALANCE_IN_PROGRESS: the member has its new generation but not yet
+        its assignment). ``api_version`` is not looked at by a classic group."""
+        if self.state is ClassicGroupState.DEAD:
+            raise ApiError(Errors.COORDINATOR_NOT_AVAILABLE, f"Group {self.group_id} is dead.")
+        if generation_id < 0 and self.state is ClassicGroupState.EMPTY:
+            return
+        if generation_id >= 0 or member_id or instance_id is not None:
+            self.validate_member(member_id, instance_id)
+            if generation_id != self.generation_id:
+                raise ApiError(
+                    Errors.ILLEGAL_GENERATION,
+                    f"Generation {generation_id} is not the group's generation {self.generation_id}.",
+                )
+        elif self.state is not ClassicGroupState.EMPTY:
+            raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Group {self.group_id} has members: a commit must name one.")
+        if self.state is ClassicGroupState.COMPLETING_REBALANCE:
+            raise ApiError(Errors.REBALANCE_IN_PROGRESS, f"Group {self.group_id} is completing a rebalance.")
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """Kafka ``ClassicGroup.validateOffsetFetch``: only a Dead group refuses (as if it did not
+        exist); the member is not checked (a classic consumer names none)."""
+        if self.state is ClassicGroupState.DEAD:
+            raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is in dead state.")
+
     # -- protocols ------------------------------------------------------------------
     def candidate_protocols(self) -> set[str]:
         """The protocols every member supports (counted as members come and go, as Kafka does)."""

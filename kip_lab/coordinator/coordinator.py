@@ -51,7 +51,7 @@ from kip_lab.coordinator.group import (
 )
 from kip_lab.coordinator.member import Assignment, ConsumerGroupMember, ReconciliationState, fenced_instance_error
 from kip_lab.coordinator.migration import OnlineMigration
-from kip_lab.coordinator.offsets import GroupOffsets, OffsetAnswers, OffsetManager
+from kip_lab.coordinator.offsets import CommittingGroup, GroupOffsets, OffsetAnswers, OffsetManager
 from kip_lab.coordinator.reconciliation import reconcile
 from kip_lab.coordinator.share_group import ShareGroupManager, ShareStateRpc
 from kip_lab.coordinator.target_records import target_assignment_batch
@@ -402,7 +402,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         self.offset_manager = OffsetManager(
             self.offsets,
             cluster=self.cluster,
-            groups=self.groups,
+            group=self._committing_group,
+            classic_groups=self.classic_groups,
+            keep_session=self._keep_classic_session,
             clock=self.scheduler,
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
             answers=self._offset_answers,
@@ -428,11 +430,11 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
 
     # ------------------------------------------------------------------ requests answered by composed parts
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit v9 (``OffsetManager.commit``), its records applied."""
+        """OffsetCommit (``OffsetManager.commit``), its records applied."""
         return self._apply(self.offset_manager.commit(request))
 
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
-        """OffsetFetch v9 (``OffsetManager.fetch``)."""
+        """OffsetFetch (``OffsetManager.fetch``)."""
         return self.offset_manager.fetch(request)
 
     def consumer_group_describe(
@@ -533,6 +535,14 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             return "consumer"
         if group_id in self.classic_groups:
             return "classic"
+        return None
+
+    def _committing_group(self, group_id: str) -> CommittingGroup | None:
+        """The group of any kind holding ``group_id`` (Kafka ``GroupMetadataManager.group``), or None."""
+        for groups in (self.share_groups, self.groups, self.classic_groups):
+            group = groups.get(group_id)
+            if group is not None:
+                return group
         return None
 
     def _reject_share_group_id(self, group_id: str) -> None:

@@ -46,6 +46,23 @@ TargetPartitions = dict[str, tuple[int, ...]]
 SubscriptionMetadata = dict[str, tuple[str, int]]
 
 
+def _check_member_epoch(member: ConsumerGroupMember, received: int) -> None:
+    """Kafka ``ConsumerGroup.validateMemberEpoch``: a request's epoch must be the member's;
+    a classic member's generation is its epoch, and a mismatch is ILLEGAL_GENERATION for it,
+    STALE_MEMBER_EPOCH for a member on the consumer protocol."""
+    if received == member.member_epoch:
+        return
+    if member.uses_classic_protocol:
+        raise ApiError(
+            Errors.ILLEGAL_GENERATION,
+            f"The received generation id {received} does not match the expected member epoch {member.member_epoch}.",
+        )
+    raise ApiError(
+        Errors.STALE_MEMBER_EPOCH,
+        f"Member epoch {received} does not match the current epoch {member.member_epoch}.",
+    )
+
+
 def subscribed_topic_ids(member: ConsumerGroupMember, metadata: SubscriptionMetadata) -> frozenset[str]:
     """The ids of the topics in ``metadata`` the member subscribes to, by name or by its regex."""
     ids = {metadata[name][0] for name in member.subscribed_topic_names if name in metadata}
@@ -236,17 +253,44 @@ class ConsumerGroup:
         """The member, if it is in the group at ``member_epoch``; otherwise the error to answer.
 
         Every RPC but the heartbeat answers a wrong epoch with STALE_MEMBER_EPOCH (only the
-        heartbeat fences).
+        heartbeat fences), or ILLEGAL_GENERATION to a member on the classic protocol, whose
+        generation is its member epoch (Kafka ``ConsumerGroup.validateMemberEpoch``).
         """
+        member = self.member_or_unknown(member_id)
+        _check_member_epoch(member, member_epoch)
+        return member
+
+    def member_or_unknown(self, member_id: str) -> ConsumerGroupMember:
+        """The member, or UNKNOWN_MEMBER_ID (Kafka ``ConsumerGroup.getOrMaybeCreateMember`` without creating)."""
         member = self.members.get(member_id)
         if member is None:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {self.group_id}.")
-        if member_epoch != member.member_epoch:
-            raise ApiError(
-                Errors.STALE_MEMBER_EPOCH,
-                f"Member epoch {member_epoch} does not match the current epoch {member.member_epoch}.",
-            )
         return member
+
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, member_epoch: int, api_version: int
+    ) -> None:
+        """Kafka ``ConsumerGroup.validateOffsetCommit``: a negative epoch (an admin or manual
+        commit) only to a group without members; otherwise a known member (the instance id is
+        not looked at), on OffsetCommit v9 or above unless it uses the classic protocol, at its
+        current epoch."""
+        if member_epoch < 0 and not self.members:
+            return
+        member = self.member_or_unknown(member_id)
+        if not member.uses_classic_protocol and api_version < 9:
+            raise ApiError(
+                Errors.UNSUPPORTED_VERSION,
+                "OffsetCommit version 9 or above must be used by members using the modern group protocol",
+            )
+        _check_member_epoch(member, member_epoch)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """Kafka ``ConsumerGroup.validateOffsetFetch``: a request naming no member at a negative
+        epoch (the admin client, a classic consumer) is accepted; any other must be a member at
+        its current epoch."""
+        if member_id is None and member_epoch < 0:
+            return
+        self.member_at_epoch(member_id or "", member_epoch)
 
     def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
         member_id = self.static_members.get(instance_id)

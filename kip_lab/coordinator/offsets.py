@@ -1,16 +1,22 @@
-"""OffsetCommit and OffsetFetch v9: offsets by topic name or id, validated against member epochs.
+"""OffsetCommit and OffsetFetch: offsets by topic name or id, validated by the group they go to.
 
-A zombie (a member at an older epoch) gets STALE_MEMBER_EPOCH; a committed offset counts only
-for the topic incarnation (topic id) that committed it, so a recreated topic starts fresh.
+Each kind of group validates its members' requests, as Kafka's ``Group.validateOffsetCommit``
+and ``validateOffsetFetch`` do: a consumer group checks the member epoch (a zombie gets
+STALE_MEMBER_EPOCH, a classic member in it ILLEGAL_GENERATION), a classic group the
+generation, member, instance id and state. A commit without a generation to a group that does
+not exist is accepted and makes a *simple* classic group: an empty one, created when its offsets
+are replayed. A committed offset counts only for the topic incarnation (topic id) that committed
+it, so a recreated topic starts fresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Protocol
 
 from kip_lab.cluster import ClusterMetadata, Topic
+from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from kip_lab.protocol.consumer_group import (
     OffsetCommitRequest,
     OffsetCommitRequestTopic,
@@ -109,24 +115,32 @@ class GroupOffsets(dict):
 
 
 class CommittingGroup(Protocol):
-    """What the offset manager asks of a group whose members commit and fetch offsets (the role
-    of Kafka's ``Group.validateOffsetCommit`` and ``validateOffsetFetch``): whether it has members,
-    and the member at an epoch, or the error to answer (``ConsumerGroup`` is one)."""
+    """What the offset manager asks of the group a commit or fetch goes to (Kafka's
+    ``Group.validateOffsetCommit`` and ``validateOffsetFetch``): each raises the ``ApiError`` to
+    answer, or returns. ``ConsumerGroup``, ``ClassicGroup`` and ``ShareGroup`` are ones."""
 
-    @property
-    def members(self) -> Mapping[str, Any]: ...
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, member_epoch: int, api_version: int
+    ) -> None: ...
 
-    def member_at_epoch(self, member_id: str, member_epoch: int) -> Any: ...
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None: ...
+
+
+# Kafka keeps a classic member's session alive on a commit in these states
+# (``OffsetMetadataManager.commitOffset``).
+_SESSION_KEEPING_STATES = frozenset({ClassicGroupState.STABLE, ClassicGroupState.PREPARING_REBALANCE})
 
 
 class OffsetManager:
     """OffsetCommit and OffsetFetch over one shard's committed offsets, as Kafka's ``OffsetMetadataManager``.
 
     Its dependencies are given, not reached for: the committed offsets it reads and replays into,
-    the cluster that resolves topics, the groups whose members' epochs it checks, the clock that
-    stamps a commit, the metadata size limit and the repeated answers (``OffsetAnswers``). A commit
-    returns its records unapplied: the coordinator appends them to the log and replays them here
-    (``replay``), the only way the offsets change.
+    the cluster that resolves topics, ``group`` (the group of any kind holding an id, or None),
+    the classic groups (where a simple group is made), ``keep_session`` (re-arms a classic
+    member's session timer), the clock that stamps a commit, the metadata size limit and the
+    repeated answers (``OffsetAnswers``). A commit returns its records unapplied: the
+    coordinator appends them to the log and replays them here (``replay``), the only way the
+    offsets change.
     """
 
     def __init__(
@@ -134,20 +148,28 @@ class OffsetManager:
         offsets: dict[str, GroupOffsets],
         *,
         cluster: ClusterMetadata,
-        groups: Mapping[str, CommittingGroup],
+        group: Callable[[str], CommittingGroup | None],
+        classic_groups: MutableMapping[str, ClassicGroup],
+        keep_session: Callable[[ClassicGroup, str], None],
         clock: Clock,
         metadata_max_bytes: int,
         answers: OffsetAnswers,
     ) -> None:
         self.offsets = offsets
         self.cluster = cluster
-        self.groups = groups
+        self.group = group
+        self.classic_groups = classic_groups
+        self.keep_session = keep_session
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
         self.answers = answers
 
     def replay(self, records: Iterable[Record]) -> None:
-        """Offset records (a commit writes one per partition of one group, all replayed in one loop)."""
+        """Offset records (a commit writes one per partition of one group, all replayed in one loop).
+
+        An offset for a group that does not exist makes a simple classic group: empty, without a
+        protocol type (Kafka ``OffsetMetadataManager.replay``), so that a failover rebuilds it too.
+        """
         offsets = self.offsets
         group_id: str | None = None
         group = GroupOffsets()  # replaced at the first record, whose group is never None
@@ -155,25 +177,37 @@ class OffsetManager:
             if key.group != group_id:
                 group_id = key.group
                 group = offsets.setdefault(group_id, GroupOffsets())
+                if value is not None and self.group(group_id) is None:
+                    self.classic_groups[group_id] = ClassicGroup(group_id)
             if value is None:
                 group.pop(key.partition_key, None)
             else:
                 group[key.partition_key] = value
 
-    def _check_member_epoch(self, group_id: str, member_id: str | None, member_epoch: int, admin_ok: bool) -> None:
-        """OffsetCommit / OffsetFetch against a consumer group: zombies get STALE_MEMBER_EPOCH."""
-        group = self.groups.get(group_id)
+    def _validate_commit(self, request: OffsetCommitRequest) -> None:
+        """Kafka ``OffsetMetadataManager.validateOffsetCommit``: the group validates the member.
+
+        A commit without a generation (-1) to a group that does not exist is accepted (its
+        replay makes the simple group); one with a generation is GROUP_ID_NOT_FOUND from v9 on
+        and ILLEGAL_GENERATION before (kept for older clients). A classic member's accepted
+        commit keeps its session alive while the group is Stable or PreparingRebalance.
+        """
+        group = self.group(request.group_id)
         if group is None:
-            if member_epoch >= 0 or member_id:
-                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            return
-        if member_epoch < 0 and (not group.members or (admin_ok and not member_id)):
-            return  # an admin or manual commit to an empty group; any admin fetch
-        group.member_at_epoch(member_id or "", member_epoch)
+            if request.generation_id_or_member_epoch < 0:
+                return
+            if request.api_version >= 9:
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+            raise ApiError(Errors.ILLEGAL_GENERATION, f"Group {request.group_id} not found.")
+        group.validate_offset_commit(
+            request.member_id, request.group_instance_id, request.generation_id_or_member_epoch, request.api_version
+        )
+        if isinstance(group, ClassicGroup) and group.state in _SESSION_KEEPING_STATES:
+            self.keep_session(group, request.member_id)
 
     def commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
-        """OffsetCommit v9: by topic name or id, validated against the member epoch; the records are
-        not applied yet (``GroupCoordinator.offset_commit`` applies them).
+        """OffsetCommit: by topic name or id, validated by the group (``_validate_commit``); the
+        records are not applied yet (``GroupCoordinator.offset_commit`` applies them).
 
         As Kafka: a partition of a topic the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION
         before the group is looked at (``KafkaApis.handleOffsetCommitRequest``; when no partition
@@ -212,11 +246,9 @@ class OffsetManager:
         return topic, resolved, range(resolved.num_partitions) if resolved is not None else ()
 
     def _commit_member_error(self, request: OffsetCommitRequest) -> ApiError | None:
-        """The member epoch check's error (a zombie's STALE_MEMBER_EPOCH), or None."""
+        """The group's refusal of the commit (``_validate_commit``), or None."""
         try:
-            self._check_member_epoch(
-                request.group_id, request.member_id, request.generation_id_or_member_epoch, admin_ok=False
-            )
+            self._validate_commit(request)
         except ApiError as exc:
             return exc
         return None
@@ -260,19 +292,29 @@ class OffsetManager:
         ]
 
     def fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
-        """OffsetFetch v9: an offset only counts for the topic incarnation that committed it."""
+        """OffsetFetch: an offset only counts for the topic incarnation that committed it."""
         return CoordinatorResult(
             OffsetFetchResponse(groups=[self._fetch_group(g) for g in request.groups]), origin="OffsetFetch"
         )
 
     def _fetch_group(self, request: OffsetFetchRequestGroup) -> OffsetFetchResponseGroup:
-        """One group's committed offsets: every stored topic, or the topics the request names."""
+        """One group's committed offsets: every stored topic, or the topics the request names.
+
+        Kafka ``OffsetMetadataManager.fetchOffsets`` / ``fetchAllOffsets``: the group validates
+        the member (``validateOffsetFetch``); a group that does not exist, is Dead or is a share
+        group has no offsets (every named partition -1, no topic when all are asked for), and
+        any other refusal is the group's error.
+        """
+        stored: Mapping[tuple[str, int], OffsetCommitValue] = self.offsets.get(request.group_id, {})
         try:
-            if request.member_id is not None or request.member_epoch >= 0:
-                self._check_member_epoch(request.group_id, request.member_id, request.member_epoch, admin_ok=True)
+            group = self.group(request.group_id)
+            if group is None:
+                raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+            group.validate_offset_fetch(request.member_id, request.member_epoch)
         except ApiError as error:
-            return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
-        stored: dict[tuple[str, int], OffsetCommitValue] = self.offsets.get(request.group_id, {})
+            if error.error is not Errors.GROUP_ID_NOT_FOUND:
+                return OffsetFetchResponseGroup(group_id=request.group_id, error_code=error.error)
+            stored = {}
         topics: list[tuple[str | None, str | None, list[int]]]
         if request.topics is None:
             names = sorted({topic for topic, _ in stored})
@@ -284,7 +326,7 @@ class OffsetManager:
 
     def _fetch_topic(
         self,
-        stored: dict[tuple[str, int], OffsetCommitValue],
+        stored: Mapping[tuple[str, int], OffsetCommitValue],
         name: str | None,
         topic_id: str | None,
         indexes: list[int],

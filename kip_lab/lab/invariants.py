@@ -31,6 +31,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.member import ReconciliationState
 from kip_lab.errors import KipLabError
+from kip_lab.lab.ledger import LEDGER_INVARIANTS, LEDGER_KINDS, Ledger
 from kip_lab.lab.share_invariants import READS as SHARE_READS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS, ShareInvariants
 from kip_lab.lab.touched import Touched, actor_of
@@ -49,6 +50,7 @@ INVARIANTS: dict[str, str] = {
 }
 
 INVARIANTS.update(SHARE_INVARIANTS)
+INVARIANTS.update(LEDGER_INVARIANTS)
 
 GONE = (ClientState.UNSUBSCRIBED, ClientState.FENCED, ClientState.STALE, ClientState.FATAL)
 
@@ -70,7 +72,7 @@ _kind_of = attrgetter("kind")  # TraceEvent.kind
 CheckMode = Literal["incremental", "full"]
 TP = tuple[str, int]
 OWNERSHIP_EVENTS = frozenset({EventKind.ASSIGNMENT_CHANGED, EventKind.STATE_TRANSITION})  # what the clients own
-QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS  # no check reads what these tell
+QUIET_EVENTS = frozenset(EventKind) - OWNERSHIP_EVENTS - SHARE_READS - LEDGER_KINDS  # no check reads what these tell
 
 
 _INDEXES = ("_touched", "_owners", "_views", "_lasting", "_unindexed", "_indexed")  # rebuilt, not saved
@@ -91,6 +93,7 @@ class InvariantChecker:
         self.client_epochs: dict[tuple[str, int], int] = {}
         self.violations: list[tuple[str, str]] = []
         self.share = ShareInvariants()
+        self.ledger = Ledger()  # the delivery ledger: no-skip, commits-monotonic, reprocessing-explained
         self.ownership_checks = 0  # steps that changed what members own: the Lab weighs them as work
         # incremental: the clients touched since the last ownership check (None: full checks)
         self._touched = Touched() if mode == "incremental" else None
@@ -145,9 +148,23 @@ class InvariantChecker:
             found += self._classic_assignments(world)
         if not kinds.isdisjoint(SHARE_READS):
             found += self.share.check(events)
+        if not kinds.isdisjoint(LEDGER_KINDS):
+            found += self._ledger(world, events)
         if found:
             self._report(found)
         return found
+
+    def _ledger(self, world: Any, events: Iterable[Any]) -> list[tuple[str, str]]:
+        """The ledger's invariants: the consumers' positions, processed records and commits of this step."""
+        ledger = self.ledger
+        ledger.namer = world.partition_name  # for the explanations; not kept (a snapshot copies the ledger)
+        try:
+            for event in events:
+                if event.kind in LEDGER_KINDS:
+                    ledger.apply(event)
+        finally:
+            ledger.namer = None
+        return ledger.take_found()
 
     def _report(self, found: list[tuple[str, str]]) -> None:
         self.violations += found

@@ -70,6 +70,37 @@ share records acquired, redeliveries (KIP-932)
 share records acknowledged, archived
     Records a successful ``share_state_write`` moved to Acknowledged, or to Archived (rejected,
     out of delivery attempts, or passed by the log start offset).
+
+The delivery ledger (``kip_lab.lab.ledger``), per group and partition; a run's number is the
+sum over its groups (``ledger_by_group``), ``max_lag_records`` the maximum. A group's
+*position* in a partition is the end of the furthest range any of its members processed.
+
+records processed
+    Offsets in ``records_processed`` ranges, counted once per range that holds them (a record
+    processed twice counts twice). A consumer reports a range when it commits and when it
+    stops processing the partition; a share consumer when its application has worked through
+    a batch (accepted, released or rejected).
+records reprocessed
+    Offsets of a ``records_processed`` range that a range of the same group already held.
+records skipped
+    Consumer groups: offsets from where the group first started the partition (its first
+    ``position_set``) up to its position that no range holds and no ``seek`` jumped over.
+    Share groups: records a ``share_state_write`` archived that no range holds.
+commits failed
+    ``commit_result`` events with at least one partition's offset not committed (an error
+    code, or ``REQUEST_TIMED_OUT`` when no answer came in time).
+max lag records
+    The largest difference between a partition's log end offset (the topic's
+    ``produce_rate_per_s`` times the time) and the group's position, sampled at the group's
+    first start of the partition, before and after each range processed, and at ``end_ms``.
+    Partitions of a topic whose producer rate the trace does not give are left out.
+processing pause
+    Milliseconds, from the group's first start of the partition up to ``end_ms``, during
+    which no client of the group was processing it — fetching it (``assignment_changed``),
+    alive, not paused and not running a rebalance callback (``callback_invoked`` until
+    ``callback_completed``; a classic leader's ``on_assignment`` takes no time) — counted for
+    each such window at whose end the log end offset was above the group's position
+    (records were waiting). Share groups have none.
 """
 
 from __future__ import annotations
@@ -96,6 +127,7 @@ from kip_lab.events import (
     ShareStateWrite,
     StateTransition,
 )
+from kip_lab.lab.ledger import Ledger
 from kip_lab.lab.trace import TraceEvent
 
 TP = tuple[str, int]
@@ -523,6 +555,7 @@ def compute_metrics(
     """
     replay = _Replay()
     tally = _Tally()
+    ledger = Ledger()
     totals_before: dict[str, int] | None = None
     last = 0
     for step, in_step in groupby(trace, key=attrgetter("step")):  # stability is checked once a step is applied
@@ -532,6 +565,7 @@ def compute_metrics(
             replay.epoch_bumps.clear()
             replay.apply(event)
             tally.add(event, replay.epoch_bumps)
+            ledger.apply(event)
             last = event.time_ms
         if tally.pending and replay.is_stable():
             tally.settle(step, last)
@@ -539,6 +573,7 @@ def compute_metrics(
     if totals_before is None and totals_before_ms is not None:
         totals_before = _totals_at(replay, tally.revocations, totals_before_ms)
     replay.finish(end)
+    ledger.finish(end)
     return {
         "end_ms": end,
         **tally.triggers_report(),
@@ -555,6 +590,8 @@ def compute_metrics(
         "share_redeliveries": tally.share["redeliveries"],
         "share_records_acknowledged": tally.share["acknowledged"],
         "share_records_archived": tally.share["archived"],
+        **ledger.totals(),
+        "ledger_by_group": {group: ledger.totals(group) for group in ledger.groups()},
         **({} if totals_before is None else {"totals_before": totals_before}),
     }
 

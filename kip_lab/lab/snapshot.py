@@ -93,7 +93,7 @@ class _Pickler(pickle.Pickler):
         table[ConsumerGroupMember] = share
         table[GroupOffsets] = share_copy
         table[PartitionLog] = lambda obj: (_log, ())
-        table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset))
+        table[Fetch] = lambda obj: (Fetch, (obj.since_ms, obj.offset, obj.reported, obj.start))
         self.dispatch_table = table
 
     @staticmethod

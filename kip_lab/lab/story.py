@@ -5,28 +5,39 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kip_lab.events import CallbackInvoked, Event, FaultInjected, MessageDropped, Note, StateTransition
+from kip_lab.events import (
+    CallbackInvoked,
+    CommitResult,
+    Event,
+    FaultInjected,
+    MessageDropped,
+    Note,
+    PositionSet,
+    StateTransition,
+)
+from kip_lab.lab.ledger import Ledger
 
 
 def client_story(
     trace: Iterable[Any], *, since_ms: int = 0, until_ms: int | None = None, members: Iterable[str] | None = None
 ) -> str:
-    """One line per client state transition, callback, client note, fault and dropped message."""
+    """One line per client state transition, callback, client note, fault, dropped message, failed
+    commit, and partition started below what its group had processed (what it re-reads)."""
     wanted = None if members is None else set(members)
     lines = []
+    ledger = Ledger()  # who had processed what, for the lines of a start
     for e in trace:
-        if e.time_ms < since_ms or (until_ms is not None and e.time_ms > until_ms):
-            continue
-        if wanted is not None and e.actor not in wanted:
-            continue
-        line = _story_line(e.actor, e.body)
-        if line is not None:
-            lines.append(f"{e.time_ms:>6} {line}")
+        shown = since_ms <= e.time_ms and (until_ms is None or e.time_ms <= until_ms)
+        if shown and (wanted is None or e.actor in wanted):
+            line = _story_line(e.actor, e.body, ledger)
+            if line is not None:
+                lines.append(f"{e.time_ms:>6} {line}")
+        ledger.apply(e)
     return "\n".join(lines)
 
 
-def _story_line(actor: str, event: Event) -> str | None:
-    """What the story says of one event (after its time), or None for what it leaves out."""
+def _story_line(actor: str, event: Event, ledger: Ledger) -> str | None:
+    """What the story says of one event (after its time, before ``ledger`` has it), or None for what it leaves out."""
     match event:
         case StateTransition():
             return f"{actor}: {event.from_state} -> {event.to_state}  ({event.trigger}; epoch {event.member_epoch})"
@@ -39,4 +50,25 @@ def _story_line(actor: str, event: Event) -> str | None:
             return f"** {event.name} {event.member or ''}".rstrip()
         case MessageDropped():
             return f"network: dropped {event.api} {event.source} -> {event.destination}"
+        case PositionSet():
+            return _reread_line(actor, event, ledger)
+        case CommitResult() if event.failed:
+            refused = ", ".join(
+                f"{ledger.partition_name((t, p))} at {offset}: {error}"
+                for t, p, offset, error in event.offsets
+                if error
+            )
+            return f"{actor}:   commit ({event.cause}) failed: {refused}"
     return None
+
+
+def _reread_line(actor: str, event: PositionSet, ledger: Ledger) -> str | None:
+    """ "B:   re-reads foo-2 from 120 (committed) to 145 (A had processed)", or None when nothing is read again."""
+    previous, processed = ledger.handover(actor, event)
+    if processed <= event.offset:
+        return None
+    name = ledger.partition_name((event.topic_id, event.partition))
+    return (
+        f"{actor}:   re-reads {name} from {event.offset} ({event.reason}) to {processed} "
+        f"({previous or actor} had processed)"
+    )

@@ -157,8 +157,6 @@ class World:
         )
         self.clients: dict[str, Any] = {}
         self.produce_rate: dict[str, float] = {}  # topic id -> records per ms per partition
-        self.processed: dict[TP, int] = {}  # highest offset processed by anyone, per partition
-        self.duplicates: dict[TP, int] = {}  # records processed more than once, per partition
         self.events: list[tuple[str, Event]] = []  # this step's events, not yet in the trace
         self.written_key_types: set[type] = set()  # the key types of this step's records (the Lab clears it)
         self.written_batches: list[tuple] = []  # this step's record batches: the groups and members they name
@@ -215,16 +213,6 @@ class World:
         """Records produced to ``tp`` by ``now_ms``: each partition of a topic is produced to at
         the topic's rate, so all of them have the same end."""
         return int(self.produce_rate.get(tp[0], 0.0) * now_ms)
-
-    def record_processed(self, actor: str, tp: TP, start: int, end: int) -> None:
-        """Count records in [start, end) that someone had already processed."""
-        if end <= start:
-            return
-        done = self.processed.get(tp, 0)
-        overlap = max(0, min(end, done) - start)
-        if overlap:
-            self.duplicates[tp] = self.duplicates.get(tp, 0) + overlap
-        self.processed[tp] = max(done, end)
 
     # -- actions ------------------------------------------------------------------------
     def schedule_action(self, action: Any, at_ms: int) -> None:

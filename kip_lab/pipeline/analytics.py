@@ -25,6 +25,9 @@ DEFAULT_METRICS = (
     "records_written",
     "share_redeliveries",
     "share_records_archived",
+    "records_reprocessed",
+    "records_skipped",
+    "processing_pause_ms",
 )
 DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
 

@@ -39,6 +39,12 @@ METRIC_TITLES = {
     "share_redeliveries": "share records redelivered",
     "share_records_acknowledged": "share records acknowledged",
     "share_records_archived": "share records archived",
+    "records_processed": "records processed",
+    "records_reprocessed": "records re-processed",
+    "records_skipped": "records skipped",
+    "commits_failed": "failed commits",
+    "max_lag_records": "max lag (records)",
+    "processing_pause_ms": "processing pause (ms, summed)",
 }
 COMPARE_SCHEME: Final = "tableau10"
 

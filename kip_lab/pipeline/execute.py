@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kip_lab.events import MessageDropped
+from kip_lab.lab.ledger import LEDGER_METRICS
 from kip_lab.pipeline import schema as s
 from kip_lab.pipeline.spec import PlannedRun, SweepSpec, column_name
 from kip_lab.scenarios import ScenarioResult, run_scenario
@@ -134,6 +135,7 @@ def metric_values(result: ScenarioResult) -> dict[str, Any]:
         **after,
         "invariant_violations": len(result.violations),
         **{name: m.get(name) for name in SHARE_METRICS},
+        **{name: m.get(name) for name in LEDGER_METRICS},
     }
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the delivery ledger's columns
 PARTITION_COLUMNS = ["template", "protocol"]
 OK, FAILED = "ok", "failed"
 
@@ -86,6 +86,12 @@ METRIC_COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("share_redeliveries", pa.int64(), "share records acquired again (delivery count above 1)"),
     ("share_records_acknowledged", pa.int64(), "share records accepted"),
     ("share_records_archived", pa.int64(), "share records archived (rejected, out of deliveries, or passed)"),
+    ("records_processed", pa.int64(), "records the groups' applications processed (twice counts twice)"),
+    ("records_reprocessed", pa.int64(), "records a group processed again"),
+    ("records_skipped", pa.int64(), "records below a group's position that nobody in it processed"),
+    ("commits_failed", pa.int64(), "offset commits with a partition not committed"),
+    ("max_lag_records", pa.int64(), "the most records a group's partition fell behind its log end"),
+    ("processing_pause_ms", pa.int64(), "summed over partitions: time records waited and nobody processed them"),
 ]
 
 EVENT_COLUMNS: list[tuple[str, pa.DataType, str]] = [

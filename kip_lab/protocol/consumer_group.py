@@ -215,11 +215,16 @@ class OffsetCommitRequestTopic(Message):
 
 
 class OffsetCommitRequest(Message):
+    """``api_version`` is the version the client spoke (the wire front door sets it; the Lab's
+    own clients speak v9): below 9, a generation to a group that does not exist is
+    ILLEGAL_GENERATION instead of GROUP_ID_NOT_FOUND (Kafka ``OffsetMetadataManager.validateOffsetCommit``)."""
+
     group_id: str
     generation_id_or_member_epoch: int = -1
     member_id: str = ""
     group_instance_id: str | None = None
     topics: list[OffsetCommitRequestTopic]
+    api_version: int = 9
 
 
 class OffsetCommitResponsePartition(Message):
@@ -261,6 +266,10 @@ class OffsetFetchRequestGroup(Message):
 
 
 class OffsetFetchRequest(Message):
+    """``require_stable`` asks Kafka to wait for pending transactional offsets; the Lab has none,
+    so it changes nothing. Kafka's coordinator answers every version alike, so, unlike
+    ``OffsetCommitRequest``, the request does not carry its version."""
+
     groups: list[OffsetFetchRequestGroup]
     require_stable: bool = False
 

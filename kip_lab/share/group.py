@@ -107,6 +107,16 @@ class ShareGroup:
             raise ApiError(Errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {self.group_id}.")
         return found
 
+    def validate_offset_commit(
+        self, member_id: str, instance_id: str | None, member_epoch: int, api_version: int
+    ) -> None:
+        """Kafka ``ShareGroup.validateOffsetCommit``: a share group keeps no committed offsets."""
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is not a consumer group.")
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """Kafka ``ShareGroup.validateOffsetFetch``: answered as for a group that does not exist."""
+        raise ApiError(Errors.GROUP_ID_NOT_FOUND, f"Group {self.group_id} is not a consumer group.")
+
     def target_of(self, member_id: str) -> Assignment:
         return {t: frozenset(p) for t, p in self.target.get(member_id, {}).items()}
 

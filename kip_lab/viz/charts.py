@@ -21,7 +21,14 @@ from typing import Any, Final
 import altair as alt
 import pandas as pd
 
-from kip_lab.viz.frames import ShareFrames, TraceFrames, share_frames, trace_frames
+from kip_lab.viz.frames import (
+    ShareFrames,
+    TraceFrames,
+    lag_frame,
+    reprocessed_frame,
+    share_frames,
+    trace_frames,
+)
 
 STATUS_ORDER = ["assigned", "revoking", "pending"]
 STATUS_OPACITY = [1.0, 0.6, 0.3]
@@ -775,3 +782,101 @@ def to_png(chart: alt.TopLevelMixin, scale: float = 1.0, ppi: float | None = Non
     import vl_convert as vlc
 
     return vlc.vegalite_to_png(chart.to_dict(), vl_version=_vl_version(), scale=scale, ppi=ppi, allowed_base_urls=[])
+
+
+# ---------------------------------------------------------------------------- the delivery ledger
+REPROCESSED_COLOR = "#000000"
+REPROCESSED_LABEL = "re-processed"
+
+
+def reprocessing_swimlanes(
+    trace: Any, cursor_ms: float | None = None, *, time_range: tuple[float, float] | None = None, **options: Any
+) -> alt.LayerChart:
+    """The ownership swimlanes (``ownership_swimlanes``, same options) with each range a group processed
+    again marked on its partition's lane: a black-edged box over the time its records were processed
+    the second time, its tooltip naming the member, the offsets and who had processed them before."""
+    frames = trace_frames(trace)
+    lanes = ownership_swimlanes(frames, cursor_ms, time_range=time_range, **options)
+    ranges = reprocessed_frame(trace)
+    if ranges.empty:
+        return lanes
+    labels = {
+        (row.topic_id, row.partition_index): row.partition
+        for row in frames.ownership[["topic_id", "partition_index", "partition"]].itertuples()
+    }
+    ranges = ranges.assign(
+        partition=[
+            labels.get(tp, name)
+            for tp, name in zip(
+                zip(ranges["topic_id"], ranges["partition_index"], strict=True), ranges["partition"], strict=True
+            )
+        ],
+        offsets=ranges["first"].astype(str) + ".." + (ranges["end"] - 1).astype(str),
+        mark=REPROCESSED_LABEL,
+    )
+    if len(set(frames.ownership["group_id"])) > 1:  # the lanes are "group: partition"
+        ranges = ranges.assign(partition=ranges["group_id"] + ": " + ranges["partition"])
+    base = alt.Chart(_values(ranges))
+    x = alt.X("start_ms:Q", scale=_time_scale(frames, time_range))
+    tooltip = [
+        alt.Tooltip("partition:N"),
+        alt.Tooltip("member:N", title="re-processed by"),
+        alt.Tooltip("offsets:N"),
+        alt.Tooltip("records:Q"),
+        alt.Tooltip("previous:N", title="processed before by"),
+        alt.Tooltip("last_commit:Q", title="last commit"),
+    ]
+    boxes = base.mark_rect(fillOpacity=0.2, fill=REPROCESSED_COLOR, strokeWidth=1.5, clip=True).encode(
+        x=x,
+        x2="end_ms:Q",
+        y=alt.Y("partition:N"),
+        stroke=alt.Stroke(
+            "mark:N",
+            scale=alt.Scale(domain=[REPROCESSED_LABEL], range=[REPROCESSED_COLOR]),
+            legend=alt.Legend(title=None, orient="top"),
+        ),
+        tooltip=tooltip,
+    )
+    # A box may be a few milliseconds wide: a label at its start says how many records came back.
+    labels = base.mark_text(align="right", dx=-3, fontSize=10, fontWeight="bold", color=REPROCESSED_COLOR).encode(
+        x=x, y=alt.Y("partition:N"), text="label:N", tooltip=tooltip
+    )
+    marks = alt.layer(boxes, labels).transform_calculate(label="'↺ ' + datum.records")
+    return (
+        alt.layer(lanes, marks)
+        .resolve_scale(stroke="independent")
+        .properties(title="partition ownership and re-processed records")
+    )
+
+
+def lag_chart(
+    trace: Any,
+    cursor_ms: float | None = None,
+    *,
+    time_range: tuple[float, float] | None = None,
+    width: int = 720,
+    height: int = 220,
+) -> alt.LayerChart:
+    """Records each partition was behind its log end (``lag_frame``), over time, a line per partition
+    (per group and partition when groups share topics); faults are marked as on the other charts."""
+    frames = trace_frames(trace)
+    lag = lag_frame(trace)
+    if len(set(lag["group_id"])) > 1:
+        lag = lag.assign(partition=lag["group_id"] + ": " + lag["partition"])
+    partitions = list(dict.fromkeys(lag.sort_values(["group_id", "topic_id", "partition_index"])["partition"]))
+    lines = (
+        alt.Chart(_values(lag, ["partition", "time_ms", "lag_records"]))
+        .mark_line(interpolate="linear", clip=True, strokeWidth=1.5)
+        .encode(
+            x=alt.X("time_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range)),
+            y=alt.Y("lag_records:Q", title="records behind the log end"),
+            color=alt.Color("partition:N", sort=partitions, scale=alt.Scale(scheme=MEMBER_SCHEME)),
+            tooltip=[
+                alt.Tooltip("partition:N"),
+                alt.Tooltip("time_ms:Q", title="time (ms)"),
+                alt.Tooltip("lag_records:Q", title="lag (records)"),
+            ],
+        )
+    )
+    layers = [lines, *_vertical_markers(frames, None, time_range, width), *_vertical_cursor(cursor_ms, time_range)]
+    return _layer(layers, "lag per partition (as the group last reported its position)", width, height)

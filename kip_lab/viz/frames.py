@@ -69,6 +69,12 @@
     ``group_id, member, state, trigger, start_ms, end_ms, start_step, member_epoch``: each
     client's new-consumer state over time (from ``state_transition``), including states it
     passed through within one millisecond (``start_ms == end_ms``).
+
+The delivery ledger (``kip_lab.lab.ledger``) has its own frames, each from one pass:
+``ledger_frame`` (one row per group and partition: the ``compute_metrics`` ledger numbers,
+the group's position and last committed offset), ``lag_frame`` (records behind the log end
+over time) and ``reprocessed_frame`` (each range a group processed again, who had processed
+it before, and when).
 """
 
 from __future__ import annotations
@@ -96,6 +102,7 @@ from kip_lab.events import (
     StateTransition,
     TimerFired,
 )
+from kip_lab.lab.ledger import LEDGER_METRICS, build_ledger
 from kip_lab.lab.trace import TraceEvent
 
 TP = tuple[str, int]
@@ -892,6 +899,71 @@ def gap_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
 
 def member_state_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
     return trace_frames(trace, end_ms).member_states
+
+
+# ---------------------------------------------------------------------------- the delivery ledger
+PARTITION_KEY = ["group_id", "topic_id", "partition_index", "partition"]
+LEDGER_COLUMNS = [*PARTITION_KEY, *LEDGER_METRICS, "position", "committed_offset"]
+LAG_COLUMNS = [*PARTITION_KEY, "time_ms", "lag_records"]
+REPROCESSED_COLUMNS = [
+    *PARTITION_KEY,
+    "member",
+    "first",
+    "end",
+    "records",
+    "start_ms",
+    "end_ms",
+    "previous",
+    "last_commit",
+]
+
+
+def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
+    """One row per group and partition: the ledger's numbers (``compute_metrics``' definitions; here
+    ``commits_failed`` counts the partition's offsets a commit did not store), the group's
+    ``position`` (the end of the furthest range processed) and ``committed_offset`` (the last
+    successful commit's, None before one)."""
+    ledger = build_ledger(_events(trace), end_ms)
+    rows = []
+    for (group, tp), p in sorted(ledger.partitions.items()):
+        rows.append(
+            {
+                "group_id": group,
+                "topic_id": tp[0],
+                "partition_index": tp[1],
+                "partition": ledger.partition_name(tp),
+                "records_processed": p.records_processed,
+                "records_reprocessed": p.records_reprocessed,
+                "records_skipped": p.records_skipped,
+                "commits_failed": p.commits_failed,
+                "max_lag_records": p.max_lag,
+                "processing_pause_ms": p.pause_ms,
+                "position": p.furthest,
+                "committed_offset": p.last_commit,
+            }
+        )
+    return pd.DataFrame(rows, columns=LEDGER_COLUMNS)
+
+
+def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
+    """Records each group's partition was behind its log end, at each time the ledger sampled it
+    (the group's first start of it, before and after each range processed, the end)."""
+    ledger = build_ledger(_events(trace), end_ms)
+    rows = [
+        (group, tp[0], tp[1], ledger.partition_name(tp), time_ms, lag)
+        for (group, tp), p in sorted(ledger.partitions.items())
+        for time_ms, lag in p.lag
+    ]
+    return pd.DataFrame(rows, columns=LAG_COLUMNS)
+
+
+def reprocessed_frame(trace: Any) -> pd.DataFrame:
+    """Each range of offsets ``[first, end)`` a group processed again: by ``member``, when
+    (``start_ms``..``end_ms``, the range's records spread evenly over the time since the member's
+    previous report), who had processed the partition furthest before (``previous``), and the
+    group's last committed offset then."""
+    ledger = build_ledger(_events(trace))
+    return pd.DataFrame(ledger.reprocessed, columns=REPROCESSED_COLUMNS)
 
 
 # ---------------------------------------------------------------------------- share groups (KIP-932)

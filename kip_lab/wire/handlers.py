@@ -534,6 +534,7 @@ class Handlers(ClassicHandlers):
             member_id=request.member_id,
             group_instance_id=request.group_instance_id,
             topics=topics,
+            api_version=header.request_api_version,
         )
         response = await self.to_lab(connection, header, "OffsetCommit", lab_request)
         return codec.build(response_class, response)

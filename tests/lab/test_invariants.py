@@ -99,6 +99,9 @@ def test_the_invariants_are_named() -> None:
         "target-covers-subscriptions",
         "stable-means-converged",
         "partition-epochs-match-ownership",
+        "no-skip",
+        "commits-monotonic",
+        "reprocessing-explained",
     }
 
 
@@ -220,6 +223,91 @@ def test_a_forged_record_replayed_later_is_caught_when_written() -> None:
     stepped = check_both_ways(break_it, "epochs-never-go-back")
     texts = [e.body.explanation for e in stepped if isinstance(e.body, InvariantViolated)]
     assert "group g went from epochs (2, 2) to (1, 2)" in texts
+
+
+# ---------------------------------------------------------------------------- the delivery ledger
+def on_coordinator(lab: Lab, api: str, change: Callable[[Any], Any]) -> None:
+    """Let ``change(result)`` rewrite every answer the coordinator gives to ``api`` (``offset_commit``...)."""
+    coordinator = lab.coordinator
+    original = getattr(coordinator, api)
+    setattr(coordinator, api, lambda request: change(original(request)))
+
+
+def test_reprocessing_explained_catches_a_coordinator_that_stores_a_lower_offset() -> None:
+    """The coordinator acknowledges each commit but stores ten records less: the next owner re-reads
+    records the group was told are committed."""
+
+    def store_ten_less(lab: Lab) -> None:
+        coordinator = lab.coordinator
+        original = coordinator.offset_commit
+
+        def offset_commit(request):
+            topics = [
+                t.model_copy(
+                    update={
+                        "partitions": [
+                            p._replace(committed_offset=max(0, p.committed_offset - 10)) for p in t.partitions
+                        ]
+                    }
+                )
+                for t in request.topics
+            ]
+            return original(request.model_copy(update={"topics": topics}))
+
+        coordinator.offset_commit = offset_commit
+        lab.close("A")  # B takes A's partitions from the offsets stored
+
+    stepped = check_both_ways(store_ten_less, "reprocessing-explained")
+    text = next(e.body.explanation for e in stepped if e.body.kind.value == "invariant_violated")
+    assert (
+        text.startswith("B processed foo-")
+        and "the offset the group's last successful commit was acknowledged at when B" in text
+    )
+    first, last = map(int, text.split(" again")[0].rsplit(" ", 1)[1].split(".."))
+    acknowledged = int(text.split("below ")[1].split(",")[0])
+    assert (first, last) == (acknowledged - 10, acknowledged - 1)  # exactly the ten records stored short
+
+
+def test_no_skip_catches_a_consumer_that_starts_past_what_was_processed() -> None:
+    """OffsetFetch answers fifty records past the committed offset: the new owner would never process them."""
+
+    def answer_fifty_more(lab: Lab) -> None:
+        def fifty_more(p: Any) -> Any:
+            return p.model_copy(update={"committed_offset": p.committed_offset + 50}) if p.committed_offset >= 0 else p
+
+        def change(result: CoordinatorResult) -> CoordinatorResult:
+            groups = [
+                g.model_copy(
+                    update={
+                        "topics": [
+                            t.model_copy(update={"partitions": list(map(fifty_more, t.partitions))}) for t in g.topics
+                        ]
+                    }
+                )
+                for g in result.response.groups
+            ]
+            return replace(result, response=result.response.model_copy(update={"groups": groups}))
+
+        on_coordinator(lab, "offset_fetch", change)
+        lab.close("A")
+
+    stepped = check_both_ways(answer_fifty_more, "no-skip")
+    text = next(e.body.explanation for e in stepped if e.body.kind.value == "invariant_violated")
+    assert text.startswith("B starts foo-") and "(committed), but group g has processed" in text
+    owed, start = int(text.split("only up to ")[1].split(":")[0]), int(text.split(" at ")[1].split(" ")[0])
+    assert start - owed == 50
+
+
+def test_commits_monotonic_catches_a_member_committing_an_old_position() -> None:
+    def commit_zero(lab: Lab) -> None:
+        a = lab.clients["A"]
+        a._commit([], None, extra=dict.fromkeys(sorted(a.fetching), 0), cause="manual")
+
+    stepped = check_both_ways(commit_zero, "commits-monotonic")
+    texts = [e.body.explanation for e in stepped if e.body.kind.value == "invariant_violated"]
+    assert texts and all(
+        t.startswith("A's commit moved group g's offset for foo-") and t.endswith(" to 0") for t in texts
+    )
 
 
 def test_two_groups_reading_one_topic_share_partitions_legitimately() -> None:

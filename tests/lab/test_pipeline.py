@@ -216,7 +216,7 @@ def test_the_local_executor_writes_each_run_s_metrics_as_run_scenario_computes_t
     assert (summary.planned, summary.executed, summary.failed) == (4, 4, 0)
     runs, metrics, events = table(tmp_path, "runs"), table(tmp_path, "metrics"), table(tmp_path, "events")
     assert sorted(runs["run_id"]) == sorted(r.run_id for r in spec.plan()) == sorted(metrics["run_id"])
-    assert set(runs["status"]) == {"ok"} and set(runs["schema_version"]) == {1}
+    assert set(runs["status"]) == {"ok"} and set(runs["schema_version"]) == {SCHEMA_VERSION}
     assert set(runs["template"]) == {"rolling_bounce"} and set(runs["protocol"]) == {"consumer"}
     for run in spec.plan():
         result = run_scenario(spec.scenario_for(run.point, run.seed))

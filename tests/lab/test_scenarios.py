@@ -20,8 +20,10 @@ from kip_lab.events import (
     MessageDelivered,
     MessageDropped,
     MessageSent,
+    RecordsProcessed,
     StateTransition,
 )
+from kip_lab.lab.metrics import compute_metrics
 from kip_lab.scenarios import (
     Scenario,
     ScenarioError,
@@ -34,6 +36,7 @@ from kip_lab.scenarios import (
     scenario_schema,
 )
 from kip_lab.scenarios.model import export_schema
+from kip_lab.scenarios.profiles import with_fidelity
 
 LIBRARY = Path(__file__).resolve().parents[2] / "kip_lab" / "scenarios" / "library"
 SCHEMA = Path(__file__).resolve().parents[2] / "kip_lab" / "scenarios" / "scenario.schema.json"
@@ -96,6 +99,19 @@ def test_each_shipped_scenario_meets_its_own_expectations(name):
     assert not result.violations
     assert len(result.expectations) >= 5  # every scenario says what it expects
     assert result.ok
+
+
+@pytest.mark.parametrize("fidelity", ["kafka", "kip"])
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_shipped_scenario_keeps_every_invariant_and_the_ledger_under_both_profiles(name, fidelity):
+    """The delivery ledger's invariants (no-skip, commits-monotonic, reprocessing-explained) among them."""
+    result = run_scenario(with_fidelity(load_library_scenario(name), fidelity))
+    assert not result.violations
+    metrics = compute_metrics(result.trace)
+    assert metrics["invariant_violations"] == 0 and metrics["records_skipped"] == 0
+    assert metrics["records_processed"] >= metrics["records_reprocessed"]
+    if any(e.body.name in ("add_consumer", "add_share_consumer") for e in result.trace.of_type(ActionApplied)):
+        assert result.trace.of_type(RecordsProcessed), "consumers that process records tell the ledger"
 
 
 @pytest.mark.parametrize("name", SHIPPED)

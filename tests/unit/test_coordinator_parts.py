@@ -10,6 +10,7 @@ from conftest import GROUP, Harness
 
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.coordinator import CoordinatorConfig, GroupCoordinator
+from kip_lab.coordinator.classic_group import ClassicGroup, ClassicGroupState
 from kip_lab.coordinator.offsets import GroupOffsets, OffsetAnswers, OffsetManager
 from kip_lab.protocol import (
     Errors,
@@ -46,8 +47,17 @@ def test_the_offset_manager_works_from_its_own_dependencies_and_changes_offsets_
     ``commitOffset`` returns records and only ``replay`` stores them. Here without any coordinator."""
     cluster, scheduler, offsets = ClusterMetadata(), Scheduler(now_ms=1_234), dict[str, GroupOffsets]()
     cluster.create_topic("foo", 2)
+    classic: dict[str, ClassicGroup] = {}
+    kept: list[tuple[str, str]] = []
     manager = OffsetManager(
-        offsets, cluster=cluster, groups={}, clock=scheduler, metadata_max_bytes=4, answers=OffsetAnswers()
+        offsets,
+        cluster=cluster,
+        group=classic.get,
+        classic_groups=classic,
+        keep_session=lambda group, member_id: kept.append((group.group_id, member_id)),
+        clock=scheduler,
+        metadata_max_bytes=4,
+        answers=OffsetAnswers(),
     )
 
     result = manager.commit(_commit("g", 42))
@@ -55,8 +65,10 @@ def test_the_offset_manager_works_from_its_own_dependencies_and_changes_offsets_
     assert offsets == {}  # not stored before replay
     (record,) = result.records
     assert (record.value.offset, record.value.commit_timestamp) == (42, 1_234)  # stamped by the clock given
+    assert classic == {}  # nor is the simple group made
     manager.replay(result.records)
     assert offsets["g"][("foo", 0)].offset == 42
+    assert classic["g"].state is ClassicGroupState.EMPTY and classic["g"].members == {}  # in the groups given
     assert _fetched(manager.fetch(OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group_id="g")])))[0] == (
         "foo",
         0,
@@ -68,6 +80,7 @@ def test_the_offset_manager_works_from_its_own_dependencies_and_changes_offsets_
     # the limit given
     too_long = manager.commit(_commit("g", 43, metadata="abcde"))
     assert [p.error_code for t in too_long.response.topics for p in t.partitions] == [Errors.OFFSET_METADATA_TOO_LARGE]
+    assert kept == []  # an Empty group keeps no session
 
 
 def test_a_copy_of_the_coordinator_gets_parts_over_its_own_state() -> None:
@@ -79,7 +92,8 @@ def test_a_copy_of_the_coordinator_gets_parts_over_its_own_state() -> None:
     h.settle()
     h.gc.offset_commit(_commit("manual", 5))  # a group the coordinator does not manage: any commit is taken
     for twin in (pickle.loads(pickle.dumps(h.gc)), copy.deepcopy(h.gc)):
-        assert twin.offset_manager.offsets is twin.offsets and twin.offset_manager.groups is twin.groups
+        assert twin.offset_manager.offsets is twin.offsets
+        assert twin.offset_manager.classic_groups is twin.classic_groups and twin.offset_manager.group.__self__ is twin
         assert twin.describer.groups is twin.groups and twin.describer.share_groups is twin.share_groups
         assert twin.share_manager.share_groups is twin.share_groups and twin.share_manager.timer_owner is twin
         twin.offset_commit(_commit("manual", 9))

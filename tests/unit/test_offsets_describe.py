@@ -247,8 +247,10 @@ def test_an_empty_group_id_is_a_group_like_any_other(h):
     result = commit(h, [topic(name="foo", p0=1)], group_id="")
     assert errors(result) == {("foo", 0): Errors.NONE}
     assert offsets(fetch(h, group_id="")) == {("foo", 0): (1, Errors.NONE)}
+    # The first commit made "" a simple (empty classic) group, which knows no member A.
+    assert h.gc.classic_groups[""].members == {}
     refused = commit(h, [topic(name="foo", p0=2)], "A", 1, group_id="")
-    assert errors(refused) == {("foo", 0): Errors.GROUP_ID_NOT_FOUND}
+    assert errors(refused) == {("foo", 0): Errors.UNKNOWN_MEMBER_ID}
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from kip_lab.events import (
     AssignmentChanged,
     CallbackCompleted,
     CallbackInvoked,
+    CommitResult,
     Event,
     EventKind,
     FaultInjected,
@@ -26,6 +27,8 @@ from kip_lab.events import (
     MessageDropped,
     MessageSent,
     Note,
+    PositionSet,
+    RecordsProcessed,
     ShareAckResult,
     ShareAcquired,
     ShareStateRpc,
@@ -67,6 +70,11 @@ SAMPLES: list[Event] = [
     ),
     ShareStateRpc("InitializeShareGroupState", {"group_id": "sg", "topics": []}, None, ({"type": "K", "value": {}},)),
     ShareAckResult(("t", 0), (0, 1, 2), "INVALID_RECORD_STATE", "records were not acquired"),
+    PositionSet("g", "A", 0, "t", 0, 120, "committed"),
+    PositionSet("g", None, 1, "t", 1, 0, "earliest"),
+    RecordsProcessed("g", "A", 0, (("t", 0, 120, 145, "committed"), ("t", 1, 0, 7, "continued"))),
+    CommitResult("g", "A", 3, "auto", (("t", 0, 145, None), ("t", 1, 7, "GROUP_ID_NOT_FOUND"))),
+    CommitResult("g", None, -1, "revocation", ()),
 ]
 
 
@@ -190,6 +198,17 @@ def write_lines(tmp_path: Path, *events: dict) -> Path:
             ":2: payload.ranges: is not a list of 3-item lists",
         ),
         ({"step": 2, "time_ms": 0, "actor": "A", "kind": "note", "payload": []}, ":2: payload: is not an object"),
+        (
+            {
+                "step": 2,
+                "time_ms": 0,
+                "actor": "A",
+                "kind": "position_set",
+                "payload": {"group_id": "g", "incarnation": 0, "topic_id": "t", "partition": 0, "offset": 5}
+                | {"reason": "guessed"},
+            },
+            ":2: payload.reason: is 'guessed', not one of committed, earliest, latest, seek, continued, acquired",
+        ),
     ],
 )
 def test_a_bad_saved_event_is_refused_naming_its_line_and_field(tmp_path: Path, line: dict, message: str) -> None:
