@@ -43,6 +43,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import json
 
 import pandas as pd
+from IPython.display import Markdown
 
 from kip_lab.lab.story import client_story
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
@@ -193,6 +194,7 @@ metrics = compute_metrics(lab.trace)
 crash = next(t for t in metrics["triggers"] if t["cause"].startswith("crash"))
 print(f"crash at {crash['time_ms']} ms -> stable after {crash['time_to_stable_ms']} ms")
 print("unavailability (ms):", metrics["partition_unavailability_ms"]["g"])
+print("records re-processed:", metrics["records_reprocessed"], "| processing pause (ms):", metrics["processing_pause_ms"])
 fired = lab.trace.of_type(TimerFired)
 print("coordinator timers fired:", [(e.time_ms, list(e.body.timer)) for e in fired])
 
@@ -200,6 +202,14 @@ print("coordinator timers fired:", [(e.time_ms, list(e.body.timer)) for e in fir
 expired = next(e.time_ms for e in fired if e.time_ms > crash["time_ms"])
 assert crash["time_ms"] == 30_000 and abs(expired - 70_000) <= 1_000, "crash at 30 s, session out at about 70 s"
 assert abs(expired - 45_000 - 25_000) <= 1_000, "45 s after a last heartbeat at about 25 s"
+
+# %% jupyter={"source_hidden": true}
+Markdown(
+    f"Beside the unavailability, the delivery ledger counts what the application felt: "
+    f"{metrics['records_reprocessed']:,} records processed a second time, and "
+    f"{metrics['processing_pause_ms']:,} ms (summed over partitions) during which records waited and "
+    f"nobody processed them."
+)
 
 # %% [markdown]
 # A crash costs a session timeout of unavailability for the crashed member's partitions. A

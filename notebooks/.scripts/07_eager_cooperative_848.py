@@ -165,6 +165,8 @@ def row(protocol: str, lab: Lab) -> dict:
         "stops without move": m["stops_without_move"],
         "JoinGroups": joins,
         "unavailability (s)": round(m["total_unavailability_ms"] / 1000, 1),
+        "processing pause (s)": round(m["processing_pause_ms"] / 1000, 1),
+        "re-processed": m["records_reprocessed"],
         "max time to stable (s)": round(m["max_time_to_stable_ms"] / 1000, 1),
         "invariant violations": m["invariant_violations"],
     }
@@ -189,7 +191,12 @@ Markdown(
     f"leaving member's partitions at once and takes others back for its replacement, where the cooperative "
     f"group waits for the member to return. Total unavailability: eager "
     f"{table.loc['eager', 'unavailability (s)']} s, cooperative {table.loc['cooperative', 'unavailability (s)']} s, "
-    f"KIP-848 {table.loc['consumer', 'unavailability (s)']} s in all. Time to stable and unavailability "
+    f"KIP-848 {table.loc['consumer', 'unavailability (s)']} s in all; records processed a second time "
+    f"(the delivery ledger): eager {table.loc['eager', 're-processed']:,}, cooperative "
+    f"{table.loc['cooperative', 're-processed']:,}, KIP-848 {table.loc['consumer', 're-processed']:,}; processing "
+    f"pause (records waiting, nobody processing them): eager {table.loc['eager', 'processing pause (s)']} s, "
+    f"cooperative {table.loc['cooperative', 'processing pause (s)']} s, KIP-848 "
+    f"{table.loc['consumer', 'processing pause (s)']} s. Time to stable and unavailability "
     f"depend on the timings — eager pays its barrier in callback time on every member at once, cooperative "
     f"a rejoin, KIP-848 a heartbeat round trip per handover. Try other `CALLBACKS`."
 )

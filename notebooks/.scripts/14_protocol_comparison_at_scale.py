@@ -132,9 +132,12 @@ SMALL_TABLES = {
 }
 spark = spark_session(SparkSettings(master="local[1]", conf=SMALL_TABLES))
 COST = ["unavailability_after_first_event_ms", "revocations_after_first_event", "max_time_to_stable_ms"]
-bounce_stats = metric_percentiles(spark, OUT / "bounces", by=["members", "protocol"], metrics=[*COST, "stops_without_move"])
+LEDGER = ["records_reprocessed", "processing_pause_ms"]  # the delivery ledger: what the application felt
+bounce_stats = metric_percentiles(
+    spark, OUT / "bounces", by=["members", "protocol"], metrics=[*COST, "stops_without_move", *LEDGER]
+)
 failure_stats = metric_percentiles(
-    spark, OUT / "failures", by=["members", "protocol"], metrics=[*COST, "moves_after_first_event"]
+    spark, OUT / "failures", by=["members", "protocol"], metrics=[*COST, "moves_after_first_event", *LEDGER]
 )
 bounce_stats.pivot(index=["metric", "members"], columns="protocol", values="p50")
 
@@ -210,6 +213,7 @@ revoked = median(bounce_stats, COST[1])
 stable = median(bounce_stats, COST[2])
 crash = median(failure_stats, COST[0])
 crash_moves = median(failure_stats, "moves_after_first_event")
+reprocessed, paused = (median(bounce_stats, metric) for metric in LEDGER)
 sizes = ", ".join(map(str, GROUP_SIZES))
 least = [unavailable.loc[size].idxmin() for size in GROUP_SIZES]
 Markdown(f"""\
@@ -233,6 +237,11 @@ With {sizes} members:
   under cooperative / eager, which need a join round after the session expires. KIP-848 and cooperative
   move exactly the dead member's partitions ({per_size(crash_moves['consumer'])}); eager moves
   {per_size(crash_moves['eager'])}, its range assignor re-dealing the partitions among the survivors.
+* What the applications felt, from the delivery ledger (rolling bounces): records processed a second time —
+  eager {per_size(reprocessed['eager'])}, cooperative {per_size(reprocessed['cooperative'])}, KIP-848
+  {per_size(reprocessed['consumer'])}; processing pause, records waiting with nobody processing them — eager
+  {per_size(paused['eager'], ' ms')}, cooperative {per_size(paused['cooperative'], ' ms')}, KIP-848
+  {per_size(paused['consumer'], ' ms')}.
 """)
 
 # %% tags=["claims"] jupyter={"source_hidden": true}
