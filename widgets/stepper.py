@@ -632,8 +632,8 @@ class Stepper(W.VBox):
         cells = [image(timeline, _svg_size(timeline)[0], f"timeline at t = {self.lab.now} ms")]
         dot = self._diagram_dot()
         if dot is not None:
-            diagram = render(dot, format="svg")
-            if isinstance(diagram, str) and diagram.lstrip().startswith("<"):
+            diagram = self._svg(dot)
+            if diagram.lstrip().startswith("<"):
                 width, height = _svg_size(diagram)
                 shown = min(width, DIAGRAM_MAX_WIDTH, width * DIAGRAM_MAX_HEIGHT / height)
                 cells.append(image(diagram, shown, f"{self.diagram_choice.value} diagram"))
@@ -665,14 +665,14 @@ class Stepper(W.VBox):
         last = self._last_transition(self.member_choice.value)
         machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
         current = client.state.value if client else None
-        return machine_dot(machine, current=current, last_transition=last, focus=focus)
+        return self._machine(machine, focus, current=current, last_transition=last)
 
     def _reconciliation_dot(self, focus: bool) -> str:
         """The coordinator's reconciliation state of the chosen member."""
         group = self.lab.coordinator.groups.get(self.group_id)
         client = self._chosen_client()
         member = group.members.get(client.member_id) if group and client else None
-        return machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None, focus=focus)
+        return self._machine(RECONCILIATION_MACHINE, focus, current=member.state.value if member else None)
 
     def _group_state_dot(self, focus: bool) -> str:
         """The group's state machine: a share group's (three states, drawn whole), a classic or a consumer group's."""
@@ -681,9 +681,9 @@ class Stepper(W.VBox):
             return machine_dot(SHARE_GROUP_STATE_MACHINE, current=coordinator.share_groups[self.group_id].state.value)
         if self.group_id in coordinator.classic_groups:
             classic = coordinator.classic_groups[self.group_id]
-            return machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value, focus=focus)
+            return self._machine(CLASSIC_GROUP_STATE_MACHINE, focus, current=classic.state.value)
         group = coordinator.groups.get(self.group_id)
-        return machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None, focus=focus)
+        return self._machine(GROUP_STATE_MACHINE, focus, current=group.state.value if group else None)
 
     def _group_dot(self, focus: bool) -> str | None:
         """Members, partitions and who holds what; ``None`` before the group exists."""
@@ -694,17 +694,30 @@ class Stepper(W.VBox):
         """A share record's states (four, drawn whole)."""
         return machine_dot(RECORD_STATE_MACHINE)
 
-    def _rendered_diagram(self, dot: str) -> str:
+    def _machine(self, machine: Any, focus: bool, **options: Any) -> str:
+        """A machine's DOT; drawn around its current state, laid out left to right or top to bottom,
+        whichever is narrower: the panel scales a diagram to its width, so narrower reads larger."""
+        if not focus:
+            return machine_dot(machine, **options)
+        layouts = [machine_dot(machine, focus=True, rankdir=rankdir, **options) for rankdir in ("LR", "TB")]
+        return min(layouts, key=self._natural_width)
+
+    def _svg(self, dot: str) -> str:
+        """Graphviz's SVG of ``dot`` (or the text explaining why there is none), kept for the next visit."""
         if dot not in self._rendered:
             rendered = render(dot, format="svg")
-            if isinstance(rendered, bytes):
-                rendered = rendered.decode()
-            drawn = rendered.lstrip().startswith("<")
-            rendered = fit_svg(rendered) if drawn else f"<pre>{html.escape(rendered)}</pre>"
             if len(self._rendered) >= RENDERED_CACHE:
                 self._rendered.clear()
-            self._rendered[dot] = rendered
+            self._rendered[dot] = rendered.decode() if isinstance(rendered, bytes) else rendered
         return self._rendered[dot]
+
+    def _natural_width(self, dot: str) -> float:
+        svg = self._svg(dot)
+        return _svg_size(svg)[0] if svg.lstrip().startswith("<") else 0.0
+
+    def _rendered_diagram(self, dot: str) -> str:
+        svg = self._svg(dot)
+        return fit_svg(svg) if svg.lstrip().startswith("<") else f"<pre>{html.escape(svg)}</pre>"
 
     def _last_transition(self, member: str | None) -> StateTransition | None:
         """The member's state transition at the current step, if it made one (the last, if several)."""

@@ -696,3 +696,15 @@ def test_a_classic_consumer_shows_the_classic_machines() -> None:
     stepper.diagram_choice.value = "group state"
     assert CLASSIC_GROUP_STATE_MACHINE.name in stepper.diagram.value
     assert CURRENT_FILL in svg_node(stepper.diagram.value, "state:Stable")
+
+
+@needs_dot
+def test_a_machine_drawn_around_its_state_takes_the_narrower_layout(stepper: Stepper) -> None:
+    """The panel scales a diagram to its width: of left-to-right and top-to-bottom, the narrower reads larger."""
+    for step in (3, 12, stepper.lab.horizon):
+        stepper.slider.value = step
+        dot = stepper._diagram_dot()
+        chosen = re.search(r'rankdir="(LR|TB)"', dot).group(1)
+        flipped = "TB" if chosen == "LR" else "LR"
+        other = dot.replace(f'rankdir="{chosen}"', f'rankdir="{flipped}"')
+        assert stepper._natural_width(dot) <= stepper._natural_width(other), step
