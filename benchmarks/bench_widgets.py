@@ -119,9 +119,7 @@ def run_benchmarks(quick: bool = False, clicks: int | None = None) -> list[Row]:
             stepper.slider.value = lab.horizon
             backward = time_clicks(stepper, stepper.back_button, clicks)
             for label, times in (("Step", forward), ("Back", backward)):
-                rows.append(
-                    Row(f"{name} ({size}): {label}", len(times), statistics.median(times), max(times), target)
-                )
+                rows.append(Row(f"{name} ({size}): {label}", len(times), statistics.median(times), max(times), target))
     return rows
 
 
