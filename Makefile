@@ -28,9 +28,9 @@ $(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
 	@touch $@
 
 # The tests' environment adds the test tools (pytest, nbval, Playwright, ruff, mypy, ...) and
-# Chromium for the real-browser test.
+# Chromium for the real-browser test, kcat and Node.js for the front door's real-client tests.
 $(VENV)/.installed: $(VENV)/.lab-installed
-	bash scripts/system-deps.sh dot java chromium
+	bash scripts/system-deps.sh dot java chromium kcat node npm
 	$(PIP) install -e ".[lab,test]"
 	@touch $@
 

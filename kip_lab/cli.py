@@ -121,6 +121,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--duration", type=float, help="stop after this many seconds (default: at Ctrl-C)")
     serve.add_argument("--trace", type=Path, help="write the trace as JSONL when the server stops")
     serve.add_argument("--quiet", action="store_true", help="log only warnings, not each connection")
+    settings = serve.add_argument_group("Lab settings (an empty Lab: a scenario has its own)")
+    settings.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Lab setting by its dotted name, e.g. coordinator.session_timeout_ms=10000 (repeatable)",
+    )
+    settings.add_argument("--session-timeout-ms", type=int, help="the group coordinator's session timeout (KIP-848)")
+    settings.add_argument("--heartbeat-interval-ms", type=int, help="the heartbeat interval it gives members (KIP-848)")
+    settings.add_argument("--initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (classic)")
+    settings.add_argument("--share-record-lock-duration-ms", type=int, help="group.share.record.lock.duration.ms")
+    settings.add_argument("--share-delivery-count-limit", type=int, help="group.share.delivery.count.limit")
+    settings.add_argument("--share-auto-offset-reset", choices=["latest", "earliest"], help="share groups' start")
+    settings.add_argument("--fidelity", choices=["kafka", "kip"], help="Kafka's behaviour, or the KIP's reading")
     serve.set_defaults(command=_serve)
     return parser
 
@@ -347,8 +362,13 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"kip-lab serve: --port must be in 0..65535, got {args.port}", file=sys.stderr)
         return INVALID
     try:
+        chosen = [command.parse_setting(text) for text in args.set]
+        for option, keys in command.NAMED_SETTINGS.items():
+            if getattr(args, option) is not None:
+                chosen += [(key, getattr(args, option)) for key in keys]
+        config = command.lab_config(chosen) if chosen else None
         scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
-        lab = command.build(scenario_lab, args.topic, args.seed)
+        lab = command.build(scenario_lab, args.topic, args.seed, config)
     except ValueError as exc:
         print(f"kip-lab serve: {exc}", file=sys.stderr)
         return INVALID

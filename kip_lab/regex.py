@@ -43,11 +43,39 @@ def compile_subscription(pattern: str):
     try:
         return re2.compile(pattern, options)
     except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode(errors="replace")
+        detail = exc.args[0] if exc.args else exc
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        reason = re2j_description(str(detail))
         shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
-        raise InvalidRegex(f"{shown!r} is not a valid RE2 regular expression: {reason}", str(reason)) from None
+        raise InvalidRegex(f"{shown!r} is not a valid RE2 regular expression: {reason}", reason) from None
+
+
+# RE2's error texts (C++, which compiles the pattern here) and what RE2/J, which Kafka's coordinator uses,
+# says for the same error (``com.google.re2j.Parser``'s ``ERR_*``, the ``PatternSyntaxException`` description).
+# RE2/J answers an unmatched ")" with its internal error ("stack underflow" in ``parseRightParen``).
+_RE2J_DESCRIPTION = {
+    "unexpected error": "regexp/syntax: internal error",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class": "invalid character class",
+    "invalid character class range": "invalid character class range",
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "unexpected )": "regexp/syntax: internal error",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid UTF-8": "invalid UTF-8",
+    "invalid named capture group": "invalid named capture",
+}
+
+
+def re2j_description(detail: str) -> str:
+    """RE2/J's description of the error RE2 reported as ``detail`` ("missing ]: [" -> "missing closing ]")."""
+    code = detail.split(": ", 1)[0]
+    return _RE2J_DESCRIPTION.get(code, code)
 
 
 def matching_topics(pattern: str, topic_names: Iterable[str]) -> list[str]:

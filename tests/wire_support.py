@@ -14,7 +14,7 @@ from kip_lab.events import EventKind, HandlerResult  # noqa: E402
 from kip_lab.wire.client import RawClient  # noqa: E402
 from kip_lab.wire.consumer_process import ConsumerProcess  # noqa: E402
 
-__all__ = ["ConsumerProcess", "RawClient"]
+__all__ = ["ConsumerProcess", "RawClient", "record_batch"]
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.05) -> Any:
@@ -97,3 +97,24 @@ def classic_generations(lab: Any, group_id: str) -> list[tuple[int, dict[str, se
             }
         out.append((value["generation"], members))
     return out
+
+
+def record_batch(
+    count: int, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False
+) -> bytes:
+    """A v2 record batch of ``count`` records (values ``v0``, ``v1``...), written by kafka-python's
+    batch builder: with a producer id, epoch and first sequence number for an idempotent producer."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        batch_size=1 << 20,
+    )
+    for n in range(count):
+        builder.append(n, timestamp=None, key=None, value=f"v{n}".encode(), headers=[])
+    return bytes(builder.build())

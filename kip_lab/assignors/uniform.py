@@ -19,13 +19,18 @@ Kafka picks one of two builders by the group's subscription type:
   balance is per topic: along chains of overlapping subscriptions the totals can still differ by
   more than one.
 
-"Iteration order" is the order of Kafka's hash maps: members as a ``HashMap<String, ...>`` holding
-the whole group iterates them, topics as a ``HashSet<Uuid>``, each member's previous partitions as
-the ``HashSet<Integer>`` a target record is read into (``kip_lab.assignors.java_hash_order``). The
-heterogeneous builder's member index is the member's position in that order. So for the same member
-ids, topic ids and previous targets the assignment is Kafka's, partition for partition. A spec with
-``map_order=MapOrder.AS_GIVEN`` is iterated in its own order instead (members, and each target's
-topics and partitions), as Kafka's unit tests do with ordered maps.
+"Iteration order" is the order of Kafka's hash maps, built as Kafka's coordinator builds them
+(``kip_lab.assignors.java_hash_order`` replays Java's ``HashMap``): members as the ``HashMap<String, ...>``
+holding the whole group, in the spec's order as insertion order; the subscribed topics as
+``new HashSet<>(TopicIds)``, which reads them through the member's ``HashSet<String>`` of topic names;
+each member's previous target as ``Assignment.fromRecord`` reads the record (topics in the spec's
+order, which is the record's, into a ``HashMap``; each topic's partitions into a ``HashSet``). The
+heterogeneous builder's member index is the member's position in that order. The homogeneous
+builder's result lists each member's topics as Kafka's result map iterates them, which is the order
+Kafka's next target record lists them in. So for the same member ids, topic ids and names and
+previous targets the assignment is Kafka's, partition for partition. A spec with
+``map_order=MapOrder.AS_GIVEN`` iterates the members and each target in its own order instead, as
+Kafka's unit tests do with ordered maps.
 
 The spec must be consistent, as Kafka's coordinator always makes it: a subscribed topic missing from
 ``spec.topics`` is refused with ``PartitionAssignorError`` (as Kafka's builders refuse it), and so is
@@ -33,7 +38,7 @@ a previous target that names a partition that does not exist or one that two mem
 coordinator never builds one; its builders would hand such a partition out twice).
 
 Targets in the spec are never modified and never shared with the result: every list in the result is
-new. Members come in iteration order; a member's kept topics first, then the topics it gains.
+new. Members come in iteration order.
 """
 
 from __future__ import annotations
@@ -43,9 +48,11 @@ from itertools import chain
 
 from kip_lab.assignors.java_hash_order import (
     capacity_after_puts,
-    capacity_for_copy,
+    hash_order_after,
+    hash_set_copy_capacity,
     partition_order,
     string_key_order,
+    topic_id_hash,
     topic_id_order,
     topic_order,
 )
@@ -139,6 +146,7 @@ def _assign_homogeneous(
     if not subscribed:
         return {member_id: {} for member_id in members_in_order}
     members = spec.members
+    hashed = spec.map_order is MapOrder.JAVA_HASH
     total = sum(spec.topics[topic_id].num_partitions for topic_id in subscribed)
     member_count = len(members_in_order)
     minimum_quota, members_with_one_more = divmod(total, member_count)
@@ -149,56 +157,85 @@ def _assign_homogeneous(
     claims: dict[TopicId, list[Sequence[int]]] = {topic_id: [] for topic_id in subscribed}
     given_back: list[tuple[TopicId, list[int]]] = []
     assignment: GroupAssignment = {}
+    copied: dict[MemberId, list[TopicId]] = {}  # members whose result is a copy of their target's map
     unfilled: list[tuple[MemberId, int]] = []
     for member_id, quota in zip(members_in_order, quotas, strict=True):
         target = members[member_id].target_partitions
+        # ``Assignment.fromRecord``: the record's topics put into a new HashMap, in the record's order.
+        in_order = topic_order(target) if hashed and len(target) > 1 else list(target)
         kept: dict[TopicId, list[int]] = {}
         held = 0
-        for topic_id, partitions in target.items():
+        for topic_id in in_order:
+            partitions = target[topic_id]
             if topic_id in subscribed and partitions:  # Kafka drops the topics nobody subscribes to any more
                 claims[topic_id].append(partitions)
                 kept[topic_id] = list(partitions)
                 held += len(partitions)
         if held > quota:
-            kept = _keep_up_to_quota(kept, len(target), quota, given_back, spec.map_order)
+            kept = _keep_up_to_quota(kept, quota, given_back, hashed)
             held = quota
         assignment[member_id] = kept
+        if len(kept) < len(target) or held < quota:
+            copied[member_id] = in_order
         if held < quota:
             unfilled.append((member_id, quota - held))
 
     # Dealt in this order: every topic's partitions nobody held (topics in iteration order), then those given back.
     to_deal = []
-    for topic_id in topic_order(subscribed, capacity_for_copy(len(subscribed))):
+    for topic_id in _subscribed_topics_in_order(spec, subscribed):
         free = _free_partitions(topic_id, spec.topics[topic_id].num_partitions, claims[topic_id])
         if free:
             to_deal.append((topic_id, free))
     to_deal += given_back
     _deal_out(to_deal, unfilled, assignment)
+    if hashed:
+        for member_id, in_order in copied.items():
+            if len(assignment[member_id]) > 1:
+                assignment[member_id] = _as_kafka_result_map(in_order, assignment[member_id])
     return assignment
 
 
+def _subscribed_topics_in_order(spec: AssignmentSpec, subscribed: frozenset[TopicId]) -> list[TopicId]:
+    """The builder's ``subscribedTopicIds``, as Kafka builds it and iterates it.
+
+    ``new HashSet<>(TopicIds)``: a ``TopicIds`` iterates the member's subscribed topic names (a
+    ``HashSet<String>`` made from the heartbeat's list, ``ConsumerGroupMember``) and gives each name's
+    topic id. The heartbeat's list stands here as the member's names in sorted order, as kip_lab's
+    coordinator keeps them.
+    """
+    names = {spec.topics[topic_id].topic_name: topic_id for topic_id in subscribed}
+    capacity = hash_set_copy_capacity(len(names))
+    return topic_order([names[name] for name in string_key_order(sorted(names), capacity)], capacity)
+
+
+def _as_kafka_result_map(in_order: list[TopicId], topics: dict[TopicId, list[int]]) -> dict[TopicId, list[int]]:
+    """A member's new target in the order of Kafka's result map, which the next target record lists.
+
+    A member that keeps all of its target and gains nothing gets the very map ``Assignment.fromRecord``
+    made (``in_order``); any other gets a copy (``AssignorHelpers.deepCopyAssignment``: ``new
+    HashMap<>(size)``, the old topics put in their order), which loses the dropped topics and gains the
+    dealt ones in the order they were dealt (``topics``' order).
+    """
+    dropped = {topic_id for topic_id in in_order if topic_id not in topics}
+    order = hash_order_after(in_order, dropped, list(topics), topic_id_hash, topic_id_order, len(in_order))
+    return {topic_id: topics[topic_id] for topic_id in order}
+
+
 def _keep_up_to_quota(
-    held: dict[TopicId, list[int]],
-    target_size: int,
-    quota: int,
-    given_back: list[tuple[TopicId, list[int]]],
-    map_order: MapOrder,
+    held: dict[TopicId, list[int]], quota: int, given_back: list[tuple[TopicId, list[int]]], hashed: bool
 ) -> dict[TopicId, list[int]]:
     """The first ``quota`` partitions a member holds, in iteration order; the rest go to ``given_back``.
 
-    Under ``JAVA_HASH``, topics come as the target's ``HashMap<Uuid, Set<Integer>>`` iterates them and
-    partitions as the ``HashSet<Integer>`` read from the target record does; ``target_size`` is the
-    number of topics in that record (unsubscribed ones included), which sets the map's capacity.
+    ``held`` comes in the order of the target's ``HashMap<Uuid, Set<Integer>>``; under ``JAVA_HASH`` a
+    topic's partitions come as the ``HashSet<Integer>`` read from the record's list iterates them.
     """
-    hashed = map_order is MapOrder.JAVA_HASH
     kept: dict[TopicId, list[int]] = {}
-    for topic_id in topic_order(held, capacity_after_puts(target_size)) if hashed else list(held):
-        partitions = held[topic_id]
+    for topic_id, partitions in held.items():
         if len(partitions) <= quota:
             kept[topic_id] = partitions
             quota -= len(partitions)
             continue
-        in_order = partition_order(partitions, capacity_for_copy(len(partitions))) if hashed else partitions
+        in_order = partition_order(partitions, hash_set_copy_capacity(len(partitions))) if hashed else partitions
         if quota:
             kept[topic_id] = in_order[:quota]
         given_back.append((topic_id, in_order[quota:]))

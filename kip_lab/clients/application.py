@@ -88,6 +88,7 @@ class ApplicationLoop(MemberPlumbing):
     paused: bool = False
     alive: bool = True
     last_poll_ms: int = 0
+    fetch_blocked_until: int = 0  # cut off from every broker until then: nothing is fetched, so nothing processed
     _hb_in_flight: int | None = None
     _pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
     _callback_seq: int = 0
@@ -160,10 +161,17 @@ class ApplicationLoop(MemberPlumbing):
             self._continue_positions()
         self._poll()
 
+    def cut_off(self, until_ms: int) -> None:
+        """No broker answers until ``until_ms`` (a partitioned link): positions stop where they are and
+        move on from then. The records already fetched are not modelled; the fetch buffer runs dry at once."""
+        self._hold_positions()
+        self.fetch_blocked_until = max(self.fetch_blocked_until, until_ms)
+
     @property
     def _processing(self) -> bool:
-        """Whether the application thread processes records: it polls, and no rebalance callback runs on it."""
-        return not self.paused and not self._callback_running
+        """Whether the application thread processes records: it polls, no rebalance callback runs on it, and
+        it can fetch."""
+        return not self.paused and not self._callback_running and self.now >= self.fetch_blocked_until
 
     def _hold_positions(self) -> None:
         """The application thread stops processing: every position stays where it has reached."""
@@ -235,6 +243,7 @@ class ApplicationLoop(MemberPlumbing):
             return {tp: fetching[tp].offset for tp in partitions if tp in fetching}
         now = self.world.scheduler.now_ms
         rate = self.config.consume_rate_per_ms
+        blocked_until = self.fetch_blocked_until  # a cut-off: processing starts again from its end
         ends: dict[str, int] = {}  # topic id -> its log end offset now (the same for all its partitions)
         positions = {}
         for tp in partitions:
@@ -244,7 +253,7 @@ class ApplicationLoop(MemberPlumbing):
             end = ends.get(tp[0])
             if end is None:
                 end = ends[tp[0]] = self.world.log_end_offset(tp, now)
-            reached = fetch.offset + int((now - fetch.since_ms) * rate)
+            reached = fetch.offset + int((now - max(fetch.since_ms, blocked_until)) * rate)
             positions[tp] = reached if reached < end else end
         return positions
 

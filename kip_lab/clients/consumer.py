@@ -11,7 +11,13 @@ It models what matters to the protocol, after Kafka's ``AsyncKafkaConsumer``:
   what is taken away, then ``on_partitions_assigned`` for what is added, then acknowledge;
   on fencing ``on_partitions_lost`` and rejoin at epoch 0 with the same member id;
 * an **application thread** that runs the callbacks (which take simulated time, and may
-  raise) and whose ``poll`` keeps the ``max.poll.interval.ms`` timer alive;
+  raise) and whose ``poll`` keeps the ``max.poll.interval.ms`` timer alive. As in Kafka's
+  ``AsyncKafkaConsumer``, the heartbeat and the reconciliation run on the background thread,
+  which asks the application thread for ``on_partitions_revoked`` / ``on_partitions_assigned`` /
+  ``on_partitions_lost`` with a background event; the application thread runs it at its next
+  ``poll()`` (every ``time_between_polls_ms``), and the reconciliation goes on when it returns. So a
+  member that received a new assignment keeps fetching what it owns until its application polls,
+  and acknowledges only after the callbacks ran;
 * **consumption**: a partition that is fetching advances its position at the consumer's
   rate up to the log end; positions are committed every ``auto_commit_interval_ms`` and
   before a revocation, so the Lab can measure what a rebalance costs (time not fetching,
@@ -76,6 +82,13 @@ class ConsumerConfig(BaseModel):
     retry_backoff_max_ms: int = Field(1_000, gt=0)
     request_timeout_ms: int = Field(30_000, gt=0)
     consume_rate_per_ms: float = Field(10.0, gt=0, description="records this member can process per ms")
+    time_between_polls_ms: int = Field(
+        50,
+        ge=0,
+        description="how long the application spends between two calls to poll() (processing what the last one "
+        "returned); the new consumer's rebalance callbacks, asked for by its background thread, run at the next "
+        "call (0: at once)",
+    )
     callbacks: CallbackConfig = CallbackConfig()
 
     @model_validator(mode="after")
@@ -153,6 +166,9 @@ class Consumer(ApplicationLoop):
     _has_assignment: bool = False
     _reconciled: int = 0  # completed reconciliations: each one's acknowledgement reports the owned partitions
     _steady: Memo[ConsumerGroupHeartbeatRequest] = field(default_factory=lambda: Memo(_steady_heartbeat, limit=16))
+    # Background events for the application thread (Kafka's ConsumerRebalanceListenerCallbackNeededEvent):
+    # callbacks the background thread asked for, run at the application's next poll().
+    _background_events: list[tuple[str, list[TP], Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.listener is None:
@@ -227,7 +243,43 @@ class Consumer(ApplicationLoop):
         if self.state is MemberState.STALE and self._stale_released:
             self._rejoin_stale()
         self._arm_poll_timer()
+        self._process_background_events()
         self._run_queued_callbacks()
+
+    def _call_back_from_background(self, kind: str, partitions: list[TP], then: Any) -> None:
+        """The background thread asks the application thread for a callback (Kafka
+        ``ConsumerMembershipManager.enqueueConsumerRebalanceListenerCallback``): it runs at the next poll()."""
+        self._background_events.append((kind, partitions, then))
+        self._schedule_next_poll()
+
+    def _process_background_events(self) -> None:
+        """Kafka ``AsyncKafkaConsumer.processBackgroundEvents``, at the start of every poll(): the callbacks asked
+        for so far run, one after the other, on the application thread."""
+        events, self._background_events = self._background_events, []
+        for kind, partitions, then in events:
+            self._call_back(kind, partitions, then)
+
+    def _schedule_next_poll(self) -> None:
+        """Wake the application thread at its next poll(), if a background event waits for it.
+
+        Polls come every ``time_between_polls_ms`` after the last one; a poll in which a callback just
+        ran has happened, so what is asked for meanwhile waits for the next. While a callback runs, or
+        the application does not poll at all (paused), nothing is scheduled: the callback's return and
+        ``resume`` poll again.
+        """
+        if not self._background_events or self.paused or self._callback_running:
+            return
+        gap = self.config.time_between_polls_ms
+        last = max(self.last_poll_ms, self.app_busy_until)
+        if gap == 0:
+            self._timer("app_poll", 0)
+            return
+        polls_since = max(1, -(-(self.now - last) // gap))
+        self._timer("app_poll", last + polls_since * gap - self.now)
+
+    def _callback_returned(self, seq: int) -> None:
+        super()._callback_returned(seq)
+        self._schedule_next_poll()
 
     def _rejoin_stale(self) -> None:
         """Kafka's ``maybeRejoinStaleMember``: once polled again and the assignment released, rejoin."""
@@ -250,6 +302,8 @@ class Consumer(ApplicationLoop):
             return
         if key == "heartbeat":
             self._maybe_heartbeat()
+        elif key == "app_poll":
+            self._poll()
         elif key == "auto_commit":
             self._auto_commit()
         elif key == "poll_timeout":
@@ -487,7 +541,7 @@ class Consumer(ApplicationLoop):
             return
         if revoked:
             then = partial(self._reconcile_after_revoke, seq, target, revoked, added)
-            self._call_back("on_partitions_revoked", revoked, then)
+            self._call_back_from_background("on_partitions_revoked", revoked, then)
         else:
             self._reconcile_after_revoke(seq, target, revoked, added, True)
 
@@ -502,7 +556,9 @@ class Consumer(ApplicationLoop):
         self._emit_assignment()
         # Kafka ``AbstractMembershipManager.revokeAndAssign``: on_partitions_assigned runs on every
         # reconciliation, with an empty list when nothing is added.
-        self._call_back("on_partitions_assigned", added, partial(self._reconcile_after_assign, seq, target, added))
+        self._call_back_from_background(
+            "on_partitions_assigned", added, partial(self._reconcile_after_assign, seq, target, added)
+        )
 
     def _reconcile_after_assign(self, seq: int, target: frozenset[TP], added: list[TP], ok: bool) -> None:
         if not self._still_reconciling(seq):
@@ -544,7 +600,7 @@ class Consumer(ApplicationLoop):
         self.member_epoch = 0
         self._stop_fetching(set(self.fetching))
         if lost:
-            self._call_back("on_partitions_lost", lost, self._rejoin_after_fence)
+            self._call_back_from_background("on_partitions_lost", lost, self._rejoin_after_fence)
         else:
             self._rejoin_after_fence(True)
 

@@ -335,6 +335,9 @@ class ClassicGroupHandlers(CoordinatorHost):
                 return self._replace_static_member(out, group, r, r.group_instance_id, existing, new_id, parked)
             self._add_member(out, group, r, new_id, parked)
             return None
+        if not r.require_known_member_id:  # JoinGroup v0-3: the member joins with the id it is given
+            self._add_member(out, group, r, new_id, parked)
+            return None
         # JoinGroup v4+ (KIP-394): hand out the id and have the member join again with it.
         group.pending_members.add(new_id)
         self._schedule_classic_session(group, new_id, r.session_timeout_ms)

@@ -71,6 +71,9 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     HeartbeatAssignment,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -432,6 +435,46 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
     def offset_commit(self, request: OffsetCommitRequest) -> CoordinatorResult[OffsetCommitResponse]:
         """OffsetCommit (``OffsetManager.commit``), its records applied."""
         return self._apply(self.offset_manager.commit(request))
+
+    def delete_groups(self, request: DeleteGroupsRequest) -> CoordinatorResult[DeleteGroupsResponse]:
+        """DeleteGroups (Kafka ``GroupCoordinatorShard.deleteGroups``): each empty group is deleted
+        with its committed offsets (their tombstones, then the group's); a group with members is
+        NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND. Share groups go to the share manager."""
+        results: list[DeletableGroupResult] = []
+        records: list[Record] = []
+        batches: list[tuple[Record, ...]] = []
+        for group_id in request.groups_names:
+            if group_id in self.share_groups:
+                shared = self.delete_share_groups(DeleteShareGroupsRequest(groups_names=[group_id]))
+                batches += shared.batches
+                error = shared.response.results[0].error_code
+            else:
+                error = self._deletable_group_error(group_id)
+            if error is Errors.NONE and group_id not in self.share_groups:
+                records += [
+                    Record(OffsetCommitKey(group=group_id, topic=topic, partition=partition), None)
+                    for topic, partition in self.offsets.get(group_id, {})
+                ]
+                if group_id in self.groups:
+                    records += self._consumer_group_tombstones(self.groups[group_id])
+                elif group_id in self.classic_groups:
+                    records.append(self.classic_groups[group_id].tombstone())
+            results.append(DeletableGroupResult(group_id=group_id, error_code=error))
+        result = CoordinatorResult(DeleteGroupsResponse(results=results), (tuple(records),), origin="DeleteGroups")
+        deleted = self._apply(result) if records else result
+        return replace(deleted, batches=tuple(batches) + deleted.batches)
+
+    def _deletable_group_error(self, group_id: str) -> Errors:
+        """Kafka ``ConsumerGroup.validateDeleteGroup`` / ``ClassicGroup.validateDeleteGroup``."""
+        group = self.groups.get(group_id)
+        classic = self.classic_groups.get(group_id)
+        if group is not None:
+            return Errors.NONE if group.state is GroupState.EMPTY else Errors.NON_EMPTY_GROUP
+        if classic is not None:
+            if classic.state is ClassicGroupState.DEAD:
+                return Errors.GROUP_ID_NOT_FOUND
+            return Errors.NONE if classic.state is ClassicGroupState.EMPTY else Errors.NON_EMPTY_GROUP
+        return Errors.NONE if self.offsets.get(group_id) else Errors.GROUP_ID_NOT_FOUND
 
     def offset_fetch(self, request: OffsetFetchRequest) -> CoordinatorResult[OffsetFetchResponse]:
         """OffsetFetch (``OffsetManager.fetch``)."""
@@ -825,10 +868,9 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id)
         if target is None:
             return Record(key, None)
-        # The assignor's output, checked when computed: not validated again (model_construct).
-        partitions = [
-            TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in sorted(target.items()) if p
-        ]
+        # The assignor's output, checked when computed: not validated again (model_construct). Its topics
+        # in its own order, which is the order of Kafka's map (``newConsumerGroupTargetAssignmentRecord``).
+        partitions = [TopicPartitions.model_construct(topic_id=t, partitions=list(p)) for t, p in target.items() if p]
         return Record(key, ConsumerGroupTargetAssignmentMemberValue.model_construct(topic_partitions=partitions))
 
     @staticmethod
@@ -965,10 +1007,16 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         metadata: SubscriptionMetadata,
         group_epoch: int,
         old_target: dict[str, TargetPartitions] | None = None,
+        written: dict[str, TargetPartitions] | None = None,
     ) -> tuple[dict[str, TargetPartitions], tuple[Record, ...]]:
         """Run the server-side assignor (``members``' preferred one, from their ``subscriptions``); the
-        batch holds changed members then the epoch."""
+        batch holds changed members then the epoch.
+
+        ``old_target`` is what the assignor starts from; ``written`` (by default the same) what the
+        group's target records hold, which a member's new target is compared with to decide whether it
+        gets a record (Kafka ``TargetAssignmentBuilder.build``)."""
         old_target = group.target if old_target is None else old_target
+        written = old_target if written is None else written
         spec = self._assignment_spec(group, members, metadata, old_target)
         assignor = self._server_assignor(subscriptions)
         try:
@@ -978,7 +1026,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         new_target = {
             member_id: {t: tuple(p) for t, p in computed.get(member_id, {}).items() if p} for member_id in members
         }
-        return new_target, self._target_batch(group.group_id, old_target, new_target, group_epoch)
+        return new_target, self._target_batch(group.group_id, written, new_target, group_epoch)
 
     def _target_batch(
         self, group_id: str, old: dict[str, TargetPartitions], new: dict[str, TargetPartitions], epoch: int
@@ -1258,10 +1306,13 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
         Batching (Kafka 4.3): until the interval has passed, the member is told the last target, at
         the assignment epoch; the next heartbeat after it computes one for every change meanwhile.
         """
-        target_view = group.target
+        target_view = written = group.target
         if found.replaced is not None:
-            target_view = {m: t for m, t in group.target.items() if m != found.replaced}
-            target_view[found.member_id] = group.target.get(found.replaced, {})
+            # The replacement starts from the old member's target, but Kafka compares the new target with
+            # the group's before this heartbeat's records, where the new member id has none: it always
+            # gets a target record (Kafka ``TargetAssignmentBuilder.build``, ``testReplaceStaticMember``).
+            written = {m: t for m, t in group.target.items() if m != found.replaced}
+            target_view = {**written, found.member_id: group.target.get(found.replaced, {})}
         if epoch.group_epoch <= group.assignment_epoch or not epoch.target_due:
             return target_view, group.assignment_epoch
         view = _group_with(group.members, found, epoch.updated)  # the members the new target is for
@@ -1269,7 +1320,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             self._start_round(group.group_id, view)
             return target_view, group.assignment_epoch
         target_view, target_batch = self._compute_target(
-            group, view, epoch.subscriptions, epoch.metadata, epoch.group_epoch, target_view
+            group, view, epoch.subscriptions, epoch.metadata, epoch.group_epoch, target_view, written
         )
         batches.append(target_batch)
         self._target_computed_at[group.group_id] = self.now_ms

@@ -69,10 +69,8 @@ class GroupDescriber:
 
     def _describe(self, group_id: str) -> DescribedGroup:
         group = self.groups.get(group_id)
-        if group is None:
-            return DescribedGroup(
-                group_id=group_id, error_code=Errors.GROUP_ID_NOT_FOUND, error_message=f"Group {group_id} not found."
-            )
+        if group is None:  # the error code alone (Kafka ``GroupMetadataManager.consumerGroupDescribe``)
+            return DescribedGroup(group_id=group_id, error_code=Errors.GROUP_ID_NOT_FOUND)
 
         def described(assignment: Mapping[str, Iterable[int]]) -> DescribedAssignment:
             return DescribedAssignment(

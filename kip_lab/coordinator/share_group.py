@@ -594,8 +594,7 @@ class ShareGroupManager:
         assignable: dict[str, tuple[int, ...]] = {}
         for _, (topic_id, count) in sorted(metadata.items()):
             entry = group.initialized.get(topic_id)
-            if entry is not None:
-                assignable[topic_id] = tuple(p for p in sorted(entry[1]) if p < count)
+            assignable[topic_id] = () if entry is None else tuple(p for p in sorted(entry[1]) if p < count)
         subscriptions = {
             m: frozenset(metadata[n][0] for n in member.subscribed_topic_names if n in metadata)
             for m, member in members.items()

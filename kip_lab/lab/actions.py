@@ -255,9 +255,20 @@ class SetShareAutoOffsetReset(_Action):
     value: Literal["latest", "earliest"]
 
 
+class DeleteRecords(_Action):
+    """Admin ``deleteRecords`` (``kafka-delete-records.sh``): the partition's log start offset moves
+    up to ``before_offset``; share groups drop what lies below it when they next read the partition."""
+
+    action: Literal["delete_records"] = "delete_records"
+    topic: str = Field(..., min_length=1)
+    partition: int = Field(0, ge=0)
+    before_offset: int = Field(..., ge=0)
+
+
 SHARE_ACTIONS = (
     AddShareConsumer,
     ProduceShareRecords,
+    DeleteRecords,
     FailOverShareCoordinator,
     MoveShareLeader,
     ResetShareGroupOffsets,
@@ -286,6 +297,7 @@ Action = Annotated[
     | SendRequest
     | AddShareConsumer
     | ProduceShareRecords
+    | DeleteRecords
     | FailOverShareCoordinator
     | MoveShareLeader
     | ResetShareGroupOffsets

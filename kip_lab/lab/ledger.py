@@ -49,9 +49,11 @@ from kip_lab.events import (
     PositionSet,
     RecordsProcessed,
     ShareStateWrite,
+    summarize,
 )
 
 TP = tuple[str, int]
+PARTITION_METADATA_KEYS = frozenset({"ConsumerGroupPartitionMetadataKey", "ShareGroupPartitionMetadataKey"})
 LEDGER_KINDS = frozenset({EventKind.POSITION_SET, EventKind.RECORDS_PROCESSED, EventKind.COMMIT_RESULT})
 LEDGER_METRICS = (  # what ``Ledger.totals`` reports: run and group columns of ``compute_metrics``
     "records_processed",
@@ -245,7 +247,7 @@ class Ledger:
                 self.found.append(("no-skip", self._skip_explanation(actor, event, ledger, owed)))
         ledger.handover_commit[actor] = ledger.last_commit
         ledger.reported_ms[actor] = now
-        self._sample_lag(tp, ledger, now)
+        self._sample_lag(tp, ledger, now, start)
 
     def _skip_explanation(self, actor: str, event: PositionSet, ledger: PartitionLedger, owed: int) -> str:
         name = self.partition_name((event.topic_id, event.partition))
@@ -266,8 +268,9 @@ class Ledger:
         for topic_id, partition, first, end, start in event.ranges:
             tp = (topic_id, partition)
             ledger = self._partition(group, tp)
-            if sampled:
-                self._sample_lag(tp, ledger, now)
+            if sampled:  # the member's position at its last report (or start), and now
+                self._sample_lag(tp, ledger, ledger.reported_ms.get(actor, now), first)
+                self._sample_lag(tp, ledger, now, end)
             if start == "continued":
                 was_at = ledger.processed_by.get(actor)
                 if was_at is not None and first != was_at:
@@ -286,8 +289,6 @@ class Ledger:
                 ledger.furthest = end
             ledger.processed_by[actor] = end
             ledger.reported_ms[actor] = now
-            if sampled:
-                self._sample_lag(tp, ledger, now)
 
     def _processed_again(
         self,
@@ -407,10 +408,14 @@ class Ledger:
         self._changed(client, before, now)
 
     def on_handler_result(self, actor: str, event: HandlerResult, now: int) -> None:
-        for record in event.records:
-            value = record.get("value") or {}
-            for topic in value.get("topics", ()) if isinstance(value, dict) else ():
-                if isinstance(topic, dict) and "topic_id" in topic and "topic_name" in topic:
+        """Topic names, from the groups' partition metadata records (only those are summarised)."""
+        for record in event.written or ():
+            if isinstance(record, dict):  # read back from a file
+                kind, value = record["key"].get("type"), record.get("value")
+            else:
+                kind, value = type(record.key).__name__, record.value
+            if kind in PARTITION_METADATA_KEYS and value is not None:
+                for topic in summarize(value).get("topics", ()):
                     self.names[topic["topic_id"]] = topic["topic_name"]
 
     def on_share_state_write(self, actor: str, event: ShareStateWrite, now: int) -> None:
@@ -443,22 +448,21 @@ class Ledger:
         if since is not None and (end is None or end > ledger.furthest):
             ledger.pause_ms += now - since
 
-    def _sample_lag(self, tp: TP, ledger: PartitionLedger, now: int) -> None:
-        end = self.log_end(tp, now)
+    def _sample_lag(self, tp: TP, ledger: PartitionLedger, time_ms: int, position: int) -> None:
+        """How far ``position`` was behind the log end at ``time_ms``."""
+        end = self.log_end(tp, time_ms)
         if end is None:
             return
-        behind = max(0, end - ledger.furthest)
+        behind = max(0, end - position)
         ledger.max_lag = max(ledger.max_lag, behind)
-        ledger.lag.append((now, behind))
+        ledger.lag.append((time_ms, behind))
 
     def finish(self, end_ms: int) -> None:
-        """Close what is still open at the end of the trace: pauses, and a last lag sample."""
+        """Close what is still open at the end of the trace: pauses, with a last lag sample (nobody processes)."""
         for (_, tp), ledger in sorted(self.partitions.items()):
-            if ledger.first_start is None:
-                continue
-            if ledger.pause_since is not None:
+            if ledger.first_start is not None and ledger.pause_since is not None:
+                self._sample_lag(tp, ledger, end_ms, ledger.furthest)
                 self._close_pause(tp, ledger, end_ms)
-            self._sample_lag(tp, ledger, end_ms)
 
     # -- totals ---------------------------------------------------------------------------------
     def totals(self, group: str | None = None) -> dict[str, int]:

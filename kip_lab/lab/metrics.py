@@ -90,9 +90,12 @@ commits failed
     ``commit_result`` events with at least one partition's offset not committed (an error
     code, or ``REQUEST_TIMED_OUT`` when no answer came in time).
 max lag records
-    The largest difference between a partition's log end offset (the topic's
-    ``produce_rate_per_s`` times the time) and the group's position, sampled at the group's
-    first start of the partition, before and after each range processed, and at ``end_ms``.
+    The largest number of records between a partition's log end offset (the topic's
+    ``produce_rate_per_s`` times the time) and the position of a member processing it,
+    taken where the ledger knows that position: at each ``position_set``, and at the start
+    (the member's previous report or start) and the end of each range processed — a Lab
+    consumer processes at a steady rate in between, so its lag in between lies between those
+    two — and at ``end_ms`` from the group's position when nobody is processing it.
     Partitions of a topic whose producer rate the trace does not give are left out.
 processing pause
     Milliseconds, from the group's first start of the partition up to ``end_ms``, during

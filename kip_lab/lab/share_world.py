@@ -222,6 +222,14 @@ class ShareWorld:
         for leader in self.leaders.values():  # each broker holds its own copy of the group configs
             leader.group_configs[action.group_id] = self.group_configs[action.group_id]
 
+    def _delete_records(self, action: Any) -> None:
+        topic = self.world.cluster.topic(action.topic)
+        log = self.topic_log((topic.topic_id, action.partition))
+        log.delete_records_before(action.before_offset)
+        self.world.emit(
+            "producer", Note(f"log start of {action.topic}-{action.partition} moved to {action.before_offset}", {})
+        )
+
     def _produce(self, action: Any) -> None:
         world = self.world
         topic = world.cluster.topic(action.topic)
@@ -254,6 +262,7 @@ def _share_action_handlers() -> dict[type, Callable[[ShareWorld, Any], object]]:
     return {
         a.AddShareConsumer: lambda share, action: share.world.add_client(action.member, action.config, action.start),
         a.ProduceShareRecords: ShareWorld._produce,
+        a.DeleteRecords: ShareWorld._delete_records,
         a.FailOverShareCoordinator: ShareWorld._fail_over_coordinator,
         a.MoveShareLeader: ShareWorld._move_leader,
         a.ResetShareGroupOffsets: ShareWorld._reset_offsets,

@@ -27,6 +27,7 @@ from kip_lab.clients.member_state import MemberState as ClientState
 from kip_lab.clients.share_consumer import ShareConsumer
 from kip_lab.coordinator import GroupState
 from kip_lab.coordinator.classic_group import ClassicGroupState
+from kip_lab.lab.observed import ObservingClient
 from kip_lab.lab.touched import Touched, actor_of
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment
 from kip_lab.protocol.records import OffsetCommitKey
@@ -82,7 +83,7 @@ class StabilityTracker:
         return self.groups_stable
 
     def _evaluate(self, world: Any, name: str, client: Any) -> None:
-        if isinstance(client, (ClassicConsumer, ShareConsumer)):
+        if isinstance(client, (ClassicConsumer, ShareConsumer, ObservingClient)):
             self.rechecked.add(name)
         else:
             self.rechecked.discard(name)
@@ -104,6 +105,8 @@ def client_settled(world: Any, client: Any) -> bool:
     """One client's part of stability: settled, or not alive (then its group decides)."""
     if isinstance(client, ShareConsumer):
         return client.settled()
+    if isinstance(client, ObservingClient):  # a real client: as its messages show it
+        return client.settled(world)
     state = getattr(client, "state", None)
     if state is None or not client.alive:
         return True

@@ -7,7 +7,6 @@ from typing import Any
 
 from kip_lab.events import (
     CallbackInvoked,
-    CommitResult,
     Event,
     FaultInjected,
     MessageDropped,
@@ -19,24 +18,31 @@ from kip_lab.lab.ledger import Ledger
 
 
 def client_story(
-    trace: Iterable[Any], *, since_ms: int = 0, until_ms: int | None = None, members: Iterable[str] | None = None
+    trace: Iterable[Any],
+    *,
+    since_ms: int = 0,
+    until_ms: int | None = None,
+    members: Iterable[str] | None = None,
+    rereads: bool = False,
 ) -> str:
-    """One line per client state transition, callback, client note, fault, dropped message, failed
-    commit, and partition started below what its group had processed (what it re-reads)."""
+    """One line per client state transition, callback, client note, fault and dropped message;
+    with ``rereads``, also one per partition a member starts below what its group had processed
+    ("B:   re-reads foo-2 from 120 (committed) to 145 (A had processed)")."""
     wanted = None if members is None else set(members)
     lines = []
-    ledger = Ledger()  # who had processed what, for the lines of a start
+    ledger = Ledger() if rereads else None  # who had processed what, for the lines of a start
     for e in trace:
         shown = since_ms <= e.time_ms and (until_ms is None or e.time_ms <= until_ms)
         if shown and (wanted is None or e.actor in wanted):
             line = _story_line(e.actor, e.body, ledger)
             if line is not None:
                 lines.append(f"{e.time_ms:>6} {line}")
-        ledger.apply(e)
+        if ledger is not None:
+            ledger.apply(e)
     return "\n".join(lines)
 
 
-def _story_line(actor: str, event: Event, ledger: Ledger) -> str | None:
+def _story_line(actor: str, event: Event, ledger: Ledger | None) -> str | None:
     """What the story says of one event (after its time, before ``ledger`` has it), or None for what it leaves out."""
     match event:
         case StateTransition():
@@ -50,15 +56,8 @@ def _story_line(actor: str, event: Event, ledger: Ledger) -> str | None:
             return f"** {event.name} {event.member or ''}".rstrip()
         case MessageDropped():
             return f"network: dropped {event.api} {event.source} -> {event.destination}"
-        case PositionSet():
+        case PositionSet() if ledger is not None:
             return _reread_line(actor, event, ledger)
-        case CommitResult() if event.failed:
-            refused = ", ".join(
-                f"{ledger.partition_name((t, p))} at {offset}: {error}"
-                for t, p, offset, error in event.offsets
-                if error
-            )
-            return f"{actor}:   commit ({event.cause}) failed: {refused}"
     return None
 
 

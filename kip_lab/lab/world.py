@@ -28,6 +28,8 @@ from kip_lab.protocol.consumer_group import (
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupInstallAssignmentResponse,
     ConsumerGroupPrepareAssignmentResponse,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -53,6 +55,7 @@ HANDLERS = {
     "Heartbeat": "heartbeat",
     "LeaveGroup": "leave_group",
     "ShareGroupHeartbeat": "share_group_heartbeat",
+    "DeleteGroups": "delete_groups",
 }
 
 
@@ -96,6 +99,10 @@ def not_coordinator_response(api: str, request: Any) -> Any:
         return LeaveGroupResponse(error_code=error)
     if api == "ShareGroupHeartbeat":
         return ShareGroupHeartbeatResponse(error_code=error, member_epoch=request.member_epoch)
+    if api == "DeleteGroups":
+        return DeleteGroupsResponse(
+            results=[DeletableGroupResult(group_id=g, error_code=error) for g in request.groups_names]
+        )
     return ConsumerGroupInstallAssignmentResponse(error_code=error)
 
 
@@ -255,8 +262,13 @@ class World:
         faults.delay_ms = action.delay_ms
 
     def _partition_link(self, action: Any) -> None:
+        """Every broker is out of the member's reach: no request gets through, and a consumer fetches no records."""
+        until = self.scheduler.now_ms + action.duration_ms
         for broker in self.brokers:
-            self.network.link_faults(action.member, broker).down_until_ms = self.scheduler.now_ms + action.duration_ms
+            self.network.link_faults(action.member, broker).down_until_ms = until
+        client = self.clients.get(action.member)
+        if client is not None and hasattr(client, "cut_off"):
+            client.cut_off(until)
 
     def _configure_link(self, action: Any) -> None:
         for broker in self.brokers:

@@ -23,6 +23,7 @@ from kip_lab.protocol.errors import Errors
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 CONSUMER_PROTOCOL_TYPE = "consumer"
+FIRST_VERSION_REQUIRING_MEMBER_ID = 4  # JoinGroup v4 (KIP-394)
 
 
 # -- JoinGroup ----------------------------------------------------------------------------
@@ -42,9 +43,10 @@ class JoinGroupRequest(Message):
     protocol_type: str = CONSUMER_PROTOCOL_TYPE
     protocols: list[JoinGroupRequestProtocol]
     reason: str | None = None
-    # Not body fields in Kafka: they come from the request header / connection.
+    # Not body fields in Kafka: they come from the request header / connection / version.
     client_id: str = ""
     client_host: str = ""
+    require_known_member_id: bool = True  # JoinGroup v4+ (KIP-394); before, a new member joins at once
 
 
 class JoinGroupResponseMember(Message):

@@ -297,3 +297,20 @@ class OffsetFetchResponseGroup(Message):
 class OffsetFetchResponse(Message):
     throttle_time_ms: int = 0
     groups: list[OffsetFetchResponseGroup]
+
+
+# -- DeleteGroups ---------------------------------------------------------------------------
+class DeleteGroupsRequest(Message):
+    """Delete empty groups (consumer, classic or share) with their committed offsets."""
+
+    groups_names: list[str]
+
+
+class DeletableGroupResult(Message):
+    group_id: str
+    error_code: Errors = Errors.NONE
+
+
+class DeleteGroupsResponse(Message):
+    throttle_time_ms: int = 0
+    results: list[DeletableGroupResult]

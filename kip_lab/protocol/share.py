@@ -245,7 +245,7 @@ class InitializeShareGroupStateResponse(Message):
 
 # -- ReadShareGroupState / ReadShareGroupStateSummary (leader or GC -> share coordinator) -----
 class ReadStatePartition(Message):
-    partition: int = Field(ge=0)
+    partition: int  # any int32: a negative one is answered INVALID_REQUEST (Kafka ``ShareCoordinatorShard``)
     leader_epoch: int = Field(-1, ge=-1)
 
 
@@ -274,7 +274,7 @@ class ReadShareGroupStateSummaryResponse(Message):
 
 # -- WriteShareGroupState (share-partition leader -> share coordinator) -----------------------
 class WriteStatePartition(Message):
-    partition: int = Field(ge=0)
+    partition: int  # any int32: a negative one is answered INVALID_REQUEST (Kafka ``ShareCoordinatorShard``)
     state_epoch: int = Field(ge=0)
     leader_epoch: int = Field(ge=-1)
     start_offset: int = Field(ge=UNCHANGED_START_OFFSET)

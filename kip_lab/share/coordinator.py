@@ -56,6 +56,8 @@ from kip_lab.share.records import (
 from kip_lab.share.state_batches import DurableState, batches_from_spans, combine, spans_from_batches
 
 SharePartitionKey = tuple[str, str, int]  # (group id, topic id, partition)
+# Kafka ``ShareCoordinatorShard.maybeGetWriteStateError`` / ``maybeGetReadStateError``, checked first.
+NEGATIVE_PARTITION_ID = "The partition id cannot be a negative number."
 STATE_TOPIC = "__share_group_state"
 STATE_TOPIC_PARTITIONS = 50  # share.coordinator.state.topic.num.partitions
 
@@ -260,6 +262,8 @@ class ShareCoordinator:
         """The durable state for a share-partition leader; a newer leader epoch is recorded (fencing older ones)."""
 
         def handle(sp: SharePartitionKey, data) -> tuple[PartitionStateResult, Record | None]:
+            if data.partition < 0:
+                return _state_error(data.partition, Errors.INVALID_REQUEST, NEGATIVE_PARTITION_ID), None
             state = self.states.get(sp)
             if state is None:
                 return _state_error(data.partition, *self._uninitialized(sp, "Read")), None
@@ -283,6 +287,8 @@ class ShareCoordinator:
         self, request: WriteShareGroupStateRequest
     ) -> CoordinatorResult[WriteShareGroupStateResponse]:
         def handle(sp: SharePartitionKey, data: WriteStatePartition) -> tuple[PartitionResult, Record | None]:
+            if data.partition < 0:
+                return _error(data.partition, Errors.INVALID_REQUEST, NEGATIVE_PARTITION_ID), None
             state = self.states.get(sp)
             if state is None:
                 return _error(data.partition, *self._uninitialized(sp, "Write")), None
@@ -360,6 +366,8 @@ class ShareCoordinator:
         """State epoch and start offset only (the group coordinator's offsets view, the leader's reload check)."""
 
         def handle(sp: SharePartitionKey, data) -> tuple[PartitionSummaryResult, None]:
+            if data.partition < 0:
+                return _summary_error(data.partition, Errors.INVALID_REQUEST, NEGATIVE_PARTITION_ID), None
             state = self.states.get(sp)
             if state is None:
                 return _summary_error(data.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION, _unknown(sp)), None

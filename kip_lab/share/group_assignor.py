@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Literal
 
+from kip_lab.assignors.spec import PartitionAssignorError
+
 # member id -> topic id -> partitions
 ShareAssignment = dict[str, dict[str, tuple[int, ...]]]
 Fidelity = Literal["kafka", "kip"]
@@ -55,13 +57,20 @@ class SimpleAssignor:
         """The new target.
 
         ``subscriptions``: member id -> subscribed topic ids; ``partitions``: topic id -> the
-        partitions that may be assigned (sorted); ``current``: the previous target.
+        partitions that may be assigned (sorted; empty for a topic whose share state is not
+        initialized yet); ``current``: the previous target. Under ``kafka`` a subscribed topic
+        missing from ``partitions`` (from the topic metadata) is ``PartitionAssignorError``, as
+        Kafka's ``SimpleAssignor.computeTargetPartitions`` throws; the KIP's steps skip it.
         """
         out: ShareAssignment = {member_id: {} for member_id in sorted(subscriptions)}
         if self.fidelity == "kafka":
             for member_id, topics in out.items():
                 for topic_id in sorted(subscriptions[member_id]):
-                    if partitions.get(topic_id):
+                    if topic_id not in partitions:  # Kafka's computeTargetPartitions: numPartitions is -1
+                        raise PartitionAssignorError(
+                            f"Members are subscribed to topic {topic_id} which doesn't exist in the topic metadata."
+                        )
+                    if partitions[topic_id]:
                         topics[topic_id] = tuple(partitions[topic_id])
             return out
         for topic_id in sorted(partitions):

@@ -220,6 +220,8 @@ class SharePartition:
     durable: DurableState = field(init=False)  # what the share coordinator holds once its writes completed
     acquired_count: int = field(default=0, init=False)
     _batches: list[InFlightBatch] = field(default_factory=list, init=False)
+    # ``kafka``: Acquired records the log start passed, still with their member until acknowledged or timed out
+    _passed: list[InFlightBatch] = field(default_factory=list, init=False)
     _lock_sizes: dict[int, int] = field(default_factory=dict, init=False)  # lock id -> records still under it
     _expired_locks: set[int] = field(default_factory=set, init=False)
     _pending: dict[int, PendingWrite] = field(default_factory=dict, init=False)
@@ -316,27 +318,35 @@ class SharePartition:
 
     # ------------------------------------------------------------------ reading the state
     def records(self) -> list[RecordView]:
-        """The in-flight window as ranges, in offset order."""
+        """The in-flight records as ranges, in offset order (``kafka``: with Acquired ones the log start passed)."""
         return [
             RecordView(
                 b.first_offset, b.last_offset, b.state, b.delivery_count, b.member_id, b.pending_write is not None
             )
-            for b in self._batches
+            for b in [*self._passed, *self._batches]
         ]
 
     def state_at(self, offset: int) -> tuple[str, int]:
-        """(state, delivery count) of one offset: Archived below the SPSO, Available (0) at or past the SPEO."""
+        """(state, delivery count) of one offset: Archived below the SPSO (unless the log start passed it while it was
+        Acquired, under ``kafka``), Available (0) at or past the SPEO."""
         if offset < self.spso:
-            return ARCHIVED, 0
+            passed = self._passed_at(offset)
+            return (passed.state, passed.delivery_count) if passed is not None else (ARCHIVED, 0)
         if offset >= self.speo:
             return AVAILABLE, 0
         batch = self._batches[self._index_of(offset)]
         return batch.state, batch.delivery_count
 
     def owner_at(self, offset: int) -> str | None:
-        if not self.spso <= offset < self.speo:
+        if offset < self.spso:
+            passed = self._passed_at(offset)
+            return passed.member_id if passed is not None else None
+        if offset >= self.speo:
             return None
         return self._batches[self._index_of(offset)].member_id
+
+    def _passed_at(self, offset: int) -> InFlightBatch | None:
+        return next((b for b in self._passed if b.first_offset <= offset <= b.last_offset), None)
 
     @property
     def pending_writes(self) -> list[PendingWrite]:
@@ -586,7 +596,8 @@ class SharePartition:
             for batch in self._batches
             if _settled_acquired(batch) and batch.member_id == member_id
         ]
-        return self._submit_changes(changes, origin) if changes else None
+        passed = [batch for batch in self._passed if _settled_acquired(batch) and batch.member_id == member_id]
+        return self._submit_changes(changes, origin, passed=passed) if changes or passed else None
 
     def fire_timer(self, key: Hashable) -> PendingWrite | None:
         """An acquisition lock expired: its records still Acquired go back to Available (or Archived at the limit)."""
@@ -599,18 +610,23 @@ class SharePartition:
             for batch in self._batches
             if _settled_acquired(batch) and batch.lock_id == lock_id
         ]
-        if not changes:
+        passed = [batch for batch in self._passed if _settled_acquired(batch) and batch.lock_id == lock_id]
+        if not changes and not passed:
             return None
-        return self._submit_changes(changes, f"lock {lock_id} timeout", applies_on_failure=True)
+        return self._submit_changes(changes, f"lock {lock_id} timeout", applies_on_failure=True, passed=passed)
 
     def move_log_start(self) -> PendingWrite | None:
-        """Retention moved the log start offset past the SPSO: everything below it leaves the window.
+        """Retention moved the log start offset past the SPSO: the records below it leave the window.
 
-        ``kafka`` (Kafka's ``SharePartition.updateCacheAndOffsets``): at once and in memory only;
-        the SPSO becomes the log start offset and the next write carries it. Acknowledgements of
-        records acquired below it are accepted and change nothing. ``kip``: one write archives
-        everything below the new log start (T10/T11); until it completes nothing below it is
-        acquired and no new records are read.
+        ``kafka`` (Kafka's ``SharePartition.updateCacheAndOffsets`` and
+        ``archiveAvailableRecordsOnLsoMovement``): at once and in memory only; the SPSO becomes the
+        log start offset and the next write carries it. Only Available records are archived: Acquired
+        ones stay with their member, under their lock. Acknowledging them is accepted and changes
+        nothing (``acknowledgeBatchRecords`` skips offsets below the start); a lock timeout or a
+        release archives them, with a write (``releaseAcquisitionLockOnTimeout``,
+        ``releaseAcquiredRecords``: below the start the next state is Archived). ``kip``: one write
+        archives everything below the new log start (T10/T11); until it completes nothing below it
+        is acquired and no new records are read.
         """
         if self.fenced is not None:
             return None
@@ -634,10 +650,15 @@ class SharePartition:
         new_log_start: int | None = None,
         *,
         applies_on_failure: bool = False,
+        passed: Sequence[InFlightBatch] = (),
     ) -> PendingWrite:
+        """Plan ``changes`` (window ranges) under one new write; ``passed`` records go to Archived with it."""
         write_id = self._next_write_id
         planned = []
         changed: list[Span] = []
+        for batch in passed:
+            batch.pending_write, batch.pending_state = write_id, ARCHIVED
+            changed.append((batch.first_offset, batch.last_offset, int(DeliveryState.ARCHIVED), batch.delivery_count))
         for first, last, trigger in changes:
             for index in self._slice(first, last):
                 batch = self._batches[index]
@@ -716,6 +737,7 @@ class SharePartition:
             raise ValueError(f"writes complete in order: {oldest} is pending before {write_id}")
         write = self._pending.pop(write_id)
         write.error = error
+        self._settle_passed(write_id, error is Errors.NONE or write.applies_on_failure)
         if error is Errors.NONE or write.applies_on_failure:
             self._apply_changes(write)
             if error is Errors.NONE:
@@ -736,6 +758,17 @@ class SharePartition:
             self.fenced = error  # another leader (or a reset) owns the state now: this one stops
             self.scheduler.cancel_all(self)
         return write
+
+    def _settle_passed(self, write_id: int, applied: bool) -> None:
+        """Passed records this write archives leave for good; on a failed release they stay Acquired."""
+        for batch in [b for b in self._passed if b.pending_write == write_id]:
+            batch.pending_write = batch.pending_state = None
+            if applied:
+                RECORD_STATE_MACHINE.require(ACQUIRED, "log start passes", ARCHIVED)
+                self._unlock(batch)
+                self._passed.remove(batch)
+            elif batch.lock_id in self._expired_locks:
+                self.scheduler.schedule(self, LockTimer(batch.lock_id), 0)
 
     def _apply_changes(self, write: PendingWrite) -> None:
         for change in write.changes:
@@ -769,12 +802,15 @@ class SharePartition:
             self.scheduler.cancel(self, LockTimer(lock_id))
 
     def _drop_below_log_start(self, new_start: int) -> None:
-        """Records below the new log start leave the window; acquired ones release their locks."""
+        """Records below the new log start leave the window; acquired ones keep their member and lock
+        (``kafka``) or release them (``kip``)."""
         if new_start <= self.spso:
             return
         cut = self._split_before(min(new_start, self.speo))
         for batch in self._batches[:cut]:
-            if batch.state == ACQUIRED:
+            if batch.state == ACQUIRED and self.config.fidelity == "kafka":
+                self._passed.append(batch)
+            elif batch.state == ACQUIRED:
                 self._unlock(batch)
         del self._batches[:cut]
         self.spso = new_start

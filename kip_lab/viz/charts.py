@@ -879,4 +879,4 @@ def lag_chart(
         )
     )
     layers = [lines, *_vertical_markers(frames, None, time_range, width), *_vertical_cursor(cursor_ms, time_range)]
-    return _layer(layers, "lag per partition (as the group last reported its position)", width, height)
+    return _layer(layers, "lag per partition (records behind the log end)", width, height)

@@ -406,6 +406,10 @@ class _Builder:
             client = self.client(member)
             client.group_id = str((payload.get("config") or {}).get("group_id", "g"))
             client.alive = True
+        elif action == "wire_request" and member and member not in self.clients:
+            group_id = ((payload.get("body") or {}).get("request") or {}).get("group_id")
+            if isinstance(group_id, str):  # a real client's first group request names its group
+                self.client(member).group_id = group_id
         elif action in ("crash", "restart") and member in self.clients:
             client = self.clients[member]
             client.owned = set()
@@ -946,13 +950,13 @@ def ledger_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
 
 
 def lag_frame(trace: Any, end_ms: int | None = None) -> pd.DataFrame:
-    """Records each group's partition was behind its log end, at each time the ledger sampled it
-    (the group's first start of it, before and after each range processed, the end)."""
+    """Records each group's partition was behind its log end, wherever the ledger knows a processing
+    member's position (``compute_metrics``' *max lag records*), in time order."""
     ledger = build_ledger(_events(trace), end_ms)
     rows = [
         (group, tp[0], tp[1], ledger.partition_name(tp), time_ms, lag)
         for (group, tp), p in sorted(ledger.partitions.items())
-        for time_ms, lag in p.lag
+        for time_ms, lag in sorted(p.lag)
     ]
     return pd.DataFrame(rows, columns=LAG_COLUMNS)
 

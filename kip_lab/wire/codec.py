@@ -191,29 +191,54 @@ def _is_optional(field_type: Any) -> bool:
 _ZERO = {"string": "", "bool": False, "uuid": uuid_zero, "bytes": b"", "records": None}
 
 
-def _zero(field: dataclasses.Field) -> Any:
+@dataclasses.dataclass(frozen=True)
+class _FieldPlan:
+    """What ``build`` needs to know of one field of a kio class, worked out once per class."""
+
+    name: str
+    millis_name: str  # "name_ms": the kip_lab name of a duration
+    kafka_type: str
+    nested: type | None  # the kio entity the field holds (alone or in an array), if any
+    has_default: bool
+    zero: Callable[[], Any]  # the zero of its type, for a field with no default that is not given
+
+
+@cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    return tuple(
+        _FieldPlan(
+            name=field.name,
+            millis_name=f"{field.name}_ms",
+            kafka_type=field.metadata.get("kafka_type", ""),
+            nested=_nested_class(field.type),
+            has_default=field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING,
+            zero=_zero_of(field),
+        )
+        for field in dataclasses.fields(cls)
+    )
+
+
+def _zero_of(field: dataclasses.Field) -> Callable[[], Any]:
     kafka_type = field.metadata.get("kafka_type", "")
     if _is_optional(field.type):
-        return None
+        return lambda: None
     if kafka_type == "error_code":
-        return ErrorCode.none
+        return lambda: ErrorCode.none
     if kafka_type.startswith("timedelta"):
-        return datetime.timedelta(0)
+        return lambda: datetime.timedelta(0)
     if typing.get_origin(field.type) is tuple:
-        return ()
+        return tuple
     nested = _nested_class(field.type)
     if nested is not None:
-        return build(nested)
-    if kafka_type in _ZERO:
-        return _ZERO[kafka_type]
-    return 0
+        return lambda: build(nested)
+    zero = _ZERO.get(kafka_type, 0)
+    return lambda: zero
 
 
-def _wire_value(value: Any, field: dataclasses.Field) -> Any:
+def _wire_value(value: Any, field: _FieldPlan) -> Any:
     if value is None:
         return None
-    kafka_type = field.metadata.get("kafka_type", "")
-    nested = _nested_class(field.type)
+    kafka_type, nested = field.kafka_type, field.nested
     if isinstance(value, BaseModel):
         value = value.model_dump()
     if nested is not None and kafka_type == "":
@@ -245,18 +270,14 @@ def build(cls: type, values: dict[str, Any] | BaseModel | None = None, **more: A
     else the zero of their type (an empty string, 0, no error)."""
     if isinstance(values, BaseModel):
         values = values.model_dump()
-    given = {**(values or {}), **more}
+    given = {**values, **more} if values else more
     kwargs: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
+    for field in _plan(cls):
         name = field.name
         if name in given:
-            value = given[name]
-        elif f"{name}_ms" in given:
-            value = given[f"{name}_ms"]
-        elif field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
-            continue
-        else:
-            kwargs[name] = _zero(field)
-            continue
-        kwargs[name] = _wire_value(value, field)
+            kwargs[name] = _wire_value(given[name], field)
+        elif field.millis_name in given:
+            kwargs[name] = _wire_value(given[field.millis_name], field)
+        elif not field.has_default:
+            kwargs[name] = field.zero()
     return cls(**kwargs)

@@ -8,13 +8,17 @@ group with its members and, with ``--trace``, writes the trace.
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
-from kip_lab.lab.lab import Lab
+from pydantic import BaseModel, ValidationError
+
+from kip_lab.lab.lab import Lab, LabConfig
 from kip_lab.wire.server import serve
 
 OK, INVALID = 0, 2
@@ -34,8 +38,84 @@ def parse_topic(text: str) -> tuple[str, int]:
     return name, partitions
 
 
-def build(scenario_lab: Lab | None, topics: list[str], seed: int) -> Lab:
-    lab = scenario_lab if scenario_lab is not None else Lab(seed=seed)
+# Named options of ``serve``: what a design review varies, each the Lab setting(s) it sets. A
+# session timeout or heartbeat interval also widens its allowed range to include the value (the
+# coordinator refuses a value outside [min, max], as Kafka's config validation does).
+NAMED_SETTINGS: dict[str, tuple[str, ...]] = {
+    "session_timeout_ms": ("coordinator.session_timeout_ms",),
+    "heartbeat_interval_ms": ("coordinator.heartbeat_interval_ms",),
+    "initial_rebalance_delay_ms": ("coordinator.initial_rebalance_delay_ms",),
+    "share_record_lock_duration_ms": ("share.record_lock_duration_ms",),
+    "share_delivery_count_limit": ("share.delivery_count_limit",),
+    "share_auto_offset_reset": ("share.auto_offset_reset",),
+    "fidelity": ("coordinator.fidelity", "share.fidelity"),
+}
+RANGES = {
+    "coordinator.session_timeout_ms": ("coordinator.min_session_timeout_ms", "coordinator.max_session_timeout_ms"),
+    "coordinator.heartbeat_interval_ms": (
+        "coordinator.min_heartbeat_interval_ms",
+        "coordinator.max_heartbeat_interval_ms",
+    ),
+}
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with KEY a dotted path into the Lab's config; VALUE read as JSON when it is
+    JSON (``10000``, ``true``), else as text (``kip``)."""
+    key, equals, raw = text.partition("=")
+    if not equals or not key:
+        raise ValueError(f"--set {text!r}: expected KEY=VALUE, e.g. coordinator.session_timeout_ms=10000")
+    try:
+        return key.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return key.strip(), raw
+
+
+def lab_config(settings: list[tuple[str, Any]]) -> LabConfig:
+    """The Lab's config with ``settings`` ((dotted key, value)) applied, validated as a whole."""
+    values = LabConfig().model_dump()
+    for key, value in settings:
+        for bound, pick in zip(RANGES.get(key, ()), (min, max), strict=False):
+            _put(values, bound, pick(_get(values, bound), value) if isinstance(value, int) else _get(values, bound))
+        _put(values, key, value)
+    try:
+        return LabConfig.model_validate(values)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise ValueError(f"setting {where}: {problem['msg']} (got {problem.get('input')!r})") from None
+
+
+def _get(values: dict[str, Any], key: str) -> Any:
+    node: Any = values
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def _put(values: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted ``key``; an unknown one is an error naming the keys there are."""
+    *path, last = key.split(".")
+    node: Any = values
+    model: type[BaseModel] = LabConfig
+    for depth, part in enumerate([*path, last]):
+        fields = model.model_fields
+        if part not in fields:
+            known = ", ".join(sorted(fields))
+            where = ".".join([*path, last][:depth]) or "the Lab's config"
+            raise ValueError(f"setting {key}: {where} has no {part!r}; it has {known}")
+        annotation = fields[part].annotation
+        if depth < len(path):
+            if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+                raise ValueError(f"setting {key}: {'.'.join(path[: depth + 1])} is a value, not a group of settings")
+            model, node = annotation, node[part]
+    node[last] = value
+
+
+def build(scenario_lab: Lab | None, topics: list[str], seed: int, config: LabConfig | None = None) -> Lab:
+    if scenario_lab is not None and config is not None:
+        raise ValueError("settings (--set and the named options) apply to an empty Lab; a scenario sets its own")
+    lab = scenario_lab if scenario_lab is not None else Lab(seed=seed, config=config)
     for text in topics:
         name, partitions = parse_topic(text)
         if name in lab.cluster:

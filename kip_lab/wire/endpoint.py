@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from kip_lab.lab.actions import ClientRequest
-from kip_lab.lab.scripted import RequestingClient
+from kip_lab.lab.observed import ObservingClient
 
 
 @dataclass
-class WireClient(RequestingClient):
-    """The Lab's view of one real client: the requests it sent and the answers not yet sent back."""
+class WireClient(ObservingClient):
+    """The Lab's view of one real client: the requests it sent, the answers not yet sent back,
+    and its group membership as they show it (``ObservingClient``)."""
 
     # (correlation id, response): the connection awaits each answer by its correlation id.
     answers: list[tuple[int, Any]] = field(default_factory=list)
@@ -33,8 +34,10 @@ class WireClient(RequestingClient):
         """Put ``body["request"]`` (a kip_lab protocol model) on the network to ``body["broker"]``."""
         self.last_correlation = self.world.network.next_correlation(self.name)
         self.world.network.send(self.name, body["broker"], api, body["request"], self.last_correlation)
+        self.observe_request(self.last_correlation, api, body["request"])
 
     def receive(self, envelope: Any) -> None:
+        self.observe_response(envelope.correlation_id, envelope.payload)
         self.answers.append((envelope.correlation_id, envelope.payload))
 
     @property

@@ -1,8 +1,8 @@
 """What a consumer group with real members looks like at its coordinator.
 
-``Lab.is_stable`` judges the Lab's own clients (their state machines); a real client has none
-the Lab can see, so a group with real members is judged at the coordinator: settled once every
-member is at the group epoch with no partition left to revoke.
+``Lab.is_stable`` counts real members as their messages show them (``kip_lab.lab.observed``);
+this is the coordinator's own view of a KIP-848 group: settled once every member is at the
+group epoch with no partition left to revoke.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -28,33 +27,41 @@ from kip_lab.protocol import share_group as share_group_rpc
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolError
 from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
+from kip_lab.wire.admin import NO_TRANSACTIONS, AdminHandlers
 from kip_lab.wire.connection import Connection
 from kip_lab.wire.endpoint import WireClient
+from kip_lab.wire.producers import BatchProducer, ProducerStates
 from kip_lab.wire.records import RecordStore, record_count, split_batches
 
 if TYPE_CHECKING:
     from kip_lab.lab.lab import Lab
     from kip_lab.wire.clock import RealTimeClock
 
-# API key -> (lowest, highest) version served. Each range is kio's, narrowed to the versions
-# whose fields these handlers read (Produce v13+ names topics by id only; OffsetFetch before v8
-# has no groups array; FindCoordinator before v4 one key only is handled too).
+# API key -> (lowest, highest) version served: what Kafka 4.0's ApiVersions answers for each API
+# the front door serves (KIP-896 removed the versions below these). Older versions keep their
+# own semantics (``version_rules`` below and each handler).
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (3, 12),  # Produce
-    1: (4, 16),  # Fetch
-    2: (1, 9),  # ListOffsets
-    3: (1, 12),  # Metadata
+    1: (4, 17),  # Fetch
+    2: (1, 10),  # ListOffsets
+    3: (0, 13),  # Metadata
     8: (2, 9),  # OffsetCommit
-    9: (8, 9),  # OffsetFetch
-    10: (0, 5),  # FindCoordinator
-    18: (0, 4),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    11: (4, 9),  # JoinGroup (v4+: a new member is given its id by MEMBER_ID_REQUIRED, KIP-394)
+    9: (1, 9),  # OffsetFetch (one group per request before v8)
+    10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup (v4+: a new member is given its id by MEMBER_ID_REQUIRED, KIP-394)
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 5),  # InitProducerId (idempotent producers; no transactions)
+    32: (1, 4),  # DescribeConfigs
+    37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
     76: (1, 1),  # ShareGroupHeartbeat
@@ -65,8 +72,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 
 NO_ANSWER_TIMEOUT_S = 330.0  # longer than any rebalance a parked request may wait for
 EOF_CHECK_S = 0.5  # how often a request awaiting the Lab checks that its client is still there
-DEFAULT_PARTITIONS = 1  # Kafka's num.partitions, for CreateTopics with num_partitions -1
-
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -77,21 +83,6 @@ class WireError(KipLabError):
 def node_id(broker: str) -> int:
     """The node id of a Lab broker name (``broker-2`` is node 2)."""
     return int(broker.rsplit("-", 1)[1])
-
-
-LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_NAME_LENGTH = 249
-
-
-def invalid_topic_name(name: str) -> str | None:
-    """Why Kafka refuses ``name`` as a topic name (Kafka `Topic.validate`), or None."""
-    if name in ("", ".", ".."):
-        return f"Topic name {name!r} is illegal"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"Topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not LEGAL_TOPIC_NAME.fullmatch(name):
-        return f"Topic name {name!r} is illegal: only ASCII letters, digits, '.', '_' and '-' are allowed"
-    return None
 
 
 def item_uses_id(item: Any) -> bool:
@@ -113,7 +104,11 @@ class ClassicHandlers:
 
     async def join_group(self, connection, header, request, response_class) -> Any:
         lab_request = codec.to_lab(
-            request, classic.JoinGroupRequest, client_id=header.client_id or "", client_host=connection.peer
+            request,
+            classic.JoinGroupRequest,
+            client_id=header.client_id or "",
+            client_host=connection.peer,
+            require_known_member_id=request.__version__ >= classic.FIRST_VERSION_REQUIRING_MEMBER_ID,
         )
         if request.protocol_type == classic.CONSUMER_PROTOCOL_TYPE:
             lab_request = _embedded_to_lab(
@@ -219,12 +214,13 @@ class FrontDoor(Protocol):
     def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future: ...
 
 
-class Handlers(ClassicHandlers):
+class Handlers(ClassicHandlers, AdminHandlers):
     """One method per API, named after it; each returns the kio response of the request's version."""
 
     def __init__(self, server: FrontDoor) -> None:
         self.server = server
         self.records = RecordStore()
+        self.producers = ProducerStates()
 
     @property
     def lab(self) -> Lab:
@@ -276,6 +272,16 @@ class Handlers(ClassicHandlers):
                 answer.cancel()
                 raise WireError(f"no answer to {api} within {NO_ANSWER_TIMEOUT_S} s")
 
+    def partition_refusal(self, connection: Connection, topic: Any, index: int, by_id: bool = False) -> Any:
+        """Why this broker refuses a data request for partition ``index`` of ``topic``: an unknown
+        topic or partition (UNKNOWN_TOPIC_ID when named by id), or another broker leads it; None
+        when it serves it (its log then exists: a partition's log is made with its leader)."""
+        if topic is None or not 0 <= index < topic.num_partitions:
+            return ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
+        if self.leader(topic.topic_id, index) != connection.broker:
+            return ErrorCode.not_leader_or_follower
+        return None
+
     def topic_name(self, topic_id: str) -> str:
         topic = self.lab.cluster.topic_by_id(topic_id)
         return topic.name if topic else ""
@@ -300,7 +306,7 @@ class Handlers(ClassicHandlers):
     # ------------------------------------------------------------------ Metadata
     async def metadata(self, connection, header, request, response_class) -> Any:
         cluster = self.lab.cluster
-        if request.topics is None:
+        if request.topics is None or (request.__version__ == 0 and not request.topics):  # v0: [] is every topic
             wanted = [(t.name, t) for t in cluster.topics()]
         else:
             wanted = []
@@ -337,7 +343,17 @@ class Handlers(ClassicHandlers):
         key_type = getattr(request, "key_type", 0)
         coordinators = []
         for key in keys:
-            if key_type != 0:  # transactions and share-state coordinators are not modelled
+            if key_type == TRANSACTION_KEY_TYPE:  # a fatal answer: the producer stops with this message
+                coordinators.append(
+                    {
+                        "key": key,
+                        "node_id": -1,
+                        "error_code": ErrorCode.invalid_request,
+                        "error_message": NO_TRANSACTIONS,
+                    }
+                )
+                continue
+            if key_type != 0:  # share-state coordinators are not modelled
                 coordinators.append({"key": key, "node_id": -1, "error_code": ErrorCode.coordinator_not_available})
                 continue
             broker = self.lab.world.coordinator_broker(key)
@@ -345,26 +361,6 @@ class Handlers(ClassicHandlers):
         if hasattr(request, "coordinator_keys"):
             return codec.build(response_class, coordinators=coordinators)
         return codec.build(response_class, coordinators[0])
-
-    # ------------------------------------------------------------------ CreateTopics
-    async def create_topics(self, connection, header, request, response_class) -> Any:
-        self.server.clock.advance()
-        results = []
-        for item in request.topics:
-            partitions = item.num_partitions if item.num_partitions > 0 else DEFAULT_PARTITIONS
-            result: dict[str, Any] = {"name": item.name, "num_partitions": partitions, "replication_factor": 1}
-            invalid = invalid_topic_name(item.name)
-            if invalid:
-                result["error_code"] = ErrorCode.invalid_topic_exception
-                result["error_message"] = invalid
-            elif item.name in self.lab.cluster:
-                result["error_code"] = ErrorCode.topic_already_exists
-                result["error_message"] = f"Topic '{item.name}' already exists."
-            elif not request.validate_only:
-                self.lab.apply(a.CreateTopic(topic=item.name, partitions=partitions, produce_rate_per_s=0))
-                result["topic_id"] = self.lab.topic_id(item.name)
-            results.append(result)
-        return codec.build(response_class, topics=results)
 
     # ------------------------------------------------------------------ the data plane
     def _topic_of(self, item: Any) -> Any:
@@ -385,10 +381,9 @@ class Handlers(ClassicHandlers):
             partitions = []
             for data in item.partition_data:
                 entry: dict[str, Any] = {"index": data.index, "base_offset": -1}
-                if topic is None or not 0 <= data.index < topic.num_partitions:
-                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif self.leader(topic.topic_id, data.index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, data.index)
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
                     try:
                         batches = split_batches(bytes(data.records or b""))
@@ -396,7 +391,7 @@ class Handlers(ClassicHandlers):
                         entry["error_code"] = ErrorCode.corrupt_message
                         entry["error_message"] = str(error)
                     else:
-                        entry["base_offset"] = self._append(self.actor(header), topic, data.index, batches)
+                        entry.update(self._append(self.actor(header), topic, data.index, batches))
                 partitions.append(entry)
             responses.append({"name": item.name, "partition_responses": partitions})
         self.records.appended.set()
@@ -405,11 +400,21 @@ class Handlers(ClassicHandlers):
             return None
         return codec.build(response_class, responses=responses)
 
-    def _append(self, actor: str, topic: Any, partition: int, batches: list[bytes]) -> int:
-        """Append ``batches`` to the partition's log in the Lab; returns the first offset."""
-        log = self.lab.world.share.topic_log((topic.topic_id, partition))
+    def _append(self, actor: str, topic: Any, partition: int, batches: list[bytes]) -> dict[str, Any]:
+        """Append ``batches`` to the partition's log in the Lab, once their producer's sequence
+        numbers are checked (``producers``); the answer's fields: the first offset, or an error."""
+        where = (topic.topic_id, partition)
+        writers = [BatchProducer.of(batch) for batch in batches]
+        for writer in writers:
+            verdict = self.producers.check(where, writer)
+            if verdict.error:
+                return {"error_code": verdict.error, "error_message": verdict.message}
+            if verdict.duplicate_of is not None:
+                return {"base_offset": verdict.duplicate_of}
+        log = self.lab.world.share.topic_log(where)
         first = log.high_watermark
-        for batch in batches:
+        for batch, writer in zip(batches, writers, strict=True):
+            self.producers.appended(where, writer, log.high_watermark)
             count = record_count(batch)
             self.lab.apply(
                 a.ProduceShareRecords(
@@ -418,7 +423,7 @@ class Handlers(ClassicHandlers):
             )
             log = self.lab.world.share.topic_log((topic.topic_id, partition))
             self.records.store(topic.topic_id, partition, log.high_watermark - count, batch)
-        return first
+        return {"base_offset": first}
 
     async def fetch(self, connection, header, request, response_class) -> Any:
         waited = False
@@ -442,12 +447,9 @@ class Handlers(ClassicHandlers):
             for part in item.partitions:
                 index = part.partition
                 entry: dict[str, Any] = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1}
-                if topic is None or not 0 <= index < topic.num_partitions:
-                    entry["error_code"] = (
-                        ErrorCode.unknown_topic_id if item_uses_id(item) else ErrorCode.unknown_topic_or_partition
-                    )
-                elif self.leader(topic.topic_id, index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, index, by_id=item_uses_id(item))
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
                     log = self.lab.world.share.topic_log((topic.topic_id, index))
                     end = log.high_watermark
@@ -477,12 +479,10 @@ class Handlers(ClassicHandlers):
             partitions = []
             for part in item.partitions:
                 entry: dict[str, Any] = {"partition_index": part.partition_index, "offset": -1, "timestamp": -1}
-                if topic is None or not 0 <= part.partition_index < topic.num_partitions:
-                    entry["error_code"] = ErrorCode.unknown_topic_or_partition
-                elif self.leader(topic.topic_id, part.partition_index) != connection.broker:
-                    entry["error_code"] = ErrorCode.not_leader_or_follower
+                refusal = self.partition_refusal(connection, topic, part.partition_index)
+                if refusal is not None:
+                    entry["error_code"] = refusal
                 else:
-                    self.leader(topic.topic_id, part.partition_index)  # the log exists once it has a leader
                     logs = self.lab.world.share.logs
                     name, index = topic.name, part.partition_index
                     if part.timestamp in (-2, -4):  # EARLIEST, EARLIEST_LOCAL (no tiered storage here)
@@ -522,7 +522,10 @@ class Handlers(ClassicHandlers):
             topic_id = codec.lab_topic_id(getattr(item, "topic_id", None)) or None
             partitions = [
                 cg.OffsetCommitRequestPartition(
-                    p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
                 )
                 for p in item.partitions
             ]
@@ -532,22 +535,46 @@ class Handlers(ClassicHandlers):
             group_id=request.group_id,
             generation_id_or_member_epoch=request.generation_id_or_member_epoch,
             member_id=request.member_id,
-            group_instance_id=request.group_instance_id,
+            group_instance_id=getattr(request, "group_instance_id", None),
             topics=topics,
             api_version=header.request_api_version,
         )
         response = await self.to_lab(connection, header, "OffsetCommit", lab_request)
         return codec.build(response_class, response)
 
+    async def delete_groups(self, connection, header, request, response_class) -> Any:
+        lab_request = cg.DeleteGroupsRequest(groups_names=list(request.groups_names))
+        response = await self.to_lab(connection, header, "DeleteGroups", lab_request)
+        return codec.build(response_class, response)
+
     async def offset_fetch(self, connection, header, request, response_class) -> Any:
-        lab_request = codec.to_lab(request, cg.OffsetFetchRequest)
+        """v8+ asks for many groups; v1-7 for one (``group_id`` and its ``topics`` at the top),
+        answered with that group's topics and error at the top, and before v2 (which added the
+        top-level error) the group's error in each partition, as Kafka's OffsetFetchResponse does."""
+        one_group = not hasattr(request, "groups")
+        if one_group:
+            topics = request.topics  # None (v2+): every committed offset
+            group = {
+                "group_id": request.group_id,
+                "topics": None if topics is None else [codec.to_lab(t, cg.OffsetFetchRequestTopic) for t in topics],
+            }
+            lab_request = codec.to_lab(request, cg.OffsetFetchRequest, groups=[group])
+        else:
+            lab_request = codec.to_lab(request, cg.OffsetFetchRequest)
         response = await self.to_lab(connection, header, "OffsetFetch", lab_request)
         values = response.model_dump()
         for group in values["groups"]:
             for topic in group["topics"]:
                 if not topic.get("name") and topic.get("topic_id"):
                     topic["name"] = self.topic_name(topic["topic_id"])
-        return codec.build(response_class, values)
+        if not one_group:
+            return codec.build(response_class, values)
+        (group,) = values["groups"]
+        if request.__version__ < 2 and group["error_code"]:
+            for topic in group["topics"]:
+                for partition in topic["partitions"]:
+                    partition["error_code"] = partition["error_code"] or group["error_code"]
+        return codec.build(response_class, topics=group["topics"], error_code=group["error_code"])
 
     # ------------------------------------------------------------------ KIP-932
     async def share_group_heartbeat(self, connection, header, request, response_class) -> Any:

@@ -72,6 +72,11 @@ class RecordStore:
         stored.lasts.append(base_offset + record_count(batch) - 1)
         stored.data.append(bytes(rebased))
 
+    def forget_topic(self, topic_id: str) -> None:
+        """A deleted topic's batches go with it."""
+        for partition in [p for p in self.partitions if p[0] == topic_id]:
+            del self.partitions[partition]
+
     def read(self, topic_id: str, partition: int, offset: int, max_bytes: int) -> bytes:
         """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch)."""
         stored = self.partitions.get((topic_id, partition))

@@ -294,11 +294,13 @@ print(client_story(in_time.trace, since_ms=10_000))
 print("unavailability (ms):", compute_metrics(in_time.trace)["partition_unavailability_ms"]["g"])
 
 # %% [markdown]
-# **20 s:** the callback is still running when A's **poll timer** expires (10 s without a call to
-# `poll`). The Kafka client does not wait to be fenced: it leaves on its own (PREPARE_LEAVING →
-# LEAVING, a leave heartbeat) and goes **STALE**; the coordinator removes it, and B gets all four.
-# When the callback finally returns, A runs `on_partitions_lost`, polls, and rejoins as a new member
-# of the group (epoch 4). This is the library's `slow_revocation` scenario.
+# **20 s:** the callback is still running when the coordinator's **rebalance timeout** for A
+# expires. That timer started when A's heartbeat response handed out the revocation; A's callback
+# started a little later, at its application's next `poll()`, and A's own poll timer runs from that
+# poll. So the coordinator acts first: it removes A (epoch 3) and B gets all four. A's next heartbeat
+# is answered UNKNOWN_MEMBER_ID: A is FENCED. When the callback finally returns, A runs
+# `on_partitions_lost` at its next poll and rejoins as a new member of the group (epoch 4). This is
+# the library's `slow_revocation` scenario.
 
 # %% tags=["nbval-check-output"]
 print(client_story(too_slow.trace, since_ms=10_000))

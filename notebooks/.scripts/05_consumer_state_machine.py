@@ -130,13 +130,18 @@ lab.add_consumer("B", subscribed_topic_names=["foo"], listener=listeners["B"])
 print("stable:", lab.run_until_stable(), "at", lab.now, "ms")
 
 # %% [markdown]
-# Read A's story: its join response carries all four partitions (JOINING → RECONCILING), the
-# assign callback runs for 200 ms, then ACKNOWLEDGING: the next heartbeat goes out **at once** to
-# report what A now owns, and A is STABLE. When B joins, A's next heartbeat response drops foo-2,3:
-# RECONCILING, a commit, `on_partitions_revoked` for 300 ms, then the acknowledgement. B's join
-# response says "epoch 2, use nothing, foo-2,3 pending": the consumer acts only on partitions it may
-# *use*, so B goes straight to STABLE with nothing — and gets foo-2,3 at its next regular heartbeat,
-# 5 s after joining (RECONCILING again, the assign callback, ACKNOWLEDGING).
+# Read A's story: its join response carries all four partitions (JOINING → RECONCILING). The
+# response is handled on the consumer's **background thread**, but the callbacks are the application's
+# code: the background thread asks for them, and the **application thread runs each at its next
+# `poll()`** (`time_between_polls_ms` after its previous poll; Kafka's `AsyncKafkaConsumer` runs such
+# background events inside `poll`). The assign callback runs for 200 ms, then ACKNOWLEDGING: the next
+# heartbeat goes out **at once** to report what A now owns, and A is STABLE. When B joins, A's next
+# heartbeat response drops foo-2,3: RECONCILING, a commit, `on_partitions_revoked` at A's next poll
+# for 300 ms, `on_partitions_assigned` (nothing new) at the poll after that, then the acknowledgement.
+# Until then A still owns foo-2,3 (it has stopped fetching them). B's join response says "epoch 2, use
+# nothing, foo-2,3 pending": the consumer acts only on partitions it may *use*, so B settles with
+# nothing — and gets foo-2,3 at its next regular heartbeat, 5 s after joining (RECONCILING again, the
+# assign callback, ACKNOWLEDGING).
 
 # %% tags=["nbval-check-output"]
 print(client_story(lab.trace))

@@ -342,3 +342,49 @@ class TestRangeAssignorTest:
             "B": {T1: {2}, T2: {0, 1}, T3: {0, 1}},
             "C": {T2: {2}},
         }
+
+
+class TestHashMapOrderInsideABucket:
+    """Kafka's ``UniformHomogeneousAssignmentBuilder`` iterates ``HashSet``/``HashMap``s of topic ids; inside one
+    bucket Java keeps insertion order, so what matters is what each collection is built from, in which order.
+
+    ``tests/unit/test_java_hash_order_against_java.py`` checks the orders themselves against Java on generated,
+    bucket-colliding keys; these tests check that the builder uses them where Kafka's code does.
+    """
+
+    # Two topic ids in bucket 7 of 16, X after Y by ``Uuid.compareTo``; and one in bucket 4, one in 14.
+    X, Y = "RXx2nznYZEGZwOW9vPvIWw", "HSiMR7GCnC4hnJXqncwR3g"
+    B4, B14 = "N86Ry94fwbDqa0TxMENt1w", "Kf5pvZ6M66agfR3sJbGwhw"
+
+    def test_topics_sharing_a_bucket_come_in_the_subscribed_names_order(self) -> None:
+        """``UniformHomogeneousAssignmentBuilder.<init>``: ``new HashSet<>(TopicIds)``, which iterates the member's
+        subscribed names (``ConsumerGroupMember``'s ``HashSet<String>``); "Aa" and "BB" share the hash 2112, so
+        they come as listed, and so do their ids: X (named "Aa") before Y, although Y < X by ``compareTo``."""
+        topics = {
+            self.X: TopicMetadata(self.X, "Aa", 1),
+            self.Y: TopicMetadata(self.Y, "BB", 1),
+        }
+        members = {m: member({self.X, self.Y}) for m in "AB"}
+        assignment = uniform_assign(AssignmentSpec(members, topics, HOMOGENEOUS))
+        assert assignment == {"A": {self.X: [0]}, "B": {self.Y: [0]}}
+        renamed = {self.X: TopicMetadata(self.X, "BB", 1), self.Y: TopicMetadata(self.Y, "Aa", 1)}
+        assert uniform_assign(AssignmentSpec(members, renamed, HOMOGENEOUS)) == {"A": {self.Y: [0]}, "B": {self.X: [0]}}
+
+    def test_a_new_target_lists_its_topics_as_kafkas_map_iterates_them(self) -> None:
+        """``AssignorHelpers.deepCopyAssignment`` makes ``new HashMap<>(0)`` for a member with no target; three topics
+        put into it leave a table of 4, so buckets 4, 7, 14 of 16 come out as 0, 3, 2 of 4 (Java prints
+        B4, B14, X for these puts). The target record lists them in that order
+        (``GroupCoordinatorRecordHelpers.newConsumerGroupTargetAssignmentRecord``)."""
+        topics = {t: TopicMetadata(t, f"t-{t[:3]}", 1) for t in (self.B4, self.X, self.B14)}
+        assignment = uniform_assign(AssignmentSpec({"A": member({self.B4, self.X, self.B14})}, topics, HOMOGENEOUS))
+        assert list(assignment["A"]) == [self.B4, self.B14, self.X]
+
+    def test_a_kept_target_reads_its_topics_in_the_record_order(self) -> None:
+        """``Assignment.fromRecord`` puts the record's topics into a new ``HashMap`` in the record's order, and
+        ``maybeRevokePartitions`` keeps the first ones up to the quota: X and Y share a bucket, so the one the
+        record lists first is kept."""
+        topics = {self.X: TopicMetadata(self.X, "x", 1), self.Y: TopicMetadata(self.Y, "y", 1)}
+        for first, second in ((self.X, self.Y), (self.Y, self.X)):
+            members = {"A": member({self.X, self.Y}, {first: [0], second: [0]}), "B": member({self.X, self.Y})}
+            assignment = uniform_assign(AssignmentSpec(members, topics, HOMOGENEOUS))
+            assert assignment == {"A": {first: [0]}, "B": {second: [0]}}

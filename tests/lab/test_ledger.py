@@ -236,8 +236,9 @@ def test_the_story_says_who_re_reads_what() -> None:
     lab = pair(PROTOCOLS["consumer (KIP-848)"])
     lab.crash("A")
     lab.run(until=70_000)
-    story = client_story(lab.trace, members=["B"])
+    story = client_story(lab.trace, members=["B"], rereads=True)
     ranges = reprocessed_frame(lab.trace)
+    assert "re-reads" not in client_story(lab.trace, members=["B"])  # only when asked for
     for row in ranges.itertuples():
         assert f"B:   re-reads {row.partition} from {row.first} (committed) to {row.end} (A had processed)" in story
 
@@ -272,3 +273,18 @@ def _data(spec: dict[str, Any], layer: dict[str, Any]) -> list[dict[str, Any]]:
     data = layer["data"]
     values = data["values"] if "values" in data else spec["datasets"][data["name"]]
     return json.loads(values) if isinstance(values, str) else values
+
+
+def test_a_member_cut_off_from_every_broker_processes_nothing_until_the_link_heals() -> None:
+    """It cannot fetch: its positions hold at the cut, so the new owner re-reads only what it had
+    processed since its last commit — and, once the link heals, the zombie processes again until
+    it learns it was fenced (what reprocessing-explained accepts as a fence's progress)."""
+    lab = pair({})
+    lab.partition_link("A", 60_000)  # 3 s after A's 10 s auto-commit
+    lab.run(until=120_000)
+    during = [e for e in lab.trace.of_type(RecordsProcessed) if e.actor == "A" and CRASH_MS < e.time_ms < 73_000]
+    assert during == []
+    first_rereads = reprocessed_frame(lab.trace).query("member == 'B'").groupby("partition").first()
+    assert (first_rereads["first"] == first_rereads["last_commit"]).all()
+    assert set(first_rereads["records"]) == {3 * RATE_PER_S}
+    assert lab.invariants.violations == []

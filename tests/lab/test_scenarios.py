@@ -174,7 +174,7 @@ def test_lost_heartbeat_is_accepted_at_the_previous_epoch():
 def test_coordinator_failover_happens_mid_reconciliation():
     scenario = load_library_scenario("coordinator_failover")
     lab = build_lab(scenario)
-    lab.run(until=20_012)  # the failover is due at 20013 ms
+    lab.run(until=20_200)  # the failover is due at 20201 ms
     assert lab.coordinator.groups["g"].state.value == "Reconciling"
     trace = run_scenario(scenario).trace
     not_coordinator = [
@@ -198,18 +198,21 @@ def test_static_member_bounce_never_bumps_the_group_epoch_after_the_joins():
 
 
 def test_slow_revocation_removes_the_member_while_its_callback_runs():
+    """Kafka ``GroupMetadataManager.scheduleConsumerGroupRebalanceTimeout`` runs from the revocation the coordinator
+    hands out; the new consumer's ``on_partitions_revoked`` starts at the application's next poll() after it
+    (``AsyncKafkaConsumer.processBackgroundEvents``), and A's poll timer runs from that poll. So the coordinator's
+    timer expires first: A is removed mid-callback, before its own poll timer would make it leave."""
     trace = run_scenario(load_library_scenario("slow_revocation")).trace
-    moves = [
-        (e.time_ms, e.body.from_state, e.body.trigger)
-        for e in trace.of_type(StateTransition)
-        if e.actor == "A" and e.body.to_state == "PREPARE_LEAVING"
+    a_moves = [
+        (e.time_ms, e.body.from_state, e.body.to_state) for e in trace.of_type(StateTransition) if e.actor == "A"
     ]
+    handed_out = next(t for t, before, after in a_moves if (before, after) == ("STABLE", "RECONCILING"))
     revoked = next(e for e in trace.of_type(CallbackInvoked) if e.body.callback == "on_partitions_revoked")
-    assert [m[1:] for m in moves] == [("RECONCILING", "poll timer expired")]
-    assert revoked.time_ms < moves[0][0] < revoked.time_ms + revoked.body.duration_ms  # mid-callback
+    assert handed_out < revoked.time_ms  # the callback waited for A's next poll
     removals = [
         (
             e.time_ms,
+            e.body.origin,
             [r["value"]["epoch"] for r in e.body.records if r["key"]["type"] == "ConsumerGroupMetadataKey"],
         )
         for e in trace.of_type(HandlerResult)
@@ -218,8 +221,13 @@ def test_slow_revocation_removes_the_member_while_its_callback_runs():
             for r in e.body.records
         )
     ]
-    assert [epochs for _, epochs in removals] == [[3]]
-    assert moves[0][0] <= removals[0][0] < revoked.time_ms + revoked.body.duration_ms
+    max_poll_interval = 10_000
+    assert removals == [(handed_out - 1 + max_poll_interval, "rebalance timeout A", [3])]
+    removed_at = removals[0][0]
+    assert revoked.time_ms < removed_at < revoked.time_ms + max_poll_interval  # before A's poll timer, mid-callback
+    assert not [m for m in a_moves if m[2] == "PREPARE_LEAVING"]  # A never left on its own
+    fenced = next(t for t, before, after in a_moves if after == "FENCED")
+    assert removed_at < fenced < revoked.time_ms + revoked.body.duration_ms
 
 
 def test_the_library_validates_against_the_exported_json_schema():

@@ -189,7 +189,8 @@ def _edges_by_kind(dot: str) -> dict[str, set[tuple[str, str]]]:
 
 
 def test_group_dot_mid_rebalance_shows_assigned_pending_and_revoking():
-    lab = _three_member_lab(3)  # A has been told to give up foo-2..5; B and C wait for them
+    lab = _three_member_lab(60)  # A acknowledged its first assignment at its first poll (50 ms), was told to
+    # give up foo-2..5; B and C wait for them
     group = lab.coordinator.groups["g"]
     dot = group_dot(group, lab.cluster)
     nodes, edges = parse_dot(dot)

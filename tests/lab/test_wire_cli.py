@@ -18,30 +18,24 @@ from tests.wire_support import RawClient
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_serve_a_library_scenario_with_an_extra_topic_then_stop(tmp_path):
-    trace = tmp_path / "trace.jsonl"
+def serve_process(*arguments: str) -> tuple[subprocess.Popen, int]:
+    """``kip-lab serve --port 0 --quiet ARGUMENTS`` in a child process, and its bootstrap port."""
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kip_lab.cli",
-            "serve",
-            "basic",
-            "--port",
-            "0",
-            "--topic",
-            "extra:3",
-            *("--duration", "3", "--quiet", "--trace", str(trace)),
-        ],
+        [sys.executable, "-m", "kip_lab.cli", "serve", "--port", "0", "--quiet", *arguments],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    first = process.stdout.readline()
+    assert "bootstrap.servers=127.0.0.1:" in first, first + process.stderr.read()
+    return process, int(first.split("bootstrap.servers=127.0.0.1:")[1].split()[0])
+
+
+def test_serve_a_library_scenario_with_an_extra_topic_then_stop(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    process, port = serve_process("basic", "--topic", "extra:3", "--duration", "3", "--trace", str(trace))
     try:
-        first = process.stdout.readline()
-        assert "bootstrap.servers=127.0.0.1:" in first, first
-        port = int(first.split("bootstrap.servers=127.0.0.1:")[1].split()[0])
         client = RawClient(port)
         assert client.request(ApiVersionsRequest()).error_code == ErrorCode.none
         metadata = client.request(
@@ -77,3 +71,55 @@ def test_serve_on_a_port_in_use_exits_2(capsys):
         port = taken.getsockname()[1]
         assert main(["serve", "--port", str(port), "--duration", "0", "--quiet"]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--set", "coordinator.sesion_timeout_ms=1"], "coordinator has no 'sesion_timeout_ms'; it has"),
+        (["--set", "coordinator.session_timeout_ms=abc"], "coordinator.session_timeout_ms: Input should be a valid"),
+        (["--set", "novalue"], "expected KEY=VALUE"),
+        (["--session-timeout-ms", "0"], "coordinator.session_timeout_ms: Input should be greater than 0"),
+        (["--set", "brokers.x=1"], "brokers is a value, not a group of settings"),
+        (["basic", "--fidelity", "kip"], "settings (--set and the named options) apply to an empty Lab"),
+    ],
+)
+def test_serve_refuses_a_bad_setting_naming_it(arguments, message, capsys):
+    assert main(["serve", *arguments, "--port", "0", "--duration", "0", "--quiet"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_named_options_and_set_make_the_labs_config():
+    """A session timeout below the default range widens the range (the coordinator would refuse
+    it otherwise); ``--fidelity`` sets the coordinator's and the share-partitions' profile."""
+    from kip_lab.wire.command import NAMED_SETTINGS, lab_config, parse_setting
+
+    chosen = [
+        parse_setting("coordinator.session_timeout_ms=10000"),
+        parse_setting("share.record_lock_duration_ms=5000"),
+    ]
+    chosen += [(key, "kip") for key in NAMED_SETTINGS["fidelity"]]
+    config = lab_config(chosen)
+    assert config.coordinator.session_timeout_ms == config.coordinator.min_session_timeout_ms == 10_000
+    assert config.share.record_lock_duration_ms == 5_000
+    assert config.coordinator.fidelity == config.share.fidelity == "kip"
+
+
+def test_serve_with_a_setting_describes_it_to_an_admin_client():
+    """``--set`` reaches the running Lab: DescribeConfigs reads the session timeout back."""
+    from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
+
+    process, port = serve_process(
+        "--duration", "20", "--set", "coordinator.session_timeout_ms=10000", "--heartbeat-interval-ms", "2000"
+    )
+    try:
+        resource = DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)
+        answer = RawClient(port).request(
+            DescribeConfigsRequest(resources=(resource,), include_synonyms=False, include_documentation=False)
+        )
+        configs = {c.name: c.value for c in answer.results[0].configs}
+    finally:
+        process.kill()
+    assert configs["group.consumer.session.timeout.ms"] == "10000"
+    assert configs["group.consumer.min.session.timeout.ms"] == "10000"
+    assert configs["group.consumer.heartbeat.interval.ms"] == "2000"

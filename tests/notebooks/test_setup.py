@@ -41,4 +41,4 @@ def test_make_lab_installs_the_notebooks_needs_not_the_test_tools_or_chromium(tm
 def test_make_test_adds_the_test_tools_and_chromium(tmp_path: Path) -> None:
     commands = would_run("test", tmp_path)
     assert any(c.endswith('install -e ".[lab,test]"') for c in commands), commands
-    assert "bash scripts/system-deps.sh dot java chromium" in commands
+    assert "bash scripts/system-deps.sh dot java chromium kcat node npm" in commands

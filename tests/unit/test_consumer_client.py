@@ -661,9 +661,15 @@ def test_slow_revoke_callback_delays_the_acknowledgement() -> None:
     invoked = next(e for e in events(slow, "A", "callback_invoked", since))
     completed = next(e for e in events(slow, "A", "callback_completed", since))
     assert completed.time_ms - invoked.time_ms == 2_000
+    # on_partitions_assigned (nothing added) is asked for when the revocation returns, and runs at A's next poll()
+    assigned = next(
+        e for e in events(slow, "A", "callback_completed", since) if e.body.callback == "on_partitions_assigned"
+    )
+    gap = slow.clients["A"].config.time_between_polls_ms
+    assert assigned.time_ms == completed.time_ms + gap
     acked = next(e for e in events(slow, "A", "state_transition", since) if e.body.to_state == "ACKNOWLEDGING")
     ack = next(h for h in heartbeats(slow, "A", acked.step - 1) if h.step >= acked.step)
-    assert acked.time_ms == ack.time_ms == completed.time_ms
+    assert acked.time_ms == ack.time_ms == assigned.time_ms
     c_assigned = next(e for e in events(slow, "C", "callback_invoked", since) if "foo-2" in e.body.partitions)
     assert c_assigned.time_ms > ack.time_ms  # C got foo-2 only after A let go of it
     fast, fast_since = run(0)
@@ -694,7 +700,10 @@ def test_failing_revoke_callback_stays_reconciling_until_the_rebalance_timeout()
     assert moves[0] == ("STABLE", "RECONCILING", "new assignment")
     fenced = first_index(moves, ("RECONCILING", "FENCED", "fenced"))
     assert ("RECONCILING", "ACKNOWLEDGING", "reconciled") not in moves[:fenced]  # never acknowledged
-    assert removed.time_ms - failures[0].time_ms == pytest.approx(30_000, abs=20)
+    # The rebalance timeout runs from the new assignment; the callback ran at A's next poll() after it.
+    reconciling = next(e for e in events(lab, "A", "state_transition", since) if e.body.to_state == "RECONCILING")
+    assert 0 < failures[0].time_ms - reconciling.time_ms <= lab.clients["A"].config.time_between_polls_ms
+    assert removed.time_ms - reconciling.time_ms == pytest.approx(30_000, abs=20)
     for h in heartbeats(lab, "A", since):
         if h.step < removed.step:
             assert "topic_partitions" not in h.body.body  # nothing released, nothing acked
@@ -745,3 +754,68 @@ def test_close_while_fenced_drops_the_assignment_and_does_not_rejoin() -> None:
     assert transitions(lab, "A", since) == [("FENCED", "UNSUBSCRIBED", "unsubscribed while fenced")]
     assert lab.clients["A"].state is MemberState.UNSUBSCRIBED
     assert heartbeats(lab, "A", since) == []
+
+
+def _b_joins(lab: Lab) -> tuple[dict[str, int], int]:
+    """B joins the group and it settles; when A got its new assignment, ran each callback and acknowledged (the
+    first of each after B joined), and the step B joined at."""
+    since = lab.step_count
+    lab.add_consumer("B", subscribed_topic_names=["foo"])
+    assert lab.run_until_stable()
+    out: dict[str, int] = {}
+    for e in events(lab, "A", None, since):
+        body = e.body
+        if isinstance(body, StateTransition) and body.to_state in ("RECONCILING", "ACKNOWLEDGING"):
+            out.setdefault(body.to_state, e.time_ms)
+        elif isinstance(body, CallbackInvoked):
+            out.setdefault(body.callback, e.time_ms)
+    return out, since
+
+
+def test_callbacks_run_at_the_applications_next_poll_not_in_the_heartbeat_response() -> None:
+    """Kafka ``ConsumerMembershipManager.enqueueConsumerRebalanceListenerCallback`` (background thread) and
+    ``AsyncKafkaConsumer.processBackgroundEvents`` (application thread, in ``poll()``): the heartbeat response that
+    hands A a revocation starts the reconciliation, but ``on_partitions_revoked`` runs at A's next poll, and
+    ``on_partitions_assigned``, asked for when the revocation returns, at the poll after that; the acknowledgement
+    goes out when it returns."""
+    lab = make_lab(members="A", time_between_polls_ms=200)
+    times, _ = _b_joins(lab)
+    assert times["RECONCILING"] < times["on_partitions_revoked"] <= times["RECONCILING"] + 200
+    assert times["on_partitions_assigned"] == times["on_partitions_revoked"] + 200  # the next poll
+    assert times["ACKNOWLEDGING"] == times["on_partitions_assigned"]
+    # Between the response and the callback A still holds what it is losing: the coordinator has not released it.
+    a = lab.clients["A"]
+    assert partitions_of(lab, "A") == sorted(p for _, p in a.owned)
+
+
+def test_callbacks_wait_while_the_application_does_not_poll() -> None:
+    """Kafka ``AsyncKafkaConsumer.processBackgroundEvents`` runs only inside ``poll()``: while A's application is
+    stuck, the reconciliation waits (A stays RECONCILING, heartbeating), and it goes on when A polls again."""
+    lab = make_lab(members="A", max_poll_interval_ms=60_000)
+    lab.pause("A")
+    since = lab.step_count
+    lab.add_consumer("B", subscribed_topic_names=["foo"])
+    lab.run(until=lab.now + 20_000)
+    a = lab.clients["A"]
+    assert a.state is MemberState.RECONCILING
+    assert not [e for e in events(lab, "A", "callback_invoked", since)]
+    assert [h for h in heartbeats(lab, "A", since)]  # the background thread heartbeats meanwhile
+    resumed_at = lab.now
+    lab.resume("A")
+    assert lab.run_until_stable()
+    revoked = next(e for e in events(lab, "A", "callback_invoked", since) if e.body.callback == "on_partitions_revoked")
+    assert revoked.time_ms == resumed_at
+
+
+def test_callbacks_run_at_once_when_the_application_polls_back_to_back() -> None:
+    """``time_between_polls_ms=0``: an application always inside ``poll()`` runs each callback as soon as the
+    background thread asks for it: the revocation when the commit before it is answered, the assignment and the
+    acknowledgement in the same millisecond."""
+    lab = make_lab(members="A", time_between_polls_ms=0)
+    times, since = _b_joins(lab)
+    committed = next(
+        e.time_ms
+        for e in events(lab, "A", "message_delivered", since)
+        if e.body.api == "OffsetCommit" and e.time_ms >= times["RECONCILING"]
+    )
+    assert committed == times["on_partitions_revoked"] == times["on_partitions_assigned"] == times["ACKNOWLEDGING"]

@@ -1193,9 +1193,36 @@ def test_invalid_regex_is_invalid_regular_expression(h):
     before = h.snapshot()
     result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex=r"(a)\1")
     assert result.response.error_code == Errors.INVALID_REGULAR_EXPRESSION
-    assert result.response.error_message.startswith(r"SubscribedTopicRegex `(a)\1` is not a valid regular expression: ")
+    assert (
+        result.response.error_message
+        == r"SubscribedTopicRegex `(a)\1` is not a valid regular expression: invalid escape sequence."
+    )
     assert result.records == []
     assert h.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("regex", "re2j_says"),
+    [
+        ("[", "missing closing ]"),
+        ("(", "missing closing )"),
+        ("*", "missing argument to repetition operator"),
+        ("a**", "invalid nested repetition operator"),
+        ("a{2000}", "invalid repeat count"),
+        ("(?i", "invalid or unsupported Perl syntax"),
+        ("(?<x", "invalid named capture"),
+        ("foo\\", "trailing backslash at end of expression"),
+    ],
+)
+def test_invalid_regex_message_is_re2js(h, regex, re2j_says):
+    """Kafka ``GroupMetadataManager.throwIfRegularExpressionIsInvalid`` puts RE2/J's ``PatternSyntaxException``
+    description in the message (``com.google.re2j.Parser``'s error texts), not the C++ library's ("missing ]: [")."""
+    h.join("A")
+    result = h.heartbeat("A", h.member("A").member_epoch, subscribed_topic_regex=regex)
+    assert (
+        result.response.error_message
+        == f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {re2j_says}."
+    )
 
 
 def test_join_with_zero_rebalance_timeout_or_empty_names_is_accepted(h):
@@ -1285,3 +1312,19 @@ def test_unreleased_instance_id_in_kafkas_words(h):
     assert result.response.error_message == (
         "Static member A2 with instance id i-a cannot join the group because the instance id is owned by A member."
     )
+
+
+def test_static_replacement_with_an_unchanged_target_still_writes_the_new_members_target(h):
+    """Kafka ``TargetAssignmentBuilder.build`` (``TargetAssignmentBuilderTest.testReplaceStaticMember``): the new
+    member id has no target in the group yet (``replaceMember``'s records are not replayed until the heartbeat
+    completes), so its new target gets a record even when it holds the old member's partitions unchanged."""
+    static_group(h)
+    h.heartbeat("A", -2, instance_id="i-a")
+    result = h.join("A2", ["foo", "missing"], instance_id="i-a")  # a new subscription: the epoch bumps
+    assert result.response.error_code == Errors.NONE
+    targets = [r for r in result.records if type(r.key).__name__ == TARGET_MEMBER and r.value is not None]
+    assert [r.key.member_id for r in targets] == ["A2", "A2"]  # the copy, then the new target; B unchanged
+    assert [[(tp.topic_id, tp.partitions) for tp in r.value.topic_partitions] for r in targets] == [
+        [(h.tid("foo"), [0, 1, 2])]
+    ] * 2
+    h.assert_replays()

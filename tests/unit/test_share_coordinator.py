@@ -283,3 +283,27 @@ def test_state_partition_follows_kafkas_string_hash() -> None:
     expected = abs(java_string_hash("G1:topic_uuid:3")) % 50
     assert state_partition_for("G1", "topic_uuid", 3) == expected
     assert {state_partition_for("G1", "topic_uuid", p, 4) for p in range(40)} == {0, 1, 2, 3}
+
+
+def test_a_negative_partition_is_invalid_request() -> None:
+    """Kafka ``ShareCoordinatorShard.maybeGetWriteStateError`` / ``maybeGetReadStateError``: partition -1 is
+    INVALID_REQUEST, "The partition id cannot be a negative number.", checked before anything else (even on a
+    share-partition with state, and without writing a record)."""
+    rig = make_rig(start_offset=0)
+    sc = rig.coordinator
+    data = WriteStatePartition(partition=-1, state_epoch=0, leader_epoch=0, start_offset=0)
+    written = sc.write_share_group_state(
+        WriteShareGroupStateRequest(group_id=GROUP, topics=[WriteStateData(topic_id=TOPIC, partitions=[data])])
+    )
+    answer = written.response.results[0].partitions[0]
+    assert (answer.partition, answer.error_code) == (-1, Errors.INVALID_REQUEST)
+    assert answer.error_message == "The partition id cannot be a negative number."
+    assert written.records == []
+    request = ReadShareGroupStateRequest(
+        group_id=GROUP, topics=[ReadStateData(topic_id=TOPIC, partitions=[ReadStatePartition(partition=-1)])]
+    )
+    read_answer = sc.read_share_group_state(request).response.results[0].partitions[0]
+    assert (read_answer.error_code, read_answer.error_message) == (
+        Errors.INVALID_REQUEST,
+        "The partition id cannot be a negative number.",
+    )

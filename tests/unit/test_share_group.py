@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from kip_lab.assignors import PartitionAssignorError
 from kip_lab.coordinator import GroupCoordinator
 from kip_lab.coordinator.config import CoordinatorConfig
 from kip_lab.machines import IllegalTransition
@@ -135,6 +136,25 @@ def test_simple_assignor_gives_every_member_every_partition_of_its_topics():
     }
     with pytest.raises(ValueError, match="fidelity"):
         SimpleAssignor(fidelity="kraft")
+
+
+def test_simple_assignor_refuses_a_topic_missing_from_the_metadata():
+    """Kafka's ``SimpleAssignor.computeTargetPartitions``: a subscribed topic the topic metadata does not have
+    (``numPartitions`` -1) is a ``PartitionAssignorException``; one without initialized share state is not."""
+    subs = {"a": frozenset({"T1", "T9"})}
+    with pytest.raises(
+        PartitionAssignorError, match="subscribed to topic T9 which doesn't exist in the topic metadata"
+    ):
+        SimpleAssignor().assign(subs, {"T1": (0, 1)}, {})
+    assert SimpleAssignor().assign(subs, {"T1": (0, 1), "T9": ()}, {}) == {"a": {"T1": (0, 1)}}
+
+
+def test_simple_assignor_skips_a_topic_missing_from_the_metadata_under_kip():
+    """KIP-932, 'The SimpleAssignor' assigns the partitions of the subscribed topics there are: a missing one is
+    skipped."""
+    assert SimpleAssignor(fidelity="kip").assign({"a": frozenset({"T1", "T9"})}, {"T1": (0,)}, {}) == {
+        "a": {"T1": (0,)}
+    }
 
 
 def test_simple_assignor_gives_only_subscribed_topics_and_is_deterministic():

@@ -231,30 +231,56 @@ def test_gap_acknowledgement_archives_compacted_offsets(fidelity) -> None:
 
 
 def test_log_start_moving_past_acquired_records_writes_nothing_and_late_acks_succeed() -> None:
-    """Kafka's ``SharePartition.updateCacheAndOffsets``: retention to 3 while 1 is acquired.
+    """Kafka's ``SharePartition.updateCacheAndOffsets`` / ``archiveAvailableRecordsOnLsoMovement``: retention to 3
+    while 0-1 (C1) and 2 (C2) are acquired.
 
-    The SPSO moves at once, in memory; nothing is written until the next change, whose write
-    carries the new start offset. The late acknowledgement of 1 succeeds and changes nothing.
+    The SPSO moves at once, in memory; nothing is written until the next change, whose write carries the new
+    start offset. Only Available records are archived: 0-2 stay Acquired by their members. Acknowledging 1 is
+    accepted and changes nothing (``acknowledgeBatchRecords`` skips offsets below the start), and C1's lock
+    timing out archives 0-1 with a write (``releaseAcquisitionLockOnTimeout``: Archived below the start).
     """
-    rig = make_rig(start_offset=0)
+    rig = make_rig(start_offset=0, config=SharePartitionConfig(record_lock_duration_ms=1_000))
     rig.log.append(2)
     rig.log.append(4)
+    rig.log.append(1)
     rig.sp.acquire("C1", 2)
     rig.sp.acquire("C2", 4)
     rig.sp.acknowledge("C2", [ack(4, 4, ACCEPT)])
+    rig.sp.acknowledge("C2", [ack(5, 5, RELEASE)])  # 5 is Available again, 6 never delivered
     sent = len(rig.persister.sent)
-    rig.log.delete_records_before(3)
+    rig.log.delete_records_before(7)
     assert rig.sp.move_log_start() is None
     assert len(rig.persister.sent) == sent
-    assert rig.sp.spso == 3 and rig.sp.acquired_count == 2  # 3 and 5 are still acquired by C2
+    assert rig.sp.spso == rig.sp.speo == 7
+    assert rig.sp.acquired_count == 4  # 0-1 by C1, 2-3 by C2: the Available 5 was archived, 6 never came in
+    assert [(o, rig.sp.state_at(o), rig.sp.owner_at(o)) for o in (1, 2, 5)] == [
+        (1, (ACQUIRED, 1), "C1"),
+        (2, (ACQUIRED, 1), "C2"),
+        (5, (ARCHIVED, 0), None),
+    ]
     assert rig.sp.acknowledge("C1", [ack(1, 1, REJECT)]) is None  # no error, nothing to write
-    assert rig.sp.state_at(1) == (ARCHIVED, 0)
-    assert rig.stored() == (0, [(4, 4, 2, 1)])
-    rig.sp.acknowledge("C2", [ack(3, 3, ACCEPT)])
-    assert rig.last_write() == (3, [(3, 3, 2, 1)])
-    assert rig.stored() == (3, [(3, 4, 2, 1)])  # the write carries the SPSO before the change
-    assert rig.sp.spso == 5
-    assert (new_leader(rig).spso, new_leader(rig).speo) == (5, 5)
+    assert rig.sp.state_at(1) == (ACQUIRED, 1)
+    assert rig.stored() == (0, [(4, 4, 2, 1), (5, 5, 0, 1)])
+    rig.scheduler.advance(1_000)  # both locks time out: 0-1 and 2-3 are archived, in one write each
+    first_timeout = rig.persister.sent[sent].request.topics[0].partitions[0]
+    assert [(b.first_offset, b.last_offset, int(b.delivery_state)) for b in first_timeout.state_batches] == [(0, 1, 4)]
+    assert len(rig.persister.sent) == sent + 2 and rig.last_write() == (7, [(2, 3, 4, 1)])
+    assert rig.sp.acquired_count == 0 and rig.sp.state_at(1) == (ARCHIVED, 0)
+    assert (new_leader(rig).spso, new_leader(rig).speo) == (7, 7)
+
+
+def test_log_start_passing_acquired_records_unlocks_them_when_released() -> None:
+    """Kafka's ``SharePartition.releaseAcquiredRecords`` (a share session ending): records the log start passed
+    while acquired go to Archived, not Available, and the write says so."""
+    rig = make_rig(start_offset=0)
+    rig.log.append(3)
+    rig.sp.acquire("C1", 3)
+    rig.log.delete_records_before(2)
+    rig.sp.move_log_start()
+    write = rig.sp.release_member("C1")
+    assert write is not None and rig.last_write() == (2, [(0, 1, 4, 1), (2, 2, 0, 1)])
+    assert rig.sp.acquired_count == 0
+    assert rig.sp.state_at(0) == (ARCHIVED, 0) and rig.sp.state_at(2) == (AVAILABLE, 1)
 
 
 def test_log_start_moving_archives_what_it_passes_and_late_acks_succeed() -> None:
