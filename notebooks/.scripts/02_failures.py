@@ -355,9 +355,9 @@ _ = lost.heartbeat("A", owned=[0, 1], epoch=1)
 # %% [markdown]
 # ### In the Lab (`lost_heartbeat`)
 #
-# A network fault drops the coordinator's answer to A's acknowledgement at 10 011 ms (grey arrow
-# with a cross). A's request times out after 10 s (`request_timeout_ms`), it resends a full
-# heartbeat at its previous epoch, and the coordinator accepts it. Nobody is fenced.
+# A network fault drops the coordinator's answer to A's acknowledgement (grey arrow with a cross).
+# A's request times out after 10 s (`request_timeout_ms`), it resends a full heartbeat at its
+# previous epoch, and the coordinator accepts it. Nobody is fenced.
 
 # %%
 lab = build_lab(load_library_scenario("lost_heartbeat"))
