@@ -20,14 +20,22 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# One environment for both jobs: the tests run the notebooks, the widgets, a browser and Spark sweeps.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	bash scripts/system-deps.sh
-	$(PIP) install -e ".[lab,test,spark,wire]"
+# The notebooks' environment: kip_lab with the `lab` extra (JupyterLab, the pictures, Spark for
+# notebook 14, the wire codec and confluent-kafka for 17), graphviz and a Java runtime.
+$(VENV)/.lab-installed: pyproject.toml | $(BIN)/python
+	bash scripts/system-deps.sh dot java
+	$(PIP) install -e ".[lab]"
+	@touch $@
+
+# The tests' environment adds the test tools (pytest, nbval, Playwright, ruff, mypy, ...) and
+# Chromium for the real-browser test, kcat and Node.js for the front door's real-client tests.
+$(VENV)/.installed: $(VENV)/.lab-installed
+	bash scripts/system-deps.sh dot java chromium kcat node npm
+	$(PIP) install -e ".[lab,test]"
 	@touch $@
 
 # --allow-root: JupyterLab refuses root without it, and containers (Binder, CI) often are root.
-lab: $(VENV)/.installed
+lab: $(VENV)/.lab-installed
 	$(BIN)/jupyter lab --notebook-dir=notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # One worker per core (pytest-xdist); a file's tests stay on one worker, which shares their fixtures.

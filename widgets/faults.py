@@ -115,8 +115,18 @@ class FaultPanel(W.VBox):
         self.refresh()
 
 
+class Explorer(W.VBox):
+    """A stepper over its fault panel; displayed with the stepper's first view (see ``Stepper.first_view``)."""
+
+    def __init__(self, stepper: Stepper) -> None:
+        self.stepper = stepper
+        super().__init__([stepper, FaultPanel(stepper)])
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return self.stepper.with_first_view(super()._repr_mimebundle_(**kwargs))
+
+
 @checked
-def explore(lab: Lab, **stepper_options: Any) -> W.VBox:
+def explore(lab: Lab, **stepper_options: Any) -> Explorer:
     """A stepper with its fault panel, ready to display in a notebook."""
-    stepper = Stepper(lab, **stepper_options)
-    return W.VBox([stepper, FaultPanel(stepper)])
+    return Explorer(Stepper(lab, **stepper_options))

@@ -1,10 +1,14 @@
 """Step through a Lab run in a notebook: controls, what just happened, timeline, diagram, records.
 
-The stepper is a view over one Lab, laid out for a laptop screen (1366 x 768): the controls,
+The stepper is a view over one run, laid out for a laptop screen (1366 x 768): the controls,
 the step counter, one plain-language line saying what the step did, a step axis, the
 timeline and the diagram are visible together; the records and invariant lights sit below.
-Every control ends in ``Lab.seek`` (Back, the slider, Play, Next change) or ``Lab.step``
-(Step past the end of what has been run), then redraws:
+
+It owns its run: it steps a fork of the Lab it is given, taken at the end of what that Lab
+has run, so cells that later run the notebook's Lab further never move what it shows. Its
+steps are that run's and no more: Step, Next change and Play stop at its last step and say
+so (a fault from the fault panel forks the stepper's run and makes a new ending). Every
+control ends in ``Lab.seek``, then redraws:
 
 * the step axis: the steps around the current one, what kind of thing happened at each, and
   a cursor on the current step, so every click moves something;
@@ -18,13 +22,20 @@ Every control ends in ``Lab.seek`` (Back, the slider, Play, Next change) or ``La
 
 JupyterLab swallows exceptions raised in widget callbacks, so every callback writes its
 errors into the visible ``errors`` pane instead.
+
+A widget is drawn only by a running kernel: a notebook opened untrusted (a clone, Binder) or
+before it is run would show a line of Python instead. So the stepper is displayed with a
+picture of the view it opened on (``first_view``: the counter, what happened, the step axis,
+the timeline and the diagram as images), which JupyterLab shows until the widget can be drawn.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import json
+import re
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -83,10 +94,9 @@ TIMELINES = ("ownership and epochs", "messages", "share records")
 # rewrites it in the spec text. Building Altair charts costs ~100 ms, the rewrite ~1 ms.
 CURSOR_SENTINEL = -7_654_321.5
 VEGA_LITE_MIMETYPE = "application/vnd.vegalite.v5+json"  # rendered offline by JupyterLab itself
-RUN_AHEAD_STEPS = 200
-NEXT_CHANGE_LIMIT = 5_000  # Next change runs the Lab at most this many steps past its end looking for one
 TIMELINE_WIDTH = 340  # px: with its axis and legend, the timeline's part of a 1366 px wide JupyterLab page
 DIAGRAM_MAX_HEIGHT = 330  # px: with the controls and the timeline, one 768 px high screen
+DIAGRAM_MAX_WIDTH = 520  # px: the diagram's part of the page in the stored first view
 STEP_WINDOW = 50  # steps on the step axis at once
 STEP_AXIS_WIDTH = 900  # px: scaled down to the page when narrower
 RENDERED_CACHE = 256  # diagrams kept rendered (Back and Step over the same states cost nothing)
@@ -272,6 +282,18 @@ def step_axis_svg(marks: dict[int, str], current: int, horizon: int, width: int 
     return "".join(parts)
 
 
+def _svg_size(svg: str) -> tuple[float, float]:
+    """An SVG's width and height in CSS pixels (graphviz writes points: 1 pt = 4/3 px)."""
+    head = svg[svg.index("<svg") : svg.index(">", svg.index("<svg"))]
+    sizes = []
+    for name in ("width", "height"):
+        found = re.search(rf'\b{name}="([\d.]+)(pt|px)?"', head)
+        if found is None:
+            raise ValueError(f"the SVG has no {name}: {head[:200]!r}")
+        sizes.append(float(found.group(1)) * (4 / 3 if found.group(2) == "pt" else 1))
+    return sizes[0], sizes[1]
+
+
 def fit_svg(svg: str, max_height: int = DIAGRAM_MAX_HEIGHT) -> str:
     """A graphviz SVG scaled to its panel: as wide as the panel, never taller than ``max_height``."""
     head_end = svg.index(">", svg.index("<svg"))
@@ -279,6 +301,15 @@ def fit_svg(svg: str, max_height: int = DIAGRAM_MAX_HEIGHT) -> str:
     head = " ".join(part for part in head.split(" ") if not part.startswith(("width=", "height=")))
     style = f'style="display:block;width:100%;height:auto;max-height:{max_height}px"'
     return head.replace("<svg", f"<svg {style}", 1) + svg[head_end + 1 :]
+
+
+def own_run(lab: Lab) -> Lab:
+    """A fork of ``lab`` at the end of what it has run, for a stepper to own; ``lab`` stays where it was."""
+    here = lab.step_count
+    lab.seek(lab.horizon)
+    run = lab.fork()
+    lab.seek(here)
+    return run
 
 
 def applicable_invariants(lab: Lab, group_id: str) -> list[str]:
@@ -297,22 +328,21 @@ def applicable_invariants(lab: Lab, group_id: str) -> list[str]:
 
 # ---------------------------------------------------------------------- the widget
 class Stepper(W.VBox):
-    """Play/Pause, Back, Step, Next change, a slider over steps and a speed control around one ``Lab``.
+    """Play/Pause, Back, Step, Next change, a slider over steps and a speed control around one run.
 
-    It opens at ``start_step`` (step 0, before anything happened, by default) with the whole
-    run already computed, so stepping forward and back is a seek, not a simulation.
+    The run is a fork of ``lab`` at the end of what it has run (``lab`` itself is left where
+    it was). The stepper opens at ``start_step`` (step 0, before anything happened, by
+    default); stepping forward and back is a seek, not a simulation.
     """
 
     @checked
     def __init__(self, lab: Lab, *, group_id: str = "g", member: str | None = None, start_step: int = 0) -> None:
-        if lab.horizon > lab.step_count:
-            lab.seek(lab.horizon)
         if not 0 <= start_step <= lab.horizon:
             outside = f"{start_step} is outside the run: choose a step from 0 to {lab.horizon}"
             raise refuse("Stepper", "start_step", outside)
         if member is not None:
             known("Stepper", "member", member, lab.clients)
-        self.lab = lab
+        self.lab = own_run(lab)
         self.group_id = group_id
         self._full = Trace()
         self._frames: Any = None
@@ -322,9 +352,9 @@ class Stepper(W.VBox):
         self._rendered: dict[str, str] = {}
         self._timeline_shown: tuple | None = None
         self.errors = W.Output(layout=W.Layout(border="1px solid #d62728", display="none"))
-        self._make_controls(lab.horizon)
-        self._make_views(lab, member)
-        self.invariant_names = applicable_invariants(lab, group_id)
+        self._make_controls(self.lab.horizon)
+        self._make_views(self.lab, member)
+        self.invariant_names = applicable_invariants(self.lab, group_id)
         self.lights = W.HTML()
         self._connect()
         super().__init__(self._panels(), layout=W.Layout(width="100%"))
@@ -347,7 +377,7 @@ class Stepper(W.VBox):
         self.back_button = W.Button(description="◀ Back", tooltip="one step back", layout=W.Layout(width="80px"))
         self.step_button = W.Button(
             description="Step ▶",
-            tooltip="one step: one event (runs the Lab past its end)",
+            tooltip="one step: one event",
             layout=W.Layout(width="80px"),
         )
         self.next_button = W.Button(
@@ -397,8 +427,9 @@ class Stepper(W.VBox):
             [self.play, self.back_button, self.step_button, self.next_button, self.slider, self.speed],
             layout=W.Layout(flex_flow="row wrap", align_items="center"),
         )
+        # the timeline at its own width (a fixed-width chart and its legends), the diagram in the rest
         timeline_panel = W.VBox(
-            [self.timeline_choice, self.timeline], layout=W.Layout(flex="3 1 0", min_width="0", overflow="hidden")
+            [self.timeline_choice, self.timeline], layout=W.Layout(flex="0 0 auto", min_width="0", overflow="hidden")
         )
         diagram_panel = W.VBox(
             [
@@ -408,7 +439,7 @@ class Stepper(W.VBox):
                 ),
                 self.diagram,
             ],
-            layout=W.Layout(flex="2 1 0", min_width="0", overflow="hidden"),
+            layout=W.Layout(flex="1 1 0", min_width="0", overflow="hidden"),
         )
         details = W.HBox(
             [
@@ -464,32 +495,22 @@ class Stepper(W.VBox):
         self.slider.observe(self._on_slider, "value")
 
     def go(self, step: int) -> None:
-        """Show the state right after ``step`` (what every control ends in)."""
+        """Show the state right after ``step`` (what every control ends in); past the run's last
+        step, stay on it and say so."""
         if step > self.lab.horizon:
-            # Past the end of what has been run: run ahead a chunk at once, so the frames and
-            # charts are rebuilt once per chunk rather than once per click.
-            self.lab.seek(self.lab.horizon)
-            target = max(step, self.lab.horizon + RUN_AHEAD_STEPS)
-            while self.lab.step_count < target and self.lab.has_next():
-                self.lab.step()
-            self.reload(min(step, self.lab.horizon))
+            self._at_the_end(f"step {self.lab.horizon} is the last step of this run")
             return
         self.lab.seek(max(0, step))
         self._set_slider(self.lab.step_count)
         self.redraw()
 
+    def _at_the_end(self, why: str) -> None:
+        """Stay where the view is and say why nothing moved."""
+        self.happened.value = f"<b>the end of the run:</b> {html.escape(why)}; ◀ Back or the slider go back over it"
+
     def next_change_step(self) -> int | None:
         """The first step after the current one that changes a state, an owner or an epoch (or faults)."""
-        here = self.lab.step_count
-        later = [s for s in self._change_steps if s > here]
-        if later:
-            return later[0]
-        start = self.lab.horizon
-        self.lab.seek(start)
-        while self.lab.step_count < start + NEXT_CHANGE_LIMIT and self.lab.has_next():
-            self.lab.step()
-        self.reload(here)
-        later = [s for s in self._change_steps if s > here]
+        later = [s for s in self._change_steps if s > self.lab.step_count]
         return later[0] if later else None
 
     # ------------------------------------------------------------------ callbacks
@@ -513,7 +534,7 @@ class Stepper(W.VBox):
     def _on_next_change(self, _button: Any) -> None:
         target = self.next_change_step()
         if target is None:
-            self.happened.value = "<i>nothing changes any more: the run has settled</i>"
+            self._at_the_end(f"nothing changes after step {self.lab.step_count} (the run has {self.lab.horizon} steps)")
             return
         self.go(target)
 
@@ -555,10 +576,9 @@ class Stepper(W.VBox):
         if view not in self._specs:
             width = TIMELINE_WIDTH
             if view == TIMELINES[0]:
-                chart = (
-                    ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width)
-                    & epoch_chart(self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=100)
-                ).resolve_scale(color="independent", opacity="independent", strokeDash="independent")
+                chart = ownership_swimlanes(self._frames, cursor_ms=CURSOR_SENTINEL, width=width) & epoch_chart(
+                    self._frames, cursor_ms=CURSOR_SENTINEL, width=width, height=100
+                )
             elif view == TIMELINES[1]:
                 chart = message_sequence(
                     self._frames, cursor_ms=CURSOR_SENTINEL, y_axis="time", width=width, height=DIAGRAM_MAX_HEIGHT
@@ -584,6 +604,11 @@ class Stepper(W.VBox):
 
     def _draw_diagram(self) -> None:
         """The chosen diagram; a machine is drawn around its current state unless "whole machine" is ticked."""
+        dot = self._diagram_dot()
+        self.diagram.value = "<i>the group does not exist yet</i>" if dot is None else self._rendered_diagram(dot)
+
+    def _diagram_dot(self) -> str | None:
+        """The chosen diagram's DOT text (``None`` for the group picture before the group exists)."""
         draw = {
             "member state": self._member_state_dot,
             "reconciliation": self._reconciliation_dot,
@@ -591,8 +616,47 @@ class Stepper(W.VBox):
             "group": self._group_dot,
             "record state": self._record_state_dot,
         }[self.diagram_choice.value]
-        dot = draw(not self.whole_machine.value)
-        self.diagram.value = "<i>the group does not exist yet</i>" if dot is None else self._rendered_diagram(dot)
+        return draw(not self.whole_machine.value)
+
+    # ------------------------------------------------------------------ before the kernel runs
+    def first_view(self) -> str:
+        """The view on screen now as static HTML, the timeline, step axis and diagram as SVG images.
+
+        Stored in the notebook beside the widget, it is what a viewer shows where it cannot draw
+        the widget: JupyterLab before the notebook is run or trusted, GitHub, nbconvert.
+        """
+        import vl_convert as vlc
+
+        def image(svg: str, width: float, alt: str) -> str:
+            data = base64.b64encode(svg.encode()).decode("ascii")
+            return f'<img src="data:image/svg+xml;base64,{data}" width="{round(width)}" alt="{html.escape(alt)}">'
+
+        timeline = vlc.vegalite_to_svg(self.timeline_spec(), allowed_base_urls=[])
+        cells = [image(timeline, _svg_size(timeline)[0], f"timeline at t = {self.lab.now} ms")]
+        dot = self._diagram_dot()
+        if dot is not None:
+            diagram = self._svg(dot)
+            if diagram.lstrip().startswith("<"):
+                width, height = _svg_size(diagram)
+                shown = min(width, DIAGRAM_MAX_WIDTH, width * DIAGRAM_MAX_HEIGHT / height)
+                cells.append(image(diagram, shown, f"{self.diagram_choice.value} diagram"))
+        row = "".join(f'<td style="vertical-align:top">{cell}</td>' for cell in cells)
+        return (
+            '<div class="kip-stepper-first-view">'
+            f"<p>{self.counter.value}</p><p>{self.happened.value}</p>"
+            f"<p>{image(self.axis.value, STEP_AXIS_WIDTH, f'step axis at step {self.lab.step_count}')}</p>"
+            f"<table><tr>{row}</tr></table>"
+            "<p><i>A picture of the stepper as it opens. Run the notebook (Run → Run All Cells) to "
+            "step through the run.</i></p></div>"
+        )
+
+    def with_first_view(self, bundle: dict[str, Any]) -> dict[str, Any]:
+        """A widget's display bundle with ``first_view`` beside it (HTML, and a line of text)."""
+        where = f"step {self.lab.step_count} of {self.lab.horizon}, t = {self.lab.now} ms"
+        return {**bundle, "text/html": self.first_view(), "text/plain": f"the stepper at {where}"}
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        return self.with_first_view(super()._repr_mimebundle_(**kwargs))
 
     def _chosen_client(self) -> Any:
         name = self.member_choice.value
@@ -604,14 +668,14 @@ class Stepper(W.VBox):
         last = self._last_transition(self.member_choice.value)
         machine = CLASSIC_MEMBER_MACHINE if isinstance(client, ClassicConsumer) else CONSUMER_MEMBER_MACHINE
         current = client.state.value if client else None
-        return machine_dot(machine, current=current, last_transition=last, focus=focus)
+        return self._machine(machine, focus, current=current, last_transition=last)
 
     def _reconciliation_dot(self, focus: bool) -> str:
         """The coordinator's reconciliation state of the chosen member."""
         group = self.lab.coordinator.groups.get(self.group_id)
         client = self._chosen_client()
         member = group.members.get(client.member_id) if group and client else None
-        return machine_dot(RECONCILIATION_MACHINE, current=member.state.value if member else None, focus=focus)
+        return self._machine(RECONCILIATION_MACHINE, focus, current=member.state.value if member else None)
 
     def _group_state_dot(self, focus: bool) -> str:
         """The group's state machine: a share group's (three states, drawn whole), a classic or a consumer group's."""
@@ -620,9 +684,9 @@ class Stepper(W.VBox):
             return machine_dot(SHARE_GROUP_STATE_MACHINE, current=coordinator.share_groups[self.group_id].state.value)
         if self.group_id in coordinator.classic_groups:
             classic = coordinator.classic_groups[self.group_id]
-            return machine_dot(CLASSIC_GROUP_STATE_MACHINE, current=classic.state.value, focus=focus)
+            return self._machine(CLASSIC_GROUP_STATE_MACHINE, focus, current=classic.state.value)
         group = coordinator.groups.get(self.group_id)
-        return machine_dot(GROUP_STATE_MACHINE, current=group.state.value if group else None, focus=focus)
+        return self._machine(GROUP_STATE_MACHINE, focus, current=group.state.value if group else None)
 
     def _group_dot(self, focus: bool) -> str | None:
         """Members, partitions and who holds what; ``None`` before the group exists."""
@@ -633,17 +697,30 @@ class Stepper(W.VBox):
         """A share record's states (four, drawn whole)."""
         return machine_dot(RECORD_STATE_MACHINE)
 
-    def _rendered_diagram(self, dot: str) -> str:
+    def _machine(self, machine: Any, focus: bool, **options: Any) -> str:
+        """A machine's DOT; drawn around its current state, laid out left to right or top to bottom,
+        whichever is narrower: the panel scales a diagram to its width, so narrower reads larger."""
+        if not focus:
+            return machine_dot(machine, **options)
+        layouts = [machine_dot(machine, focus=True, rankdir=rankdir, **options) for rankdir in ("LR", "TB")]
+        return min(layouts, key=self._natural_width)
+
+    def _svg(self, dot: str) -> str:
+        """Graphviz's SVG of ``dot`` (or the text explaining why there is none), kept for the next visit."""
         if dot not in self._rendered:
             rendered = render(dot, format="svg")
-            if isinstance(rendered, bytes):
-                rendered = rendered.decode()
-            drawn = rendered.lstrip().startswith("<")
-            rendered = fit_svg(rendered) if drawn else f"<pre>{html.escape(rendered)}</pre>"
             if len(self._rendered) >= RENDERED_CACHE:
                 self._rendered.clear()
-            self._rendered[dot] = rendered
+            self._rendered[dot] = rendered.decode() if isinstance(rendered, bytes) else rendered
         return self._rendered[dot]
+
+    def _natural_width(self, dot: str) -> float:
+        svg = self._svg(dot)
+        return _svg_size(svg)[0] if svg.lstrip().startswith("<") else 0.0
+
+    def _rendered_diagram(self, dot: str) -> str:
+        svg = self._svg(dot)
+        return fit_svg(svg) if svg.lstrip().startswith("<") else f"<pre>{html.escape(svg)}</pre>"
 
     def _last_transition(self, member: str | None) -> StateTransition | None:
         """The member's state transition at the current step, if it made one (the last, if several)."""

@@ -82,7 +82,9 @@ def percentile_chart(
     compared = sorted(data[color].astype(str).unique())
     data = data.assign(**{color: data[color].astype(str)})
     x_kind = "Q" if pd.api.types.is_numeric_dtype(data[x]) else "O"
-    encode_x = alt.X(f"{x}:{x_kind}", title=x.replace("_", " "))
+    # whole-number grid values (group sizes, lock durations) on their own ticks, not from zero
+    axis_x = alt.Axis(values=sorted(data[x].unique().tolist())) if x_kind == "Q" else alt.Axis()
+    encode_x = alt.X(f"{x}:{x_kind}", title=x.replace("_", " "), axis=axis_x, scale=alt.Scale(zero=False))
     colour = alt.Color(f"{color}:N", scale=alt.Scale(domain=compared, scheme=COMPARE_SCHEME), title=color)
     tooltip = [
         alt.Tooltip(f"{x}:{x_kind}"),
@@ -98,7 +100,8 @@ def percentile_chart(
     )
     line = base.mark_line(point=True).encode(
         x=encode_x,
-        y=alt.Y(f"{center}:Q", title=f"{metric_title(metric)}, {center} (rule to {upper})"),
+        # the chart's title names the metric: the axis says which percentiles, short enough to fit its height
+        y=alt.Y(f"{center}:Q", title=f"{center} (rule to {upper})"),
         color=colour,
         tooltip=tooltip,
     )

@@ -44,17 +44,17 @@ API_PALETTE = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf",
 CURSOR_COLOR = "#000000"
 GAP_COLOR = "#d62728"
 GAP_LABEL = "nobody holds it"
-# The status legend draws its symbols in a member colour, not Vega's default black: opacity and
-# dash are what it explains, on a bar like the chart's own.
+# The status legend (opacity and outline dash: the same field and legend, so one legend) draws grey
+# squares: in a member's colour they would read as that member.
 STATUS_LEGEND = alt.Legend(
-    title="status", symbolType="square", symbolFillColor="#4c78a8", symbolStrokeColor="#4c78a8", symbolSize=160
+    title="status", symbolType="square", symbolFillColor="#555555", symbolStrokeColor="#555555", symbolSize=160
 )
+# Epoch lines: a member's epoch dotted in the member's colour; the group's two epochs (kind ->
+# colour, dash, label offset: the group epoch labelled above its line, the assignment epoch below).
+GROUP_EPOCHS = {"group": ("#000000", [1, 0], -7), "assignment": ("#757575", [6, 3], 12)}
+MEMBER_EPOCH_DASH = [2, 2]
 DROP_REACH = 0.4  # a dropped message is drawn this far towards its destination (not onto a lane)
 MEMBER_SCHEME: Final = "tableau10"
-TABLEAU10 = [  # Vega's tableau10, the MEMBER_SCHEME, for charts that give members colours by hand
-    *("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b"),
-    *("#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"),
-]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -200,7 +200,14 @@ def ownership_swimlanes(
     if height is None:
         height = max(120, len(partitions) * max(18, 10 * max(1, len(members))))
     x = alt.X("start_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
-    y = alt.Y("partition:N", sort=partitions, scale=alt.Scale(domain=partitions), title="partition")
+    # grid lines between the lanes (not through them): each bar sits inside its partition's band
+    y = alt.Y(
+        "partition:N",
+        sort=partitions,
+        scale=alt.Scale(domain=partitions, paddingInner=0.15),
+        title="partition",
+        axis=alt.Axis(grid=True, tickBand="extent"),
+    )
 
     layers = [] if gaps.empty else [_gap_layer(gaps, x, y)]
     layers.append(_ownership_bars(data, members, x, y))
@@ -268,9 +275,7 @@ def _ownership_bars(data: pd.DataFrame, members: list[str], x: alt.X, y: alt.Y) 
                 legend=STATUS_LEGEND,
             ),
             strokeDash=alt.StrokeDash(
-                "status:N",
-                scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_DASH),
-                legend=STATUS_LEGEND,
+                "status:N", scale=alt.Scale(domain=STATUS_ORDER, range=STATUS_DASH), legend=STATUS_LEGEND
             ),
             tooltip=[
                 alt.Tooltip("partition:N"),
@@ -313,20 +318,19 @@ def epoch_chart(
     width: int = 720,
     height: int = 260,
 ) -> alt.LayerChart:
-    """Group epoch, assignment epoch and each member's epoch over time (step lines)."""
+    """Group epoch, assignment epoch and each member's epoch over time (step lines).
+
+    A member's epoch is a dotted line in the member's colour: the colour scale and the "member"
+    legend are the ownership chart's, so ``ownership_swimlanes(...) & epoch_chart(...)`` shows
+    one member legend. The group epoch (solid black) and the assignment epoch (dashed grey) are
+    labelled at their ends instead of in a legend. Epochs are whole numbers, and so are the ticks.
+    """
     frames = _frames(frames)
     data = _epoch_lines(frames)
-    # members in the ownership chart's colours (the same scheme, sorted), the group's two epochs in black and grey
     members = sorted(set(data.loc[data["kind"] == "member", "series"])) if not data.empty else []
-    series = [*members, "group epoch", "assignment epoch"]
-    colours = [TABLEAU10[i % len(TABLEAU10)] for i in range(len(members))] + ["#000000", "#9e9e9e"]
-    x = alt.X("time_ms:Q", title="time (ms)", scale=_time_scale(frames, time_range))
-    color = alt.Color("series:N", scale=alt.Scale(domain=series, range=colours), legend=alt.Legend(title="epoch"))
-    dash = alt.StrokeDash(
-        "kind:N",
-        scale=alt.Scale(domain=["group", "assignment", "member"], range=[[1, 0], [6, 3], [2, 2]]),
-        legend=alt.Legend(title="kind"),
-    )
+    time_scale = _time_scale(frames, time_range)
+    x = alt.X("time_ms:Q", title="time (ms)", scale=time_scale)
+    y = alt.Y("epoch:Q", title="epoch", axis=alt.Axis(tickMinStep=1, format="d"))
     tooltip = [
         alt.Tooltip("series:N"),
         alt.Tooltip("epoch:Q"),
@@ -334,23 +338,47 @@ def epoch_chart(
         alt.Tooltip("step:Q"),
         alt.Tooltip("source:N"),
     ]
+    color = alt.Color(
+        "series:N", scale=alt.Scale(domain=members, scheme=MEMBER_SCHEME), legend=alt.Legend(title="member")
+    )
     base = alt.Chart(_values(data))
+    changes = base.transform_filter(alt.datum.source != "extend")
+    step_line = {"interpolate": "step-after", "strokeWidth": 2, "clip": True}
     layers: list[alt.Chart] = [
-        base.mark_line(interpolate="step-after", strokeWidth=2, clip=True).encode(
-            x=x,
-            y=alt.Y("epoch:Q", title="epoch"),
-            color=color,
-            strokeDash=dash,
-            detail="segment:N",
-            tooltip=tooltip,
-        ),
-        base.transform_filter(alt.datum.source != "extend")
+        base.transform_filter(alt.datum.kind == "member")
+        .mark_line(strokeDash=MEMBER_EPOCH_DASH, **step_line)
+        .encode(x=x, y=y, color=color, detail="segment:N", tooltip=tooltip),
+        changes.transform_filter(alt.datum.kind == "member")
         .mark_point(filled=True, size=30, clip=True)
-        .encode(x=x, y="epoch:Q", color=color, tooltip=tooltip),
+        .encode(x=x, y=y, color=color, tooltip=tooltip),
     ]
+    for kind, (colour, dash, label_dy) in GROUP_EPOCHS.items():
+        layers += [
+            base.transform_filter(alt.datum.kind == kind)
+            .mark_line(color=colour, strokeDash=dash, **step_line)
+            .encode(x=x, y=y, detail="segment:N", tooltip=tooltip),
+            changes.transform_filter(alt.datum.kind == kind)
+            .mark_point(filled=True, size=30, clip=True, color=colour)
+            .encode(x=x, y=y, tooltip=tooltip),
+        ]
+        ends = _line_ends(data[data["kind"] == kind], frames, time_range)
+        if not ends.empty:
+            layers.append(
+                alt.Chart(_values(ends))
+                .mark_text(align="right", dx=-2, dy=label_dy, fontSize=11, color=colour)
+                .encode(x=alt.X("time_ms:Q", scale=time_scale), y="epoch:Q", text="series:N")
+            )
     layers += _vertical_markers(frames, markers, time_range, width)
     layers += _vertical_cursor(cursor_ms, time_range)
     return _layer(layers, "epochs", width, height)
+
+
+def _line_ends(lines: pd.DataFrame, frames: TraceFrames, time_range: tuple[float, float] | None) -> pd.DataFrame:
+    """Where each series' line ends within the chart's time range: the place for its label."""
+    right = frames.end_ms if time_range is None else min(frames.end_ms, time_range[1])
+    shown = lines[lines["time_ms"] <= right]
+    ends = shown.sort_values("time_ms").groupby("series", as_index=False).last()
+    return ends.assign(time_ms=right)[["series", "time_ms", "epoch"]]
 
 
 # ---------------------------------------------------------------------------- message sequence

@@ -16,6 +16,7 @@ id, partitions by (topic name, partition). Every node and edge carries an ``id``
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,12 @@ from kip_lab.events import StateTransition
 from kip_lab.machines import StateMachine, Transition
 
 FONT = "Helvetica"
+# Label sizes in points. Pictures are stored at 1 pt = 1 CSS px and scaled down to the page: an
+# 11 pt edge label stays at 10 px or more on a diagram up to 10% wider than a 1366 px laptop's
+# notebook column, which trigger labels wrapped at LABEL_WRAP characters keep most machines within.
+NODE_FONT_PT = 12
+EDGE_FONT_PT = 11
+LABEL_WRAP = 22
 CURRENT_FILL = "#ffd54f"
 TAKEN_COLOR = "#d62728"
 TAKEN_MARK = "\u25b6 "  # prefixed to the trigger just taken when an edge merges several
@@ -71,14 +78,15 @@ def _header(name: str, graph: Mapping[str, Any]) -> list[str]:
     return [
         f"digraph {quote(name)} {{",
         f"  graph{_attrs(graph)};",
-        f"  node{_attrs({'fontname': FONT, 'fontsize': 11})};",
-        f"  edge{_attrs({'fontname': FONT, 'fontsize': 9})};",
+        f"  node{_attrs({'fontname': FONT, 'fontsize': NODE_FONT_PT})};",
+        f"  edge{_attrs({'fontname': FONT, 'fontsize': EDGE_FONT_PT})};",
     ]
 
 
 # ---------------------------------------------------------------------------- state machines
 INITIAL_NODE = "__initial__"
 SMALL_MACHINE_EDGES = 8  # up to this many edges a machine is drawn left to right, beyond it top to bottom
+SHARED_TRIGGER_SOURCES = 4  # this many edges into one state with the same trigger: labelled once, at the state
 
 
 def _normalise_transition(machine: StateMachine, last: Any) -> tuple[str, str | None, str]:
@@ -123,12 +131,18 @@ def machine_dot(
     *,
     rankdir: str | None = None,
     focus: bool = False,
+    shared_arrows: bool = True,
 ) -> str:
     """The machine's table as a DOT digraph.
 
     One node per state (the initial state has a double border and an arrow from a start
-    point); one edge per connected (source, target) pair labelled with its triggers, one
-    per line. ``current`` fills that state; ``last_transition`` — a ``Transition``, a
+    point); one edge per connected (source, target) pair labelled with its triggers (wrapped,
+    all of them in its tooltip). Where ``SHARED_TRIGGER_SOURCES`` or more states reach one
+    state by the same triggers (FATAL on "fatal error"), the target names the triggers once and
+    those arrows go unlabelled — or undrawn with ``shared_arrows=False``, the target then saying
+    from how many states: a whole large machine that fits a laptop's page.
+
+    ``current`` fills that state; ``last_transition`` — a ``Transition``, a
     ``(source, trigger, target)`` or ``(source, target)`` tuple, or a trace's
     ``StateTransition`` — draws that edge bold and red and marks the trigger taken with ▶.
     Both are checked against the table: highlighting an undeclared state or edge raises.
@@ -148,10 +162,24 @@ def machine_dot(
         states, edges = _focused(machine, edges, current, taken)
     if rankdir is None:
         rankdir = "LR" if len(edges) <= SMALL_MACHINE_EDGES else "TB"
+    shared = _shared_triggers(edges)
+    if not shared_arrows:
+        sources = {
+            target: sum(1 for _, t, ts in edges if t == target and ts == triggers)
+            for target, triggers in shared.items()
+        }
+        edges = [e for e in edges if shared.get(e[1]) != e[2] or (taken is not None and (taken[0], taken[2]) == e[:2])]
     lines = _header(machine.name, _machine_graph_attrs(machine, rankdir))
-    lines += _state_lines(machine, states, current)
+    notes = {
+        target: f"(unlabelled arrows in:\n{_wrapped(triggers)})"
+        if shared_arrows
+        else f"(from {sources[target]} states, arrows not drawn:\n{_wrapped(triggers)})"
+        for target, triggers in shared.items()
+    }
+    lines += _state_lines(machine, states, current, notes)
     lines += [
-        _edge(source, target, **_edge_attrs(source, target, triggers, taken)) for source, target, triggers in edges
+        _edge(source, target, **_edge_attrs(source, target, triggers, taken, labelled=shared.get(target) != triggers))
+        for source, target, triggers in edges
     ]
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -182,12 +210,23 @@ def _machine_graph_attrs(machine: StateMachine, rankdir: str) -> dict[str, Any]:
     }
 
 
-def _state_lines(machine: StateMachine, states: list[str], current: str | None) -> list[str]:
-    """The state nodes; the initial state, when drawn, also gets its start point and arrow."""
+def _shared_triggers(edges: list[tuple[str, str, list[str]]]) -> dict[str, list[str]]:
+    """Targets that ``SHARED_TRIGGER_SOURCES`` or more states reach by the same triggers (FATAL on
+    "fatal error"): those edges go unlabelled and the triggers are written once, under the target."""
+    counts: dict[tuple[str, tuple[str, ...]], int] = {}
+    for _source, target, triggers in edges:
+        counts[target, tuple(triggers)] = counts.get((target, tuple(triggers)), 0) + 1
+    return {target: list(triggers) for (target, triggers), n in counts.items() if n >= SHARED_TRIGGER_SOURCES}
+
+
+def _state_lines(machine: StateMachine, states: list[str], current: str | None, notes: Mapping[str, str]) -> list[str]:
+    """The state nodes (a shared trigger under its target's name); the initial state, when drawn,
+    also gets its start point and arrow."""
     starts = machine.initial in states
     lines = [_node(INITIAL_NODE, id="initial", shape="point", width="0.15", label="")] if starts else []
     for state in states:
-        attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": state}
+        label = f"{state}\n{notes[state]}" if state in notes else state
+        attrs: dict[str, Any] = {"id": f"state:{state}", "shape": "box", "style": "rounded", "label": label}
         if state == machine.initial:
             attrs["peripheries"] = 2
         if state == current:
@@ -198,14 +237,32 @@ def _state_lines(machine: StateMachine, states: list[str], current: str | None) 
     return lines
 
 
+def _wrapped(triggers: list[str]) -> str:
+    """One trigger a line, each wrapped at ``LABEL_WRAP`` characters: narrow labels keep the machine narrow."""
+    return "\n".join(line for trigger in triggers for line in textwrap.wrap(trigger, LABEL_WRAP))
+
+
 def _edge_attrs(
-    source: str, target: str, triggers: list[str], taken: tuple[str, str | None, str] | None
+    source: str,
+    target: str,
+    triggers: list[str],
+    taken: tuple[str, str | None, str] | None,
+    *,
+    labelled: bool = True,
 ) -> dict[str, Any]:
-    """An edge labelled with its triggers; the edge just taken is bold red, its trigger marked if it shares the edge."""
-    attrs: dict[str, Any] = {"id": f"edge:{source}->{target}", "label": "\n".join(triggers)}
-    if taken is not None and (taken[0], taken[2]) == (source, target):
-        if taken[1] is not None and len(triggers) > 1:
-            attrs["label"] = "\n".join(TAKEN_MARK + t if t == taken[1] else t for t in triggers)
+    """An edge labelled with its triggers (unless ``labelled`` is off: the target names them); the
+    tooltip always names them, one a line. The edge just taken is bold red and labelled, its
+    trigger marked if it shares the edge."""
+    just_taken = taken is not None and (taken[0], taken[2]) == (source, target)
+    shown = triggers
+    if just_taken and taken is not None and taken[1] is not None and len(triggers) > 1:
+        shown = [TAKEN_MARK + t if t == taken[1] else t for t in triggers]
+    attrs: dict[str, Any] = {
+        "id": f"edge:{source}->{target}",
+        "label": _wrapped(shown) if labelled or just_taken else "",
+        "tooltip": "\n".join(triggers),
+    }
+    if just_taken:
         attrs.update(color=TAKEN_COLOR, fontcolor=TAKEN_COLOR, penwidth=2.5, style="bold")
     return attrs
 

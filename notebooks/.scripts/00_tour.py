@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -34,9 +34,9 @@
 # 3. **the pictures** — a state diagram drawn from a machine's table, the group picture,
 #    ownership swimlanes, the epoch chart, the message sequence, and the stepper widget.
 #
-# **The course.** Read the notebooks in this order; each ends with a link to the next. Every one
-# runs top to bottom in a few seconds (*Run → Run All Cells*), and its pictures are already there
-# before you run it.
+# **The course.** Read the notebooks in this order; each ends with a link to the next. Most run top
+# to bottom in seconds (*Run → Run All Cells*) — the sweeps at scale, the large group and the real
+# clients take longer, and say why — and every one shows its pictures before you run it.
 #
 # | notebook | teaches |
 # |---|---|
@@ -134,8 +134,7 @@ result.response
 # coordinator works (Kafka's `CoordinatorResult` and `replay`), and it is why failover is just
 # "replay the log". `result.batches` holds the records in the atomic batches they were written in.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def topic_name(topic_id):
     topic = cluster.topic_by_id(topic_id)
     return topic.name if topic else topic_id[:6] + "…"
@@ -163,8 +162,7 @@ show_batches(result)
 #
 # The group state is derived from these records. `gc.groups["g"]` is the replayed state:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 group = gc.groups["g"]
 member = group.members["A"]
 print("group state:", group.state.value, "| group epoch", group.group_epoch, "| assignment epoch", group.assignment_epoch)
@@ -180,8 +178,7 @@ print("timers:", gc.timers())
 #
 # Failover first, though: a brand-new coordinator that replays the same log holds the same state.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 rebuilt = GroupCoordinator.from_log(gc.log, CoordinatorConfig(), cluster)
 print("log:", gc.log.batch_count, "batches,", len(gc.log), "records")
 print("rebuilt == live:", rebuilt.state_snapshot() == gc.state_snapshot())
@@ -215,8 +212,9 @@ picture(machine_dot(GROUP_STATE_MACHINE, current="Empty", last_transition=("Stab
 # Drawn here with the transition the group just took: A's session expired, the last member was
 # removed, Stable → Empty. How to read it: boxes are states (double border: the initial state;
 # yellow: the current state);
-# an edge carries every trigger that moves between two states, one per line; the edge just taken is
-# bold red, its trigger marked ▶. `machine_dot` returns DOT text; `picture` lays it out with graphviz
+# an edge carries every trigger that moves between two states (when many
+# states reach one state by the same trigger, the arrows go unlabelled and the state names the
+# trigger under its own name); the edge just taken is bold red, its trigger marked ▶. `machine_dot` returns DOT text; `picture` lays it out with graphviz
 # and keeps it in the notebook as a PNG beside the SVG, so it shows even before you run anything.
 #
 # The member side of the coordinator has its own table — Kafka's server-side reconciliation states
@@ -339,6 +337,9 @@ picture(ownership_swimlanes(frames, time_range=(19_995, 20_020), width=560))
 # instead of milliseconds — here the whole run fits although it spans 25 s. `apis` keeps only the
 # heartbeats (the consumers also send OffsetCommit and OffsetFetch). Hover an arrow for its body.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+assert round(lab.horizon and lab.trace[-1].time_ms / 1000) == 25, "the run spans 25 s"
+
 # %%
 message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=520)
 
@@ -363,7 +364,8 @@ message_sequence(frames, time_range=(19_999, 20_010), apis=["ConsumerGroupHeartb
 # button applies the fault at the step on screen — the run forks in place — and runs on until the
 # group settles.
 #
-# *(The widget needs a live kernel; on GitHub you will only see its placeholder.)*
+# The stepper steps its own copy of the run: the cells below use `lab` again without moving it.
+# *(The widget needs a live kernel; until the notebook runs, a picture of its first view stands in.)*
 
 # %%
 from widgets import explore
@@ -374,9 +376,8 @@ explore(lab, member="A")
 # The same time travel from code: `seek(k)` restores the world right after step `k` (a snapshot
 # plus deterministic replay); `fork()` gives an independent copy to try something else.
 
-# %%
-# NBVAL_CHECK_OUTPUT
-end = lab.horizon  # the last step run (the stepper above may have moved the Lab)
+# %% tags=["nbval-check-output"]
+end = lab.horizon  # the last step run
 lab.seek(first_c)
 print(f"after step {lab.step_count} (t={lab.now} ms): group epoch {lab.coordinator.groups['g'].group_epoch}, "
       f"C is {lab.clients['C'].state.value}")
@@ -409,8 +410,7 @@ pd.DataFrame([(e.name, e.expected, e.actual, e.passed) for e in basic.expectatio
 # The cell below is checked by `nbval` on every test run: if the engine's behaviour changes, the
 # notebook fails.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 g = lab.coordinator.groups["g"]
 print("Lab run (Basic case):", g.state.value, "group epoch", g.group_epoch, "assignment epoch", g.assignment_epoch)
 for member_id in sorted(g.members):

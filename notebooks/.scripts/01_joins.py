@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -145,8 +145,7 @@ class SeedCase:
 # the target `{A: [0,1,2]}` and — A owning nothing outside it — moves A straight to epoch 1.
 # Three batches, three snapshots.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 basic = SeedCase(partitions=3)
 _ = basic.join("A", label=["0 A joins", "1 target", "2 A at e1"])
 
@@ -156,8 +155,7 @@ _ = basic.join("A", label=["0 A joins", "1 target", "2 A at e1"])
 # jumps 0 → 2 in this same heartbeat, but foo-2 is only **pending**: A still owns it. "B can
 # transition to epoch 2 but cannot get foo-2 until A revokes it".
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = basic.join("B", label=["3 B joins", "4 target", "5 B at e2"])
 
 # %% [markdown]
@@ -167,8 +165,7 @@ _ = basic.join("B", label=["3 B joins", "4 target", "5 B at e2"])
 # records the member as `UNREVOKED_PARTITIONS` and arms a **rebalance timer** (A's rebalance
 # timeout, 60 s here): if A never acknowledges, it is removed (notebook 02).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = basic.heartbeat("A", owned=[0, 1, 2], label="6 A told to revoke 2")
 print("timers:", sorted(basic.gc.timers()))
 
@@ -186,8 +183,7 @@ picture(group_dot(basic.gc.groups[GROUP], basic.cluster))
 # it has converged"). Then B heartbeats and, foo-2 being free, gets it — still at
 # epoch 2: a handover within an epoch does not move the epoch (rule RC5).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = basic.heartbeat("A", owned=[0, 1], label="7 A acks, e2")
 _ = basic.heartbeat("B", owned=[], label="8 B gets 2")
 
@@ -198,8 +194,7 @@ _ = basic.heartbeat("B", owned=[], label="8 B gets 2")
 # what one heartbeat does. B, owning only foo-2 which it
 # keeps, moves to epoch 3 without revoking anything.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = basic.join("C", label=["9 C joins", "10 target", "12 C at e3"])
 _ = basic.heartbeat("B", owned=[2], label="11 B at e3")
 _ = basic.heartbeat("A", owned=[0, 1], label="13 A told to revoke 1")
@@ -210,8 +205,7 @@ _ = basic.heartbeat("C", owned=[], label="15 C gets 1")
 # The whole case as one table — compare it row by row with the KIP's snapshots
 # (KIP-848, *Case Studies → Basic*). The last row is the KIP's final snapshot: everyone at the group epoch, 3.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(basic.table().to_string())
 
 # %% [markdown]
@@ -222,8 +216,7 @@ print(basic.table().to_string())
 # coordinator would have written for that Stable group, and `GroupCoordinator.from_log` rebuilds
 # it — the same path a failover takes.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 third = SeedCase(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
 print(third.snapshot("0 stable start"))
 
@@ -231,8 +224,7 @@ print(third.snapshot("0 stable start"))
 # **Rows 1-2.** C joins: epoch 22, target `{A:[0,1], B:[3,4], C:[2,5]}`. Both
 # of C's partitions are still held, so C moves to 22 with nothing usable.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = third.join("C", label=["1a C joins", "1b target", "2 C at e22"])
 
 # %% [markdown]
@@ -242,8 +234,7 @@ _ = third.join("C", label=["1a C joins", "1b target", "2 C at e22"])
 # Notice that nobody waits for anybody: A, B and C each converge through their own heartbeats.
 # That is the point of the new protocol: no group-wide barrier, no stop-the-world.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = third.heartbeat("A", owned=[0, 1, 2], label="3 A told to revoke 2")
 _ = third.heartbeat("B", owned=[3, 4, 5], label="4 B told to revoke 5")
 _ = third.heartbeat("C", owned=[], label="5 C: nothing new")
@@ -252,8 +243,7 @@ _ = third.heartbeat("C", owned=[], label="7 C gets 2")
 _ = third.heartbeat("B", owned=[3, 4], label="8 B acks, e22")
 _ = third.heartbeat("C", owned=[2], label="9 C gets 2,5")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(third.table().to_string())
 
 # %% [markdown]
@@ -296,7 +286,8 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 # milliseconds later here — revokes it (half-transparent), and moves 2 → 3 when it acknowledges.
 
 # %%
-zoom = (19_998, 20_025)
+C_JOINS_MS = 20_000
+zoom = (C_JOINS_MS - 2, C_JOINS_MS + 25)  # the first 25 ms after C's join
 picture(ownership_swimlanes(frames, time_range=zoom, width=600) & epoch_chart(frames, time_range=zoom, width=600, height=150))
 
 # %% [markdown]
@@ -312,8 +303,7 @@ message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=
 # What it cost, computed from the trace alone (`compute_metrics`): time from each trigger to a
 # stable group, milliseconds each partition had no consumer, revocations and moves.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 metrics = compute_metrics(lab.trace)
 for trigger in metrics["triggers"]:
     print(f"{trigger['cause']:>20} at {trigger['time_ms']:>6} ms -> stable after {trigger['time_to_stable_ms']} ms")
@@ -330,7 +320,7 @@ print("revocations:", metrics["revocations"], "| partition moves:", metrics["par
 # step; *member state* for the chosen consumer's state machine. The records table lists what the
 # coordinator wrote at each step. Try a fault: **crash** A in the middle of the reconciliation.
 #
-# *(Needs a live kernel; on GitHub you only see the widget's placeholder.)*
+# *(Needs a live kernel; until the notebook runs, a picture of the stepper's first view stands in.)*
 
 # %%
 from widgets import explore
@@ -341,13 +331,11 @@ explore(lab, member="C", start_step=c_join)
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for name, case in (("Basic", basic), ("third member joins", third)):
     group = case.gc.groups[GROUP]
     print(f"{name}: {group.state.value}, group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch},",
           "members", {m: cell(group, m) for m in sorted(group.members)}, "| log batches", case.gc.log.batch_count)
-lab.seek(lab.horizon)  # the stepper above moved the Lab: back to the end of the run
 g = lab.coordinator.groups["g"]
 print(f"Lab third_member_joins: {g.state.value}, group epoch {g.group_epoch},",
       {m: (x.member_epoch, sorted(p for ps in x.assigned.values() for p in ps)) for m, x in sorted(g.members.items())},

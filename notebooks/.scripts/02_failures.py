@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -43,6 +43,7 @@ notebook_charts()  # charts drawn by JupyterLab itself (offline, interactive), e
 import json
 
 import pandas as pd
+from IPython.display import Markdown
 
 from kip_lab.lab.story import client_story
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
@@ -140,8 +141,7 @@ class SeedCase:
 # its records. Loading the group armed a 45 s session timer per member (a failover duty).
 # B and C heartbeat every 5 s; **A is silent**.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 failure = SeedCase(partitions=6, start={"A": [0, 1], "B": [3, 4], "C": [2, 5]}, epoch=22)
 print("start:", failure.state())
 print("timers:", failure.gc.timers())
@@ -160,8 +160,7 @@ print(f"t={failure.gc.now_ms}: nothing yet —", failure.state())
 # The KIP's snapshot still lists A in the target until the next target is computed; that reading is
 # the `kip` fidelity profile, and notebook 15 shows the two side by side.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = failure.advance(1)
 
 # %% [markdown]
@@ -170,8 +169,7 @@ _ = failure.advance(1)
 # **free at once**: nobody holds them, so B and C get foo-0 and foo-1 with no revocation step
 # .
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = failure.heartbeat("B", owned=[3, 4])
 _ = failure.heartbeat("C", owned=[2, 5])
 
@@ -191,14 +189,27 @@ print("stable:", lab.run_until_stable(timeout_ms=180_000), "at", lab.now, "ms")
 frames = trace_frames(lab.trace)
 picture(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=160))
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 metrics = compute_metrics(lab.trace)
 crash = next(t for t in metrics["triggers"] if t["cause"].startswith("crash"))
 print(f"crash at {crash['time_ms']} ms -> stable after {crash['time_to_stable_ms']} ms")
 print("unavailability (ms):", metrics["partition_unavailability_ms"]["g"])
+print("records re-processed:", metrics["records_reprocessed"], "| processing pause (ms):", metrics["processing_pause_ms"])
 fired = lab.trace.of_type(TimerFired)
 print("coordinator timers fired:", [(e.time_ms, list(e.body.timer)) for e in fired])
+
+# %% tags=["claims"] jupyter={"source_hidden": true}
+expired = next(e.time_ms for e in fired if e.time_ms > crash["time_ms"])
+assert crash["time_ms"] == 30_000 and abs(expired - 70_000) <= 1_000, "crash at 30 s, session out at about 70 s"
+assert abs(expired - 45_000 - 25_000) <= 1_000, "45 s after a last heartbeat at about 25 s"
+
+# %% jupyter={"source_hidden": true}
+Markdown(
+    f"Beside the unavailability, the delivery ledger counts what the application felt: "
+    f"{metrics['records_reprocessed']:,} records processed a second time, and "
+    f"{metrics['processing_pause_ms']:,} ms (summed over partitions) during which records waited and "
+    f"nobody processed them."
+)
 
 # %% [markdown]
 # A crash costs a session timeout of unavailability for the crashed member's partitions. A
@@ -218,8 +229,7 @@ print("coordinator timers fired:", [(e.time_ms, list(e.body.timer)) for e in fir
 # foo-3 and the coordinator arms A's **rebalance timer**. A keeps heartbeating every 3 s — still
 # claiming all four partitions — so its session never expires.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 slow = SeedCase(partitions=4, members=("A", "B"))
 _ = slow.join("A", quiet=True, rebalance_timeout_ms=10_000)
 slow.advance(1_000)
@@ -227,8 +237,7 @@ _ = slow.join("B", rebalance_timeout_ms=10_000)
 _ = slow.heartbeat("A", owned=[0, 1, 2, 3], epoch=1)  # A still believes it is at epoch 1
 print("timers:", slow.gc.timers())
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for _ in range(4):
     if slow.advance(3_000):
         break
@@ -242,8 +251,7 @@ for _ in range(4):
 # the client must drop everything (`on_partitions_lost`) and rejoin with epoch 0. B's next
 # heartbeat gets all four partitions at once.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = slow.heartbeat("A", owned=[0, 1, 2, 3], epoch=1)  # A still believes it is at epoch 1
 _ = slow.heartbeat("B", owned=[])
 _ = slow.join("A", rebalance_timeout_ms=10_000)
@@ -281,8 +289,7 @@ in_time, too_slow = slow_revocation_lab(8_000), slow_revocation_lab(20_000)
 # acknowledgement — about 10 s of unavailability for those two partitions, all of it the callback
 # plus one heartbeat interval. A slow callback is paid by the *new* owner.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(in_time.trace, since_ms=10_000))
 print("unavailability (ms):", compute_metrics(in_time.trace)["partition_unavailability_ms"]["g"])
 
@@ -295,8 +302,7 @@ print("unavailability (ms):", compute_metrics(in_time.trace)["partition_unavaila
 # `on_partitions_lost` at its next poll and rejoins as a new member of the group (epoch 4). This is
 # the library's `slow_revocation` scenario.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(too_slow.trace, since_ms=10_000))
 g = too_slow.coordinator.groups["g"]
 print("final:", g.state.value, "group epoch", g.group_epoch,
@@ -321,8 +327,7 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 # A owns foo-0,1; B joins; A revokes foo-1 and acknowledges — and that response is "lost". A
 # retries with epoch 1:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for accept in (True, False):
     print(f"===== accept_previous_epoch={accept}")
     lost = SeedCase(partitions=2, members=("A", "B"), config=CoordinatorConfig(accept_previous_epoch=accept))
@@ -339,8 +344,7 @@ for accept in (True, False):
 # narrow: a retry at the previous epoch that still claims a partition outside the member's
 # assignment (here foo-1) is fenced either way.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 lost = SeedCase(partitions=2, members=("A", "B"))
 lost.join("A", quiet=True)
 lost.join("B", quiet=True)
@@ -351,9 +355,9 @@ _ = lost.heartbeat("A", owned=[0, 1], epoch=1)
 # %% [markdown]
 # ### In the Lab (`lost_heartbeat`)
 #
-# A network fault drops the coordinator's answer to A's acknowledgement at 10 011 ms (grey arrow
-# with a cross). A's request times out after 10 s (`request_timeout_ms`), it resends a full
-# heartbeat at its previous epoch, and the coordinator accepts it. Nobody is fenced.
+# A network fault drops the coordinator's answer to A's acknowledgement (grey arrow with a cross).
+# A's request times out after 10 s (`request_timeout_ms`), it resends a full heartbeat at its
+# previous epoch, and the coordinator accepts it. Nobody is fenced.
 
 # %%
 lab = build_lab(load_library_scenario("lost_heartbeat"))
@@ -366,8 +370,7 @@ message_sequence(frames, y_axis="step", apis=["ConsumerGroupHeartbeat"], height=
 # answered with epoch 2 (dropped), the retry after the 10 s request timeout — a *full* request, at
 # epoch 1 — answered with epoch 2.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(client_story(lab.trace, since_ms=10_000))
 m = frames.messages
 beats = m[(m.api == "ConsumerGroupHeartbeat") & ((m["from"] == "A") | (m["to"] == "A")) & m.sent_ms.between(10_000, 21_000)]
@@ -402,8 +405,7 @@ print("final:", g.state.value, {m: (x.member_epoch, sorted(p for ps in x.assigne
 # The *third member joins* case, stopped in the middle: C has joined, A has been told to revoke
 # foo-2 and has not answered.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 mid = SeedCase(partitions=6, start={"A": [0, 1, 2], "B": [3, 4, 5]}, epoch=21)
 mid.advance(1_000)
 mid.join("C", quiet=True)
@@ -427,8 +429,7 @@ print("replay: ", mid.state(replayed), "| same state as live:", same)
 # (A's rebalance timer is re-armed too — 300 s, the rebalance timeout in A's member record — because
 # A is still revoking.)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 mid.cluster.add_partitions("foo", 2)
 new = GroupCoordinator.from_log(mid.gc.log, mid.config, mid.cluster)
 print("timers re-armed:", new.timers())
@@ -454,8 +455,7 @@ print("stable:", lab.run_until_stable(), "at", lab.now, "ms")
 frames = trace_frames(lab.trace)
 message_sequence(frames, time_range=(20_000, 20_125), apis=["ConsumerGroupHeartbeat"], height=420)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 errors = frames.messages[frames.messages.is_error.astype(bool)]
 print(errors[["sent_ms", "api", "from", "to", "error"]].to_string(index=False))
 print("coordinator now on", lab.world.coordinator_host)
@@ -463,8 +463,7 @@ print("coordinator now on", lab.world.coordinator_host)
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for name, case in (("member failure", failure), ("rebalance timeout", slow), ("failover: old", mid)):
     print(f"{name:>20}: {case.state()}")
 print(f"{'failover: new':>20}: {mid.state(new)}")

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -73,8 +73,7 @@ def group_line(group, cluster):
 # The KIP's start: group epoch 22, topic foo with **one** partition, A owns foo-0, B owns nothing —
 # rebuilt from its records. Then foo-1 is created.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 cluster = ClusterMetadata()
 foo = cluster.create_topic("foo", partitions=1)
 config = CoordinatorConfig()
@@ -91,8 +90,7 @@ print("foo now has", cluster.topic("foo").num_partitions, "partitions; the coord
 # the target `{A:[0], B:[1]}` (only B's entry changed, so only B's is written); A's move to epoch 23.
 # A's usable partitions did not change, so its response carries no assignment.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def heartbeat(member_id, owned=None):
     epoch = gc.groups["g"].members[member_id].member_epoch
     result = gc.consumer_group_heartbeat(ConsumerGroupHeartbeatRequest(
@@ -117,6 +115,11 @@ heartbeat("B", owned=[])
 # Foo starts with one partition; A joins at 0 s, B at 5 s (and gets nothing); a partition is added
 # at 20 s. The consumers' next heartbeat after the change carries the news.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+story = load_library_scenario("partition_added")
+assert {name: m.start_at_ms for name, m in story.members.items()} == {"A": 0, "B": 5_000}
+assert [(e.action, e.at_ms) for e in story.events] == [("add_partitions", 20_000)]
+
 # %%
 lab = build_lab(load_library_scenario("partition_added"))
 lab.run(until=20_000)
@@ -128,8 +131,7 @@ ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=1
 # foo-1's lane starts at 20 s: red while nobody has it yet, then B's. (Notice the metrics count
 # unavailability only while a partition exists in the group's metadata.)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(group_line(lab.coordinator.groups["g"], lab.cluster))
 print("unavailability (ms):", compute_metrics(lab.trace)["partition_unavailability_ms"]["g"])
 
@@ -154,6 +156,7 @@ old_id = recreate.create_topic("foo", partitions=4)
 recreate.add_consumer("A", subscribed_topic_names=["foo"])
 recreate.add_consumer("B", subscribed_topic_names=["foo"])
 recreate.run(until=20_000)
+assert recreate.clients["A"].config.auto_commit_interval_ms == 5_000  # auto-commit every 5 s
 
 
 def committed(lab):
@@ -178,8 +181,7 @@ print("after: ", group_line(recreate.coordinator.groups["g"], recreate.cluster))
 # flight for the old id are refused with **UNKNOWN_TOPIC_ID**; the OffsetFetch for the new id finds
 # no committed offset.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for e in recreate.trace:
     if e.time_ms < 20_000:
         continue
@@ -206,8 +208,7 @@ for e in recreate.trace:
 # offset belongs to the new id. (The Lab's producers write 100 records/s per partition counted from
 # t = 0, so the recreated topic is not empty when it appears — a simplification.)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 recreate.run(until=30_000)
 print("committed at 30 s:", committed(recreate))
 
@@ -228,8 +229,7 @@ picture(ownership_swimlanes(frames, time_range=(19_990, 20_030), width=600))
 # (lookaround, backreferences). A pattern must match the whole topic name. An invalid pattern is
 # refused with INVALID_REQUEST.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 from kip_lab.regex import matching_topics
 
 rx_cluster = ClusterMetadata()
@@ -275,8 +275,7 @@ regex_lab.run(until=25_000)
 frames = trace_frames(regex_lab.trace)
 ownership_swimlanes(frames, width=640) & epoch_chart(frames, width=640, height=160)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for label, line in snapshots.items():
     print(f"{label:>18}: {line}")
 subscribed = regex_lab.coordinator.groups["g"].subscription_metadata
@@ -291,8 +290,7 @@ picture(group_dot(regex_lab.coordinator.groups["g"], regex_lab.cluster))
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("partition added (coordinator):", group_line(gc.groups["g"], cluster))
 print("partition added (Lab):        ", group_line(lab.coordinator.groups["g"], lab.cluster))
 print("recreated foo:                ", group_line(recreate.coordinator.groups["g"], recreate.cluster),

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -100,8 +100,7 @@ def send(member_id, epoch, instance_id, owned=None, quiet=False, **fields):
 # Two static members, A (`instance-a`) and B (`instance-b`), settle on foo-0,1 and foo-2,3 at
 # group epoch 2.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 send("A", 0, "instance-a", quiet=True)
 send("B", 0, "instance-b", quiet=True)
 send("A", 1, "instance-a", owned=[0, 1, 2, 3], quiet=True)  # told to revoke foo-2,3
@@ -118,8 +117,7 @@ print("timers:", gc.timers())
 # A's current assignment, now at epoch -2, **still holding foo-0,1**. No tombstone, no group epoch
 # bump, no new target. B's next heartbeat changes nothing for B.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 gc.advance(5_000)
 send("A", -2, "instance-a")
 send("B", 2, "instance-b")
@@ -143,8 +141,7 @@ picture(machine_dot(GROUP_STATE_MACHINE, current="Reconciling",
 # at epoch 0, then, A-2 holding nothing outside its target, at the assignment epoch 2) — and A-2's
 # very first response is "epoch 2, use foo-0,1". The group epoch stays 2; B never notices.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 gc.advance(5_000)
 send("A-2", 0, "instance-a")
 print("timers:", gc.timers())
@@ -156,8 +153,7 @@ print("timers:", gc.timers())
 # config, say. It is refused, and nothing is written. The Kafka client treats this error as fatal
 # (SM5).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = send("A-3", 0, "instance-a")
 
 # %% [markdown]
@@ -167,8 +163,7 @@ _ = send("A-3", 0, "instance-a")
 # reserved for B until B's session timer — armed by B's last heartbeat, the -2 — fires 45 s later.
 # Then B is removed like a crashed member: tombstones, group epoch 3, and A-2 gets everything.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 send("B", -2, "instance-b")
 deadline = gc.timers()[("session", GROUP, "B")]
 while True:
@@ -182,8 +177,7 @@ while True:
         break
 print(f"B's session deadline was t={deadline}")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 _ = send("A-2", 3, "instance-a", owned=[0, 1, 2, 3])
 picture(group_dot(gc.groups[GROUP], cluster))
 
@@ -214,6 +208,10 @@ _ = dynamic.run(until=40_000)
 # up again. The group epoch never moves. **Dynamic** (bottom): A's leave hands foo-0,1 to B (epoch
 # 3), A's return takes them back (epoch 4): two rebalances, two moves, two revocations.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+story = load_library_scenario("static_member_bounce")
+assert [(e.action, e.member, e.at_ms) for e in story.events] == [("close", "A", 20_000), ("restart", "A", 30_000)]
+
 # %%
 frames = trace_frames(static.trace)
 picture(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=130))
@@ -222,8 +220,7 @@ picture(ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, 
 frames = trace_frames(dynamic.trace)
 ownership_swimlanes(frames, width=600) & epoch_chart(frames, width=600, height=130)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for name, lab in (("static", static), ("dynamic", dynamic)):
     g = lab.coordinator.groups["g"]
     m = compute_metrics(lab.trace)
@@ -238,8 +235,7 @@ for name, lab in (("static", static), ("dynamic", dynamic)):
 # A second consumer configured with A's instance id starts while A runs. Its join is refused and it
 # goes to **FATAL** (SM5) — the new consumer's member state machine has an edge for exactly that.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 from kip_lab.lab import Lab
 
 twins = Lab(seed=0)
@@ -258,8 +254,7 @@ print({name: c.state.value for name, c in sorted(twins.clients.items())}, "| mem
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("coordinator:", group_line())
 for name, lab in (("static", static), ("dynamic", dynamic), ("twins", twins)):
     g = lab.coordinator.groups["g"]

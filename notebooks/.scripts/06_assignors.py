@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -80,8 +80,7 @@ def spread(assignment):
     counts = [sum(len(ps) for ps in parts.values()) for parts in assignment.values()]
     return max(counts) - min(counts)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for name, assign in (("uniform", uniform_assign), ("range", range_assign)):
     print(f"{name:>7}:", show(assign(spec(["A", "B", "C"]))))
 
@@ -112,8 +111,7 @@ for name, assign in (("uniform", uniform_assign), ("range", range_assign)):
         target = new
 table = pd.DataFrame(rows)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(table.drop(columns="target").pivot(index="step", columns="assignor").reindex([s for s, _ in steps]).to_string())
 print()
 print("total moved:", table.groupby("assignor").moved.sum().to_dict())
@@ -142,8 +140,7 @@ picture(heat)
 # totals may still differ (kip_lab documents this as Kafka's behaviour too). Range just splits each
 # topic among its subscribers.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 subscriptions = {"A": ["foo"], "B": ["foo", "bar"], "C": ["bar"]}
 for name, assign in (("uniform", uniform_assign), ("range", range_assign)):
     result = assign(spec(["A", "B", "C"], subscriptions=subscriptions))
@@ -157,8 +154,7 @@ for name, assign in (("uniform", uniform_assign), ("range", range_assign)):
 # `group.consumer.assignors` (uniform). An unknown name is refused with **UNSUPPORTED_ASSIGNOR**
 # (KIP-848 *Assignors*; ties go to the coordinator's list order, `docs/decisions.md` D19).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 from kip_lab import ClusterMetadata, CoordinatorConfig, GroupCoordinator
 from kip_lab.protocol import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, TopicPartitions
 
@@ -291,8 +287,7 @@ def my_assignor(prepared):
 # the group stays *Assigning*, A's response says **ShouldComputeAssignment**, and a deadline — A's
 # rebalance timeout, 10 s — is armed. B joins too (epoch 2); B is not asked.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 heartbeat("A")
 heartbeat("B")
 print(group_line())
@@ -306,8 +301,7 @@ print("timers:", cs.timers())
 # exactly as a server-side one (changed members, then the assignment epoch, one batch), and the
 # members reconcile to it through their heartbeats as usual.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 prepared = prepare("A")
 install("A", prepared.group_epoch, {"A": [0, 1, 2], "B": [2, 3]})
 install("A", prepared.group_epoch, {"A": [0, 1], "B": [2]})
@@ -324,8 +318,7 @@ print("timers:", cs.timers())
 # **nothing** ("the fencing is only done based on the session") and picks B. A's late
 # Prepare is refused with UNKNOWN_MEMBER_ID: it is no longer the chosen member.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 cs.advance(1_000)
 heartbeat("C")
 heartbeat("A")
@@ -346,8 +339,7 @@ prepare("A")
 # lowest id, is asked again, now for epoch 4 (KIP: "we have chosen to install the assignment
 # computed for epoch X and to trigger a new assignment computation right away").
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 prepared = prepare("B")
 heartbeat("D")
 install("B", prepared.group_epoch, my_assignor(prepared))
@@ -359,8 +351,7 @@ install("A", prepared.group_epoch, my_assignor(prepared))
 # Everyone heartbeats until the group converges: revocations first, then handovers, exactly as with
 # a server-side target.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for _ in range(3):
     for member_id in ("A", "B", "C", "D"):
         heartbeat(member_id)
@@ -369,8 +360,7 @@ print(group_line())
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("moved over the sequence:", table.groupby("assignor").moved.sum().to_dict(),
       "| final spread:", table.groupby("assignor").spread.last().to_dict())
 server = gc.consumer_group_describe(ConsumerGroupDescribeRequest(group_ids=["server"])).response.groups[0]

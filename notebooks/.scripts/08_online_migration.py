@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -161,8 +161,7 @@ picture(chart)
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 m = compute_metrics(lab.trace)
 group = lab.coordinator.groups["g"]
 print("final group: consumer, epoch", group.group_epoch, "state", group.state.value)

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -187,8 +187,7 @@ outcome(cooperative)
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 m = compute_metrics(trace)
 last_protocol = {e.actor: e.body.protocol for e in trace.of_type(StateTransition) if e.body.protocol is not None}
 print("two-bounce upgrade: stable", result.stable, "| violations", m["invariant_violations"],

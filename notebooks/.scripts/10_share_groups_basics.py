@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -80,8 +80,7 @@ picture(machine_dot(SHARE_GROUP_STATE_MACHINE, current="Stable"))
 # change, a subscription change and leaves — and the partitions are assignable only once the
 # share coordinator holds their state (the *initialize* dance).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 gc = GroupCoordinator()
 gc.share_state_rpc = share_coordinator_rpc(ShareCoordinator())
 gc.share_assignor = SimpleAssignor(member_hash=lambda member_id: int(member_id[1:]), fidelity="kip")
@@ -147,8 +146,8 @@ picture(machine_dot(RECORD_STATE_MACHINE, current="Acquired"))
 # Topic `orders` has 2 partitions; four share consumers join group `queue` — more consumers than
 # partitions, which a consumer group could not use. They acknowledge **explicitly**:
 # every record is ACCEPTed, except values matching `bad-.*`, which are REJECTed (archived after
-# one delivery). Each fetch acquires at most 4 records, so the members take turns on a
-# partition. The producer writes 20 records per partition after the group has settled (the
+# one delivery). Each fetch acquires at most 4 records, so a partition's records are spread
+# over the members. The producer writes 20 records per partition after the group has settled (the
 # share-partitions start at the *latest* offset, `group.share.auto.offset.reset`).
 
 # %%
@@ -168,11 +167,10 @@ print("outcomes per consumer:", {n: c.outcomes for n, c in sorted(lab.clients.it
 # The Lab runs Kafka's SimpleAssignor (the default `kafka` profile): every member is assigned every
 # partition of its topics, so all four share both partitions. *Which* member gets *which* records is the share-partition leader's
 # doing, fetch by fetch. Below, every acquisition on partition 0 as the leader traced it: one
-# acquisition is a range of offsets under one lock, with one delivery count — two members
-# alternate on the same partition.
+# acquisition is a range of offsets under one lock, with one delivery count — all four members
+# acquire records of the same partition, each its own range.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 orders0 = (lab.topic_id("orders"), 0)
 member_names = {c.member_id: n for n, c in lab.clients.items()}
 for event in lab.trace.of_type(ShareAcquired):
@@ -181,13 +179,19 @@ for event in lab.trace.of_type(ShareAcquired):
         ranges = ", ".join(f"{f}-{last} (delivery {dc})" for f, last, dc in p.ranges)
         print(f"t={event.time_ms:>5} {member_names[p.member_id]} acquired {ranges}")
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+acquired = [e.body for e in lab.trace.of_type(ShareAcquired) if (e.body.topic_id, e.body.partition) == orders0]
+assert {member_names[a.member_id] for a in acquired} == {"W1", "W2", "W3", "W4"}
+offsets = [o for a in acquired for first, last, _ in a.ranges for o in range(first, last + 1)]
+assert sorted(offsets) == list(range(20)), "each offset of the 20 acquired once: every member its own range"
+assert max(last - first + 1 for a in acquired for first, last, _ in a.ranges) <= 4
+
 # %% [markdown]
 # And what each acknowledgement made durable: every state change but acquisition is a
 # **WriteShareGroupState** to the share coordinator (KIP-932 *Share-group state persistence*: acquisition is never
-# written). `start` is the new share-partition start offset (SPSO) when it moved, `-1` otherwise.
+# written). `start` is the share-partition start offset (SPSO) the write records.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for event in lab.trace.of_type(ShareStateWrite):
     p = event.body
     if (p.topic_id, p.partition) == orders0:
@@ -212,8 +216,7 @@ picture(strip)
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 metrics = compute_metrics(lab.trace)
 records = share_frames(lab).records
 print("members in group queue:", len(lab.coordinator.share_groups["queue"].members), "for 2 partitions")

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -127,8 +127,7 @@ def ack(member, first, last, kind=AcknowledgeType.ACCEPT):
 # first to run out at step 7 — but 110 was re-acquired at step 6 under a new lock, so only 111
 # and 112 time out, as the KIP has it.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 show(0, "start: the partition's latest offset is 100")
 log.append(10)
 sp.acquire("C1", 10)
@@ -178,8 +177,7 @@ show(11, "acknowledge 111 and 112 (C3)")
 # alone: the latest snapshot, then the updates after it (updates with an older snapshot epoch
 # are ignored). The rebuilt state is the live one.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 rebuilt = ShareCoordinator.from_log(coordinator.log)
 print("records on __share_group_state:", coordinator.log.end_offset)
 print("rebuilt == live:", rebuilt.states == coordinator.states)
@@ -196,8 +194,7 @@ picture(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "accept",
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 kinds = [type(e.record.key).__name__.removesuffix("Key") for e in coordinator.log]
 print("writes sent:", len(persister.sent), "| records:", {k: kinds.count(k) for k in sorted(set(kinds))})
 final = coordinator.state(GROUP, TOPIC, 0)

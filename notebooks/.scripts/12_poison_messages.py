@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -96,8 +96,7 @@ picture(machine_dot(RECORD_STATE_MACHINE, last_transition=("Acquired", "release 
 #
 # The consumers acknowledge explicitly: ACCEPT, or RELEASE for a poison record. Offset 9's life:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 released = poison_run("release")
 for step in history(released, 9):
     print(step)
@@ -120,8 +119,7 @@ picture(record_state_strip(released, title="release: orders-0 in share group que
 # count. The late acknowledgement of the hung consumer is refused with INVALID_RECORD_STATE
 # (the record is no longer acquired by it) and reported to its acknowledgement callback.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 hung = poison_run("hang")
 for step in history(hung, 19):
     print(step)
@@ -131,8 +129,7 @@ print("late acknowledgements refused:", len(late), "e.g.", late[0] if late else 
 # %% [markdown]
 # ## 3 · Rejected: archived on the first delivery
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 rejected = poison_run("reject")
 for offset in POISON:
     print(offset, history(rejected, offset))
@@ -146,8 +143,7 @@ for offset in POISON:
 # Acknowledged or Archived (at-least-once) and no invariant was broken — a record
 # acquired by one member at a time, delivery counts never down, the SPSO never back.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 rows = []
 for name, lab in (("release", released), ("hang", hung), ("reject", rejected)):
     m = compute_metrics(lab.trace)

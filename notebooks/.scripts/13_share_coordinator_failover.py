@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -84,8 +84,7 @@ def writes(lab, since_ms=0):
 # share coordinator moves to another broker: the new one replays `__share_group_state` (the log
 # survives: it is replicated) and the leaders' next writes go to it.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 run = share_lab(13)
 for name in ("A", "B"):
     run.add_share_consumer(name, group_id="queue", subscribed_topic_names=["orders"], max_poll_records=4)
@@ -116,8 +115,7 @@ picture(record_state_strip(run, title="orders-0 across a share coordinator failo
 # ReadShareGroupStateSummary, as the group coordinator sends for `listShareGroupOffsets` — is
 # answered with COORDINATOR_LOAD_IN_PROGRESS, and the caller retries.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 loading = ShareCoordinator.loading(run.world.share.log)
 summary = ReadShareGroupStateSummaryRequest(group_id="queue", topics=[
     ReadStateData(topic_id=run.topic_id("orders"), partitions=[ReadStatePartition(partition=0)])])
@@ -141,8 +139,7 @@ print(f"{answers.count('COORDINATOR_LOAD_IN_PROGRESS')} refusals while loading, 
 # carries leader epoch 0 and the share coordinator refuses it. The Lab's leader then gives the
 # share-partition up, as Kafka's does; the new leader redelivers the records.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 zombie = share_lab(7)
 zombie.add_share_consumer("A", group_id="queue", subscribed_topic_names=["orders"], processing_ms_per_record=1_000,
                           max_poll_records=5)
@@ -168,8 +165,7 @@ print("new leader: SPSO", sp.spso, "| every record settled:", at_least_once(zomb
 # before the reset still writes with the old one — refused with FENCED_STATE_EPOCH; its next first
 # share session reloads (ReadShareGroupStateSummary shows the new epoch).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 log = TopicLog("orders-id", 0)
 log.append(20)
 share = ShareCoordinator()
@@ -194,8 +190,7 @@ print("stored:", share.state("queue", "orders-id", 0))
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 fenced = [line for line in writes(zombie) if "FENCED_LEADER_EPOCH" in line]
 metrics = compute_metrics(run.trace)
 print("failover run: acknowledged", metrics["share_records_acknowledged"], "archived",

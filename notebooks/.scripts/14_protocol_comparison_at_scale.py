@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -24,7 +24,9 @@
 # in Spark tasks, or in this process — and writes three Parquet tables (runs, metrics, events);
 # the analytics are Spark SQL, and come back as pandas for Altair.
 #
-# This notebook keeps its grids small so that it runs in seconds: the sweeps run **in-process**
+# This notebook takes about half a minute on a two-core laptop, longer than the others: most of it
+# is starting Spark's Java VM and its first queries, which no grid size changes. The grids are kept
+# small so that the runs themselves take seconds: the sweeps run **in-process**
 # (`executor="local"`), the analytics on an embedded Spark (`local[1]`, set up for small tables:
 # one shuffle partition, no adaptive planning, no code generation — each would cost more than it
 # saves on a few dozen rows — and a JVM that starts fast rather than runs fast). A grid of thousands of
@@ -43,6 +45,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+from IPython.display import Markdown
 
 from kip_lab.pipeline import PROTOCOLS, TEMPLATES, load_sweep, run_sweep
 from kip_lab.pipeline.analytics import metric_percentiles, run_metrics, sweep_tables
@@ -129,9 +132,12 @@ SMALL_TABLES = {
 }
 spark = spark_session(SparkSettings(master="local[1]", conf=SMALL_TABLES))
 COST = ["unavailability_after_first_event_ms", "revocations_after_first_event", "max_time_to_stable_ms"]
-bounce_stats = metric_percentiles(spark, OUT / "bounces", by=["members", "protocol"], metrics=[*COST, "stops_without_move"])
+LEDGER = ["records_reprocessed", "processing_pause_ms"]  # the delivery ledger: what the application felt
+bounce_stats = metric_percentiles(
+    spark, OUT / "bounces", by=["members", "protocol"], metrics=[*COST, "stops_without_move", *LEDGER]
+)
 failure_stats = metric_percentiles(
-    spark, OUT / "failures", by=["members", "protocol"], metrics=[*COST, "moves_after_first_event"]
+    spark, OUT / "failures", by=["members", "protocol"], metrics=[*COST, "moves_after_first_event", *LEDGER]
 )
 bounce_stats.pivot(index=["metric", "members"], columns="protocol", values="p50")
 
@@ -189,20 +195,74 @@ metric_panels(
 # %% [markdown]
 # ### Reading the charts
 #
-# * **Eager** revokes every partition at every rebalance: its revocations and its partition
-#   unavailability grow with the group (each bounce stops *every* member for a revoke and an
-#   assign callback), and most of what it stops comes back to the same member ("stops without
-#   move") — the waste KIP-429 set out to remove.
-# * **Cooperative** revokes only what moves: its cost stays flat as the group grows, but each
-#   move takes a second JoinGroup/SyncGroup round.
-# * **KIP-848** has no join barrier: the least unavailability at every size, and it does not grow
-#   with the group. It is not the fastest to be *stable* again: reconciliation is paced by the
-#   heartbeat interval (5 s), so its worst time to stable is the longest of the three.
-# * Under a **crash**, nothing moves until the dead member's session runs out, counted from its
-#   last heartbeat, and then until a survivor's next heartbeat brings it the freed partitions:
-#   KIP-848 members heartbeat every 5 s, classic ones every 3 s against the same 10 s session, and
-#   where those heartbeats fall against the expiry decides the wait; exactly the dead member's
-#   partitions move, whatever the protocol.
+# The medians behind the panels, read from the tables above (rolling bounces: partition
+# unavailability after the first bounce, revocations, time to stable; crashes: unavailability):
+
+# %% jupyter={"source_hidden": true}
+def median(stats: pd.DataFrame, metric: str, index: str = "members", columns: str = "protocol") -> pd.DataFrame:
+    """The metric's p50, one row per ``index`` value (group size), one column per ``columns`` value (protocol)."""
+    return stats[stats["metric"] == metric].pivot(index=index, columns=columns, values="p50").astype(int)
+
+
+def per_size(row: pd.Series, unit: str = "") -> str:
+    return ", ".join(f"{row[size]:,}{unit}" for size in GROUP_SIZES)
+
+
+unavailable = median(bounce_stats, COST[0])
+revoked = median(bounce_stats, COST[1])
+stable = median(bounce_stats, COST[2])
+crash = median(failure_stats, COST[0])
+crash_moves = median(failure_stats, "moves_after_first_event")
+reprocessed, paused = (median(bounce_stats, metric) for metric in LEDGER)
+sizes = ", ".join(map(str, GROUP_SIZES))
+least = [unavailable.loc[size].idxmin() for size in GROUP_SIZES]
+
+
+def at(sizes_where: list[int]) -> str:
+    return " and ".join(map(str, sizes_where)) + " members" if sizes_where else "no size"
+
+
+def trend(series: pd.Series) -> str:
+    return "grow with the group" if series.is_monotonic_increasing else "do not grow steadily with the group"
+
+
+flat = unavailable["cooperative"].max() < 1.05 * unavailable["cooperative"].min()
+consumer_least = [size for size, protocol in zip(GROUP_SIZES, least) if protocol == "consumer"]
+consumer_above = [size for size in GROUP_SIZES if unavailable.loc[size, "consumer"] > unavailable.loc[size, "cooperative"]]
+slowest = (stable["consumer"] > stable[["cooperative", "eager"]].max(axis=1)).all()
+dead = pd.Series({size: 18 // size for size in GROUP_SIZES})
+Markdown(f"""\
+With {sizes} members:
+
+* **Eager** revokes every partition at every rebalance: its revocations ({per_size(revoked['eager'])}) and
+  its unavailability ({per_size(unavailable['eager'], ' ms')}) {trend(unavailable['eager'])} — each bounce stops
+  *every* member for a revoke and an assign callback, and most of what it stops comes back to the same member
+  ("stops without move"), the waste KIP-429 set out to remove.
+* **Cooperative** revokes only what moves ({per_size(revoked['cooperative'])}); its unavailability
+  ({per_size(unavailable['cooperative'], ' ms')}) {'stays almost flat' if flat else 'changes with the group size'},
+  and each move takes a second JoinGroup/SyncGroup round.
+* **KIP-848** has no join barrier. Its unavailability ({per_size(unavailable['consumer'], ' ms')}) is the least
+  of the three at {at(consumer_least)} and above cooperative's at {at(consumer_above)}; its numbers
+  {trend(unavailable['consumer'])}. It is {'the slowest' if slowest else 'not always the slowest'} to be
+  *stable* again ({per_size(stable['consumer'], ' ms')} against cooperative's {per_size(stable['cooperative'], ' ms')}
+  and eager's {per_size(stable['eager'], ' ms')}): reconciliation is paced by the heartbeat interval.
+* Under a **crash**, nothing moves until the dead member's 10 s session runs out, counted from its last
+  heartbeat: at {GROUP_SIZES[-1]} members the partitions are unavailable for {crash.loc[GROUP_SIZES[-1], 'consumer']:,} ms
+  in all under KIP-848 and {crash.loc[GROUP_SIZES[-1], 'cooperative']:,} / {crash.loc[GROUP_SIZES[-1], 'eager']:,} ms
+  under cooperative / eager. The dead member held {per_size(dead)} partitions; KIP-848 moves
+  {per_size(crash_moves['consumer'])}, cooperative {per_size(crash_moves['cooperative'])}, eager
+  {per_size(crash_moves['eager'])}.
+* What the applications felt, from the delivery ledger (rolling bounces): records processed a second time —
+  eager {per_size(reprocessed['eager'])}, cooperative {per_size(reprocessed['cooperative'])}, KIP-848
+  {per_size(reprocessed['consumer'])}; processing pause, records waiting with nobody processing them — eager
+  {per_size(paused['eager'], ' ms')}, cooperative {per_size(paused['cooperative'], ' ms')}, KIP-848
+  {per_size(paused['consumer'], ' ms')}.
+""")
+
+# %% tags=["claims"] jupyter={"source_hidden": true}
+assert (revoked["cooperative"] < revoked["eager"]).all(), "cooperative revokes only what moves: fewer than eager"
+assert (revoked["eager"] >= 18).all(), "eager revokes every partition at every rebalance"
+
 
 # %% [markdown]
 # ## Sweep 2 — share groups: redelivery under acquisition-lock timeouts
@@ -249,11 +309,19 @@ metric_panels(
 # delivery limit archives it. **Released** poison is redelivered to the limit and archived
 # whatever the lock: the lock matters to consumers that go silent, not to those that answer.
 
+# %% tags=["claims"] jupyter={"source_hidden": true}
+by_lock = {"index": "record_lock_duration_ms", "columns": "failure"}
+redelivered = median(share_stats, "share_redeliveries", **by_lock)
+archived = median(share_stats, "share_records_archived", **by_lock)
+assert redelivered.loc[2_000, "hang"] > 2 * redelivered.loc[15_000, "hang"]
+assert redelivered.loc[5_000, "hang"] > 2 * redelivered.loc[15_000, "hang"]
+assert archived.loc[2_000, "hang"] > archived.loc[15_000, "hang"] and archived.loc[5_000, "hang"] > archived.loc[15_000, "hang"]
+assert redelivered["release"].nunique() == 1 and archived["release"].nunique() == 1, "release: whatever the lock"
+
 # %% [markdown]
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 def p50(stats, metric, **where):
     rows = stats[stats["metric"] == metric]
     for column, value in where.items():

@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -131,8 +131,7 @@ def listing_chart(frame, title):
 # %%
 failure = compare_profiles("member_failure")
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 show_differences(failure)
 
 # %% [markdown]
@@ -188,8 +187,7 @@ run: {until_ms: 1000}
 """
 fencing = compare_profiles(scenario_from_yaml(FENCING))
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 show_differences(fencing)
 
 
@@ -207,8 +205,7 @@ def outcome(comparison):
     return pd.DataFrame(rows).T
 
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(outcome(fencing).to_string())
 
 # %% [markdown]
@@ -274,8 +271,7 @@ for profile in PROFILES:
                      "state": group.state.value})
 conversion = pd.DataFrame(rows).set_index(["profile", "batch"])
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(conversion.to_string())
 
 # %% [markdown]
@@ -284,8 +280,7 @@ print(conversion.to_string())
 # arrives only with A's own records, with an epoch bump. What the classic members hear on their
 # next heartbeat:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for profile, gc in migrations.items():
     answers = {member: gc.heartbeat(HeartbeatRequest(group_id="g", generation_id=22, member_id=member,
                                                      group_instance_id=member.upper())).response.error_code.name
@@ -333,8 +328,7 @@ share_table = pd.DataFrame(
     {profile: {label: "  ".join(f"{m}→{list(t.get('T1', ()))}" for m, t in target.items())
                for label, target in steps} for profile, steps in share.items()})
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(share_table.to_string())
 
 # %%
@@ -355,7 +349,7 @@ picture(share_chart)
 #
 # ## 5 · A share fetch's `max_records`: a soft or a hard limit?
 #
-# **KIP-932, "Examples with share-group state"**: ten records 110–119 are fetched and
+# **KIP-932, "Examples with share-group state"**: ten records are fetched by three consumers and
 # *"consumer 1 gets 110-112, consumer 2 gets 113-118, consumer 3 gets 119"* — a fetch takes exactly
 # as many records as it asks for, cutting a batch, and the rest waits in flight, Available.
 #
@@ -389,8 +383,7 @@ def fetches(fidelity):
 
 fetched = {profile: fetches(profile) for profile in PROFILES}
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for profile, (got, _) in fetched.items():
     counts = {member: sum(last - first + 1 for first, last in ranges) for member, ranges in got.items()}
     print(f"{profile:>5}: acquired {got} -> records {counts}")
@@ -446,8 +439,7 @@ def member_ids(fidelity):
 
 echo = pd.DataFrame({profile: member_ids(profile) for profile in PROFILES})
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print(echo.fillna("(null)").to_string())
 
 # %% [markdown]
@@ -457,8 +449,7 @@ print(echo.fillna("(null)").to_string())
 #
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("member failure: writes that differ", len(failure.differences),
       "| A's target tombstone at write", {p: next(i for i, w in enumerate(failure.writes[p])
                                                   if "~TargetAssignmentMember(A)" in w.records) for p in PROFILES})

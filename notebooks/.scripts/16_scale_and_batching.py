@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -64,18 +64,16 @@ pd.set_option("display.width", 160)
 #
 # This cell takes a while: on the two-core machine these notebooks are checked on, the run without
 # batching costs about 6 to 7 seconds of CPU, the batched one about 1 (the benchmark
-# `python -m benchmarks.bench_scaling` measures both joins from 100 to 1,000 members).
+# `python -m benchmarks.bench_scaling` measures both joins for groups of a hundred to a thousand members).
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 runs = join_with_and_without_batching(members=1_000, partitions=10_000, interval_ms=1_000)
 runs.set_index("assignment_interval_ms")[["targets_computed", "time_to_stable_ms", "steps", "cpu_s", "wall_s"]]
 
 # %% [markdown]
 # The counts, without the machine's timings:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 COUNTS = ["members", "partitions", "stable", "time_to_stable_ms", "steps", "targets_computed", "violations"]
 print(runs.set_index("assignment_interval_ms")[COUNTS].to_string())
 
@@ -136,8 +134,7 @@ picture(chart)
 # to 60 while the assignment epoch stays at 1, then jumps to 60 in one computation once the
 # interval has passed (at the first heartbeat after it). Hover a line for its time.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for interval, lab in labs.items():
     epochs = group_epochs(lab)
     assignment = epochs[epochs["series"] == "assignment epoch"]
@@ -152,8 +149,7 @@ for interval, lab in labs.items():
 # coordinator what a `ConsumerGroupDescribe` (an admin client's `describe_consumer_groups`) would
 # answer.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 batched = labs[1_000]
 epochs = group_epochs(batched).pivot_table(index="step", columns="series", values="epoch").ffill()
 waiting = int(epochs[epochs["group epoch"] > epochs["assignment epoch"]].index[-1])
@@ -180,8 +176,7 @@ batched.seek(batched.horizon)
 #
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 for row in runs.itertuples():
     print(f"{row.members} members, interval {row.assignment_interval_ms:>5} ms: {row.targets_computed} targets,"
           f" stable at {row.time_to_stable_ms} ms after {row.steps} steps")

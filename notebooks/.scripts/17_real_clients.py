@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -36,7 +36,7 @@
 # **Real time, real processes.** Unlike the rest of the course, this run follows the wall clock
 # and real clients heartbeat on their own timers: two runs are never the same run. The times and
 # step numbers below change from run to run; the facts that are checked (who is in the group, that
-# every partition has exactly one owner) do not. The whole notebook takes 15 to 30 seconds, most of
+# every partition has exactly one owner) do not. The whole notebook takes half a minute or less, most of
 # it waiting: for the clients to start, and for a session to time out.
 
 # %%
@@ -76,6 +76,11 @@ else:
 # loopback ports; `server.bootstrap_servers` goes into the clients' configuration. From now on the
 # Lab's clock follows the wall clock, and one thread owns the Lab: we read it with
 # `server.call(fn)`, which runs `fn(lab)` on that thread.
+
+# %% tags=["claims"] jupyter={"source_hidden": true}
+from kip_lab.coordinator import CoordinatorConfig
+
+assert (CoordinatorConfig().session_timeout_ms, CoordinatorConfig().heartbeat_interval_ms) == (45_000, 5_000)
 
 # %%
 from kip_lab.coordinator import CoordinatorConfig
@@ -146,8 +151,7 @@ if REAL:
     print(f"settled after {waited:.1f} s")
     show(split)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 if REAL:
     facts(split)
 
@@ -179,8 +183,7 @@ if REAL:
     print(f"c1 and c3 settled {waited:.1f} s after the kill")
     show(split)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 if REAL:
     facts(split)
     expired = server.call(lambda lab: [e.time_ms for e in lab.trace.of_type(TimerFired)
@@ -202,8 +205,7 @@ if REAL:
     print(f"settled {waited:.1f} s after c2's restart")
     show(split)
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 if REAL:
     facts(split)
     back = server.call(lambda lab: {m.client_id: m.member_id for m in lab.coordinator.groups["g"].members.values()})
@@ -266,6 +268,7 @@ if REAL:
     display(picture(ownership_swimlanes(frames, view="coordinator", time_range=window, width=640)
                     & epoch_chart(frames, time_range=window, width=640, height=160)))
 
+# %% [markdown]
 # Read it top to bottom: the three members join within a second of each other and split the
 # partitions — the first to join holds everything for a moment and gives partitions up (the faint
 # *pending* bars are the others waiting for them). After the kill, c2's partitions stay with c2
@@ -283,8 +286,7 @@ if REAL:
 #
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 if REAL:
     print("real clients in the trace:", sorted(a for a in frames.actors if a in consumers))
     print("group members over the run (c2 twice, as two member ids):", sorted(names.values()))

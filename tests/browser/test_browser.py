@@ -6,7 +6,12 @@ what a learner sees:
 
 * every notebook of the course, opened **without running it** (untrusted, as after a clone or on
   Binder), draws every stored picture — static pictures as images, charts by JupyterLab's own
-  Vega renderer — opens unmodified, and no output is wider than the page;
+  Vega renderer, the stepper as the picture of its first view — opens unmodified, no output is
+  wider than the page, and no diagram label is drawn smaller than ``MIN_LABEL_PX``;
+* the course's steppers (00, 01, 05) after *Run All*: the cells after a stepper use the same
+  Lab, yet **Step** moves its counter by one and the story line tells that step (checked
+  against the kernel's own account of the stepper's run); at the end of the run **Next change**
+  and **Step** leave the counter where it is and say so;
 * the stepper (``tests/data/browser_stepper.ipynb``, run from the Run menu): its controls, step
   counter, "what just happened" line, step axis, timeline and diagram fit on one screen, the
   records and invariants do not cover the diagram, and Step / Next change / Back / Play-Pause
@@ -25,6 +30,7 @@ is saved as a screenshot and HTML next to the server log in pytest's temporary f
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -39,6 +45,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +60,9 @@ NOTEBOOK = ROOT / "tests" / "data" / "browser_stepper.ipynb"
 COURSE = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LAPTOP = {"width": 1366, "height": 768}
 CLICK_MEDIAN_MS = 150
+MIN_LABEL_PX = 10  # the smallest diagram label a reader can read at 1366 px
+STEPPERS = ("00_tour", "01_joins", "05_consumer_state_machine")  # the course's notebooks with a stepper
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 VEGA_LITE = "application/vnd.vegalite.v5+json"
 CHROMIUM = os.environ.get("KIP_LAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -240,6 +250,29 @@ def overflowing_outputs(page: sync_api.Page) -> list[str]:
     )
 
 
+def stored_diagrams(notebook: Path) -> list[tuple[int, float, float]]:
+    """(index among the notebook's images, CSS width stored, smallest font in points) of each diagram picture."""
+    images = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" in data and VEGA_LITE not in data:
+                images.append(output)
+    diagrams = []
+    for index, output in enumerate(images):
+        if "".join(output["data"].get("text/plain", "")).startswith("diagram:"):
+            svg = "".join(output["data"]["image/svg+xml"])
+            sizes = [float(size) for size in re.findall(r'font-size="([\d.]+)"', svg)]
+            width = output.get("metadata", {}).get("image/png", {}).get("width")
+            diagrams.append((index, float(width), min(sizes)))
+    return diagrams
+
+
+def has_stepper(notebook: Path) -> bool:
+    outputs = [o for c in json.loads(notebook.read_text())["cells"] for o in c.get("outputs", [])]
+    return any(WIDGET_VIEW in o.get("data", {}) for o in outputs)
+
+
 def stored_pictures(notebook: Path) -> tuple[int, int]:
     """(static pictures, Vega-Lite charts) among the notebook's stored outputs."""
     outputs = [o for c in json.loads(notebook.read_text())["cells"] for o in c.get("outputs", [])]
@@ -327,6 +360,9 @@ def test_every_notebook_shows_its_pictures_on_opening_without_running(tmp_path: 
                 text = panel.inner_text()
                 if "IPython.core.display" in text:
                     problems.append(f"{notebook.name}: an output shows as an object's repr, not a picture")
+                if has_stepper(notebook):
+                    problems += first_view_problems(page, notebook.name)
+                problems += small_labels(page, notebook)
                 if re.search(r"Error|error: ", panel.locator(".jp-RenderedVegaCommon5").all_inner_texts().__str__()):
                     problems.append(f"{notebook.name}: a chart failed to render")
                 page.wait_for_timeout(300)  # JupyterLab updates the metadata from the kernel's info
@@ -348,6 +384,45 @@ def test_every_notebook_shows_its_pictures_on_opening_without_running(tmp_path: 
     assert not problems, "\n".join(problems)
     assert not refused, f"the page tried to fetch from outside: {refused}"
     assert time.monotonic() - started < 240
+
+
+def first_view_problems(page: sync_api.Page, name: str) -> list[str]:
+    """The stepper's stored first view, drawn in place of the widget before any kernel runs."""
+    views = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedHTMLCommon").filter(
+        has_text="A picture of the stepper as it opens"
+    )
+    if not views.count():
+        return [f"{name}: the stepper shows no picture of its first view"]
+    view = views.first
+    view.scroll_into_view_if_needed()
+    page.wait_for_function(
+        "el => [...el.querySelectorAll('img')].length >= 3"
+        " && [...el.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0)",
+        arg=view.element_handle(),
+    )
+    shot(page, f"open-{Path(name).stem}-stepper-first-view")
+    text = view.inner_text()
+    problems = []
+    if not COUNTER.search(text) or "what just happened" not in text:
+        problems.append(f"{name}: the stepper's first view has no counter or story line: {text[:200]!r}")
+    if re.search(r"VBox\(children|Stepper\(", page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()):
+        problems.append(f"{name}: the stepper shows as a line of Python")
+    return problems
+
+
+def small_labels(page: sync_api.Page, notebook: Path) -> list[str]:
+    """Diagram pictures whose smallest label is drawn under ``MIN_LABEL_PX`` (stored at 1 pt = 1 px,
+    scaled down to the page)."""
+    drawn = page.evaluate(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedImage img')]"
+        ".map(i => i.getBoundingClientRect().width)"
+    )
+    problems = []
+    for index, stored_width, smallest_pt in stored_diagrams(notebook):
+        shown_px = smallest_pt * drawn[index] / stored_width
+        if shown_px < MIN_LABEL_PX:
+            problems.append(f"{notebook.name}: diagram #{index} draws {smallest_pt:g} pt labels at {shown_px:.1f} px")
+    return problems
 
 
 def median(values: list[float]) -> float:
@@ -486,3 +561,119 @@ def test_stepper_in_jupyterlab_on_a_laptop_screen(tmp_path: Path) -> None:
                 (tmp_path / "failure.html").write_text(page.content())
             raise
     assert time.monotonic() - started < 120, "the stepper's browser test should stay under 120 s"
+
+
+# ------------------------------------------------------------------------------ the course's steppers
+KERNEL_STEPPER = """
+import json, html
+from widgets import Explorer
+from widgets.stepper import describe_step
+shown = [o for o in Out.values() if isinstance(o, Explorer)]
+stepper = shown[-1].stepper
+"""
+
+
+def kernel_client(base: str, token: str, home: Path, notebook: str) -> Any:
+    """A second client of the notebook's kernel (JupyterLab is the first), to ask it about its stepper."""
+    from jupyter_client import BlockingKernelClient
+
+    with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=5) as response:
+        (kernel_id,) = [s["kernel"]["id"] for s in json.load(response) if s.get("path", "").endswith(notebook)]
+    client = BlockingKernelClient(connection_file=str(home / "runtime" / f"kernel-{kernel_id}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    client.wait_for_ready(timeout=30)
+    return client
+
+
+def ask(client: Any, code: str, expression: str) -> Any:
+    """Run ``code`` in the kernel and return the JSON value of ``expression`` there."""
+    client.execute(code, user_expressions={"value": f"json.dumps({expression})"}, silent=True)
+    while True:
+        reply = client.get_shell_msg(timeout=60)
+        if reply["parent_header"].get("msg_type") == "execute_request":
+            break
+    content = reply["content"]
+    assert content["status"] == "ok", content
+    value = content["user_expressions"]["value"]
+    assert value["status"] == "ok", value
+    return json.loads(ast.literal_eval(value["data"]["text/plain"]))
+
+
+def story(page: sync_api.Page) -> str:
+    return page.locator(".widget-html-content").filter(has_text="what just happened").first.inner_text()
+
+
+def run_all(page: sync_api.Page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+
+
+@needs_browser[0]
+@needs_browser[1]
+def test_the_course_steppers_step_by_one_after_run_all(tmp_path: Path) -> None:
+    """Run All, then Step: one step, told in the story line — the later cells did not move the stepper."""
+    workdir = tmp_path / "notebooks"
+    workdir.mkdir()
+    for name in STEPPERS:
+        shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", workdir)
+    refused: list[str] = []
+    home = tmp_path / "jupyter-home"
+    with jupyter_lab(workdir) as (base, token), browser(tmp_path, refused) as context:
+        page = context.pages[0] if context.pages else context.new_page()
+        try:
+            for name in STEPPERS:
+                open_notebook(page, base, token, f"{name}.ipynb")
+                run_all(page)
+                page.locator("button.jupyter-button", has_text="Step ▶").first.wait_for(timeout=180_000)
+                page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=180_000)
+                wait_for_kernel(page, base, token, f"{name}.ipynb", timeout_s=180)
+                client = kernel_client(base, token, home, f"{name}.ipynb")
+                try:
+                    start, horizon = counter(page)
+                    kernel = ask(
+                        client,
+                        KERNEL_STEPPER,
+                        "[stepper.lab.step_count, stepper.lab.horizon,"
+                        " describe_step(list(stepper._full.at_step(stepper.lab.step_count + 1)), stepper._topic_name)]",
+                    )
+                    assert kernel[:2] == [start, horizon], (name, kernel, start, horizon)
+                    page.locator(".widget-play").first.evaluate("el => el.closest('.jp-OutputArea').scrollIntoView()")
+                    page.locator("button.jupyter-button", has_text="Step ▶").first.click()
+                    page.wait_for_function(
+                        "n => [...document.querySelectorAll('.widget-html-content')]"
+                        ".some(el => { const m = /step (\\d+)\\s+of/.exec(el.innerText); return m && +m[1] === n; })",
+                        arg=start + 1,
+                    )
+                    assert counter(page) == (start + 1, horizon), name
+                    told = story(page)
+                    assert told == f"what just happened: {kernel[2]}", (name, told, kernel[2])
+                    assert "nothing visible happened" not in told, (name, told)
+                    shot(page, f"run-all-{name}-step")
+                    # the end of the run: Next change and Step stay there and say so
+                    ask(client, KERNEL_STEPPER + "stepper.go(stepper.lab.horizon)", "stepper.lab.step_count")
+                    page.wait_for_function(
+                        "n => [...document.querySelectorAll('.widget-html-content')]"
+                        ".some(el => { const m = /step (\\d+)\\s+of/.exec(el.innerText); return m && +m[1] === n; })",
+                        arg=horizon,
+                    )
+                    for label in ("Next change ▶▶", "Step ▶"):
+                        page.locator("button.jupyter-button", has_text=label).first.click()
+                        page.wait_for_function(
+                            "() => [...document.querySelectorAll('.widget-html-content')]"
+                            ".some(el => el.innerText.includes('the end of the run'))"
+                        )
+                        assert counter(page) == (horizon, horizon), (name, label)
+                        ask(client, "", "0")  # the kernel has handled the click
+                        assert counter(page) == (horizon, horizon), (name, label)
+                    shot(page, f"run-all-{name}-end")
+                finally:
+                    client.stop_channels()
+                text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").inner_text()
+                assert "Traceback" not in text, f"{name}: a cell or a widget callback failed"
+                stop_kernels(base, token)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+    assert not refused, f"the page tried to fetch from outside: {refused}"

@@ -89,10 +89,9 @@ def test_diagrams_are_drawn_from_the_tables():
 def test_the_stepper_steps_a_share_run(lab):
     from widgets import Stepper
 
-    fork = lab.fork() if hasattr(lab, "fork") else lab
-    stepper = Stepper(fork, group_id="queue", member="A")
+    stepper = Stepper(lab, group_id="queue", member="A")  # it steps its own fork of the run
     stepper.go(40)
-    assert fork.step_count == 40
+    assert stepper.lab.step_count == 40
     assert "queue" in stepper.counter.value and "Stable" in stepper.counter.value
     stepper.timeline_choice.value = "share records"
     spec = stepper.timeline_spec()
@@ -109,8 +108,8 @@ def test_the_stepper_steps_a_share_run(lab):
 def test_the_fault_panel_applies_share_faults_at_the_current_step(lab):
     from widgets import FaultPanel, Stepper
 
-    fork = lab.fork()
-    stepper = Stepper(fork, group_id="queue")
+    stepper = Stepper(lab, group_id="queue")
+    fork = stepper.lab  # the stepper's own run, which the panel changes
     stepper.go(30)
     panel = FaultPanel(stepper, settle_timeout_ms=20_000)
     before = fork.world.share.leader_of((fork.topic_id("orders"), 0))

@@ -259,13 +259,18 @@ def test_ownership_swimlanes_coordinator_view_and_zoom(frames):
 
 def test_epoch_chart_spec(frames):
     spec = epoch_chart(frames, cursor_ms=1234).to_dict()
-    (line,) = _find(spec, "line", x="time_ms", y="epoch", color="series")
+    (line,) = _find(spec, "line", x="time_ms", y="epoch", color="series")  # the members' epochs
     assert line["mark"]["interpolate"] == "step-after"
     assert line["encoding"]["detail"]["field"] == "segment"
-    assert line["encoding"]["strokeDash"]["field"] == "kind"
+    assert line["mark"]["strokeDash"] == [2, 2]
+    assert line["encoding"]["y"]["axis"] == {"format": "d", "tickMinStep": 1}, "epochs are whole numbers"
     rows = _data(spec, line)
     series = {r["series"] for r in rows}
     assert series == {"group epoch", "assignment epoch", "A", "B", "C"}
+    group_lines = [layer for layer in _find(spec, "line", x="time_ms", y="epoch") if "color" not in layer["encoding"]]
+    assert sorted(layer["mark"]["color"] for layer in group_lines) == ["#000000", "#757575"]
+    labels = _find(spec, "text", x="time_ms", y="epoch", text="series")
+    assert sorted(r["series"] for layer in labels for r in _data(spec, layer)) == ["assignment epoch", "group epoch"]
     # running series are carried to the end of the run; A's stops at its crash
     last = {s: max(r["time_ms"] for r in rows if r["series"] == s) for s in series}
     assert last["B"] == last["group epoch"] == frames.end_ms
@@ -445,8 +450,9 @@ def _layers(spec: dict) -> list[dict]:
     return found
 
 
-def test_every_mark_of_the_swimlanes_has_a_coloured_legend() -> None:
-    """Status legends drawn in Vega's default black explained nothing: the symbols carry a member colour."""
+def test_every_mark_of_the_swimlanes_has_a_legend_that_says_one_thing() -> None:
+    """Status symbols are grey (in Vega's default black they explained nothing, in a member's colour
+    they read as that member); ownership over epochs shows one member legend and one status legend."""
     lab = Lab(seed=0)
     lab.create_topic("foo", 3)
     for name in "AB":
@@ -458,6 +464,16 @@ def test_every_mark_of_the_swimlanes_has_a_coloured_legend() -> None:
     assert status and all(legend.get("symbolFillColor") not in (None, "black", "#000000") for legend in status)
     gap = [e["fill"] for e in encodings if "fill" in e]
     assert gap and gap[0]["scale"]["range"] == ["#d62728"] and gap[0]["scale"]["domain"] == ["nobody holds it"]
+    frames = trace_frames(lab.trace)
+    both = (ownership_swimlanes(frames) & epoch_chart(frames)).to_dict()
+    legends = {}
+    for encoding in (layer.get("encoding", {}) for layer in _layers(both)):
+        for channel, definition in encoding.items():
+            if isinstance(definition, dict) and definition.get("legend") is not None and "field" in definition:
+                legends.setdefault(channel, []).append((definition["field"], definition["legend"].get("title")))
+    assert set(legends) == {"color", "opacity", "strokeDash", "fill"}
+    assert set(legends["color"]) == {("member", "member"), ("series", "member")}, "one member legend"
+    assert set(legends["opacity"]) == set(legends["strokeDash"]) == {("status", "status")}, "one status legend"
 
 
 def test_marker_labels_never_overlap() -> None:

@@ -74,15 +74,22 @@ def test_machine_dot_is_exactly_the_table(machine):
     # every state, and only states (plus the start point)
     assert set(nodes) == {*machine.states, INITIAL_NODE}
     for state in machine.states:
-        assert nodes[state]["label"] == state
+        assert nodes[state]["label"].split("\n")[0] == state
         assert nodes[state]["id"] == f"state:{state}"
     # the initial state: a double border and the one arrow from the start point
     assert nodes[machine.initial].get("peripheries") == "2"
     assert [s for s, n in nodes.items() if n.get("peripheries") == "2"] == [machine.initial]
     initial_edges = [(s, t) for s, t, _ in edges if s == INITIAL_NODE]
     assert initial_edges == [(INITIAL_NODE, machine.initial)]
-    # one edge per (source, target) pair, its triggers one per line: nothing more, nothing less
-    drawn = {(s, t): a["label"].split("\n") for s, t, a in edges if s != INITIAL_NODE}
+    # one edge per (source, target) pair, its triggers one per line in the tooltip: nothing more, nothing less
+    drawn = {(s, t): a["tooltip"].split("\n") for s, t, a in edges if s != INITIAL_NODE}
+    for s, t, a in edges:  # the label: the same words (wrapped), or none where the target names them
+        if s != INITIAL_NODE:
+            named_at_target = nodes[t]["label"].split("\n", 1)[1:]
+            words = (
+                a["label"].split() or " ".join(named_at_target).replace("(unlabelled arrows in:", "").strip(")").split()
+            )
+            assert words == a["tooltip"].split(), (s, t, a, named_at_target)
     assert len(drawn) == len([e for e in edges if e[0] != INITIAL_NODE]), "a pair drawn twice"
     assert {pair: sorted(ts) for pair, ts in drawn.items()} == {
         pair: sorted(ts) for pair, ts in table_pairs(machine).items()
@@ -152,14 +159,14 @@ def test_highlighting_something_the_table_does_not_declare_is_refused():
 @pytest.mark.skipif(not HAS_DOT, reason="graphviz 'dot' executable not installed")
 @pytest.mark.parametrize("machine", MACHINES, ids=lambda m: m.name)
 def test_graphviz_reads_the_same_edges(machine):
-    """graphviz's own parse (``-Tjson``) sees the table's edges and labels."""
+    """graphviz's own parse (``-Tjson``) sees the table's edges, each naming its triggers (tooltip)."""
     laid_out = json.loads(render(machine_dot(machine), format="json"))
     names = {o["_gvid"]: o["name"] for o in laid_out["objects"]}
     seen = defaultdict(list)
     for edge in laid_out["edges"]:
         source, target = names[edge["tail"]], names[edge["head"]]
         if source != INITIAL_NODE:
-            seen[(source, target)] += edge["label"].replace("\\n", "\n").split("\n")
+            seen[(source, target)] += edge["tooltip"].replace("\\n", "\n").split("\n")
     assert {k: sorted(v) for k, v in seen.items()} == {k: sorted(v) for k, v in table_pairs(machine).items()}
 
 
@@ -345,3 +352,22 @@ def test_picture_refuses_what_it_cannot_draw() -> None:
         picture("not a graph")
     with pytest.raises(ArgumentError, match="DOT text or an Altair chart, not int"):
         picture(42)
+
+
+def test_a_large_machine_leaves_out_shared_arrows_and_says_so():
+    """``shared_arrows=False``: the arrows many states share into one state are not drawn; that
+    state's label says from how many states and on what; every other transition is drawn."""
+    nodes, edges = parse_dot(machine_dot(CONSUMER_MEMBER_MACHINE, current="STABLE", shared_arrows=False))
+    drawn = {(s, t) for s, t, _ in edges if s != INITIAL_NODE}
+    pairs = table_pairs(CONSUMER_MEMBER_MACHINE)
+    for target, trigger in (("FATAL", "fatal error"), ("FENCED", "fenced")):
+        left_out = [s for (s, t), triggers in pairs.items() if t == target and triggers == [trigger]]
+        assert len(left_out) >= 4 and not {(s, target) for s in left_out} & drawn
+        assert nodes[target]["label"] == f"{target}\n(from {len(left_out)} states, arrows not drawn:\n{trigger})"
+    shared = (["fatal error"], ["fenced"], ["unsubscribe or close", "poll timer expired"])  # PREPARE_LEAVING's
+    assert drawn | {(s, t) for (s, t), ts in pairs.items() if sorted(ts) in map(sorted, shared)} == set(pairs)
+    # the edge just taken is drawn even when it is one of them
+    _, edges = parse_dot(
+        machine_dot(CONSUMER_MEMBER_MACHINE, last_transition=("STABLE", "fenced", "FENCED"), shared_arrows=False)
+    )
+    assert ("STABLE", "FENCED") in {(s, t) for s, t, _ in edges}

@@ -40,7 +40,7 @@ from kip_lab.lab.invariants import InvariantChecker  # noqa: E402
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS  # noqa: E402
 from kip_lab.viz.dot import CURRENT_FILL, DOT_MISSING_MESSAGE, TAKEN_COLOR  # noqa: E402
 from widgets import FaultPanel, Stepper, explore  # noqa: E402
-from widgets.stepper import CURSOR_SENTINEL, DIAGRAMS, RUN_AHEAD_STEPS, TIMELINES, VEGA_LITE_MIMETYPE  # noqa: E402
+from widgets.stepper import CURSOR_SENTINEL, DIAGRAMS, TIMELINES, VEGA_LITE_MIMETYPE  # noqa: E402
 
 GREEN, RED = "🟢", "🔴"
 needs_dot = pytest.mark.skipif(
@@ -203,8 +203,8 @@ def test_opens_at_step_zero_with_the_whole_run_computed(frontend: None) -> None:
 
 
 def test_opens_at_the_start_step_given(frontend: None) -> None:
-    lab = small_lab()
-    stepper = Stepper(lab, start_step=12)
+    stepper = Stepper(small_lab(), start_step=12)
+    lab = stepper.lab
     assert lab.step_count == stepper.slider.value == 12
     assert counter_step(stepper) == (12, lab.horizon)
     assert f"t = {lab.now} ms" in stepper.counter.value
@@ -308,19 +308,38 @@ def test_slider_jumps_seek_both_ways(stepper: Stepper, reference: list[tuple]) -
         assert fingerprint(lab) == reference[step], f"step {step} differs from a fresh run"
 
 
-def test_step_past_the_end_runs_the_lab_further(stepper: Stepper) -> None:
+def test_step_and_next_change_at_the_end_of_the_run_stay_there_and_say_so(stepper: Stepper) -> None:
     lab = stepper.lab
     end = lab.horizon
+    trace_length = len(lab.trace)
+    for button in (stepper.step_button, stepper.next_button, stepper.step_button, stepper.next_button):
+        button.click()
+        assert lab.step_count == stepper.slider.value == end
+        assert counter_step(stepper) == (end, end)
+        assert "the end of the run" in stepper.happened.value
+    assert lab.horizon == stepper.slider.max == stepper.play.max == end, "clicks must not extend the run"
+    assert len(lab.trace) == trace_length
+    stepper.back_button.click()
+    assert counter_step(stepper) == (end - 1, end)
+
+
+def test_the_stepper_owns_its_run(frontend: None) -> None:
+    """Cells that run the notebook's Lab further (or seek it) never move what the stepper shows."""
+    lab = small_lab()
+    end = lab.horizon
+    lab.seek(5)
+    stepper = Stepper(lab)
+    assert stepper.lab is not lab and lab.step_count == 5, "the given Lab stays where it was"
+    assert stepper.lab.horizon == end
     stepper.step_button.click()
-    # the Lab runs ahead a chunk (RUN_AHEAD_STEPS) so later clicks are cheap; the view is at end + 1
-    assert lab.step_count == end + 1
-    assert end + 1 < lab.horizon <= end + RUN_AHEAD_STEPS
-    assert stepper.slider.max == stepper.play.max == lab.horizon
-    assert stepper.slider.value == end + 1
-    assert counter_step(stepper) == (end + 1, lab.horizon)
-    stepper.slider.value = end - 5  # the new step is part of the run now: seek back and forth over it
-    stepper.slider.value = end + 1
-    assert lab.step_count == end + 1
+    before = (stepper.counter.value, stepper.happened.value, fingerprint(stepper.lab))
+    lab.seek(end)
+    lab.crash("A")
+    lab.run(steps=50)
+    assert lab.horizon > end
+    assert (stepper.counter.value, stepper.happened.value, fingerprint(stepper.lab)) == before
+    stepper.step_button.click()
+    assert counter_step(stepper) == (2, end)
 
 
 def test_play_interval_follows_speed(stepper: Stepper) -> None:
@@ -472,25 +491,32 @@ def test_invariant_lights_green_on_a_healthy_run(stepper: Stepper) -> None:
         assert name in stepper.lights.value
 
 
-def test_invariant_light_turns_red_from_the_violating_step(stepper: Stepper, monkeypatch: pytest.MonkeyPatch) -> None:
-    lab = stepper.lab
+def test_invariant_light_turns_red_from_the_violating_step(frontend: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = small_lab()
     bad_step = lab.horizon + 1
     real_check = InvariantChecker.check
 
     def check(self: InvariantChecker, world: Any, events: Any) -> list[tuple[str, str]]:
         found = real_check(self, world, events)
-        if lab.step_count == bad_step:  # forced: as if two members owned a partition here
+        if world.scheduler.now_ms == violated_at:  # forced: as if two members owned a partition here
             found = [*found, ("single-owner", "forced by the test")]
         return found
 
+    lab.seek(lab.horizon)
+    probe = lab.fork()
+    probe.step()
+    violated_at = probe.now
     monkeypatch.setattr(InvariantChecker, "check", check)  # the class: a seek restores a pickled checker
+    lab.run(steps=3)
+    stepper = Stepper(lab, start_step=bad_step - 1)
+    assert RED not in stepper.lights.value  # before the violation
     stepper.step_button.click()
-    assert lab.step_count == bad_step
+    assert stepper.lab.step_count == bad_step
     lights = stepper.lights.value
     assert f"{RED} single-owner" in lights
     assert lights.count(GREEN) == len(stepper_module.CONSUMER_INVARIANTS) - 1
     stepper.back_button.click()
-    assert RED not in stepper.lights.value  # before the violation
+    assert RED not in stepper.lights.value
     stepper.step_button.click()
     assert f"{RED} single-owner" in stepper.lights.value
 
@@ -672,3 +698,15 @@ def test_a_classic_consumer_shows_the_classic_machines() -> None:
     stepper.diagram_choice.value = "group state"
     assert CLASSIC_GROUP_STATE_MACHINE.name in stepper.diagram.value
     assert CURRENT_FILL in svg_node(stepper.diagram.value, "state:Stable")
+
+
+@needs_dot
+def test_a_machine_drawn_around_its_state_takes_the_narrower_layout(stepper: Stepper) -> None:
+    """The panel scales a diagram to its width: of left-to-right and top-to-bottom, the narrower reads larger."""
+    for step in (3, 12, stepper.lab.horizon):
+        stepper.slider.value = step
+        dot = stepper._diagram_dot()
+        chosen = re.search(r'rankdir="(LR|TB)"', dot).group(1)
+        flipped = "TB" if chosen == "LR" else "LR"
+        other = dot.replace(f'rankdir="{chosen}"', f'rankdir="{flipped}"')
+        assert stepper._natural_width(dot) <= stepper._natural_width(other), step

@@ -31,8 +31,10 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 SMOKE_NOTEBOOK = ROOT / "tests" / "data" / "binder_smoke.ipynb"
-# the extras a Binder user needs: the engine, the notebooks, their pictures and notebook 14's Spark
-BINDER_EXTRAS = ("viz", "lab", "spark")
+# the extra a Binder user needs: the notebooks (it takes in the pictures, notebook 14's Spark and
+# notebook 17's wire-protocol front door)
+BINDER_EXTRAS = ("lab",)
+NOTEBOOK_SCRIPTS = ROOT / "notebooks" / ".scripts"  # the notebooks' code, as py:percent scripts
 ALSO_PINNED = ("pyarrow",)  # trace export to Parquet (the `spark` and `test` extras)
 
 
@@ -87,6 +89,42 @@ def test_pins_satisfy_the_projects_own_ranges() -> None:
         assert requirement.specifier.contains(version, prereleases=True), (
             f"{name}=={version} is outside pyproject's {requirement.specifier}"
         )
+
+
+def notebook_imports() -> set[str]:
+    """The top-level modules the notebooks import, but the standard library's and kip_lab's own."""
+    import ast
+
+    found: set[str] = set()
+    for script in NOTEBOOK_SCRIPTS.glob("*.py"):
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {name for name in found if name not in sys.stdlib_module_names and name not in ("kip_lab", "widgets")}
+
+
+def test_binder_pins_every_package_the_notebooks_import() -> None:
+    """A notebook that imports a package Binder does not install fails there (17 did, without `wire`)."""
+    import importlib.metadata
+
+    provided_by = importlib.metadata.packages_distributions()
+    imports = notebook_imports()
+    assert {"pandas", "altair", "IPython", "confluent_kafka"} <= imports
+    pinned = pins()
+    missing = {
+        module: provided_by.get(module)
+        for module in imports
+        if not any(canonicalize_name(d) in pinned for d in provided_by.get(module, [module]))
+    }
+    assert not missing, f"binder/requirements.txt does not pin what the notebooks import: {missing}"
+
+
+def test_the_lab_extra_takes_in_everything_the_notebooks_run() -> None:
+    """kip_lab's own modules the notebooks use need extras: Spark (14), the wire codec (17)."""
+    names = set(needed())
+    assert {"pyspark", "kio", "confluent-kafka", "jupyterlab", "graphviz"} <= names
 
 
 def test_package_is_installed_by_postbuild() -> None:

@@ -1,8 +1,14 @@
 """The teaching notebooks: a course in order, paired with their py:percent scripts (kept in
 ``notebooks/.scripts``, out of the learner's file browser), stored with small outputs whose
 pictures show before anything runs, citing only what a reader can follow, and re-run by nbval,
-which checks every cell marked ``# NBVAL_CHECK_OUTPUT`` (each notebook's closing summary and its
-step-by-step case-study cells) against the stored output.
+which checks every cell tagged ``nbval-check-output`` (each notebook's closing summary and its
+step-by-step case-study cells) against the stored output. Tags live in the cell's metadata, out
+of the learner's code (JupyterLab shows them in the property inspector).
+
+Every number the notebooks' words state is produced by a cell or asserted by one
+(``test_every_number_in_the_words_is_produced_or_asserted``): a sentence is either formatted
+from the run (``display(Markdown(...))``) or followed by a collapsed cell tagged ``claims``
+that asserts it, so an engine change that makes a sentence false fails nbval.
 
 Needs the notebook tooling (jupytext, nbval, ipykernel, ipywidgets, pandas, altair, vl-convert,
 graphviz): the tests skip, naming what is missing, where it is not installed.
@@ -27,8 +33,9 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
 SCRIPT_DIR = NOTEBOOK_DIR / ".scripts"  # jupytext pairs (see [tool.jupytext] in pyproject.toml)
 TOUR = NOTEBOOK_DIR / "00_tour.ipynb"
 SANITIZE = ROOT / "nbval_sanitize.cfg"
-CHECK = "# NBVAL_CHECK_OUTPUT"
-MAX_BYTES = 1_600_000
+CHECK = "nbval-check-output"  # nbval's cell tag: compare this cell's output with the stored one
+CLAIMS = "claims"  # a cell asserting what the words before it state; collapsed in JupyterLab
+MAX_BYTES = 1_800_000  # a notebook with a stepper also stores its first view (80-90 kB of SVG images)
 NBVAL_TIMEOUT_S = 1500
 
 
@@ -152,12 +159,97 @@ def test_notebook_opens_unmodified_in_this_kernel(notebook: Path) -> None:
     )
 
 
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_ends_with_a_checked_plain_text_summary(notebook: Path) -> None:
     last = _code_cells(_load(notebook))[-1]
-    assert _source(last).startswith(CHECK), f"{notebook.name}: the last code cell must start with {CHECK}"
+    assert CHECK in _tags(last), f"{notebook.name}: the last code cell must be tagged {CHECK}"
     outputs = last.get("outputs", [])
     assert outputs and all(o["output_type"] == "stream" and o["name"] == "stdout" for o in outputs)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_test_markers_in_the_learners_code(notebook: Path) -> None:
+    """nbval and the claims are told by cell tags, never by comments in the code a learner reads."""
+    for cell in _code_cells(_load(notebook)):
+        assert "NBVAL_" not in _source(cell), f"{notebook.name}: use the cell tag, not a NBVAL_ comment"
+        if CLAIMS in _tags(cell):
+            assert cell["metadata"].get("jupyter", {}).get("source_hidden"), "a claims cell is collapsed"
+            assert "assert " in _source(cell) and not cell.get("outputs"), "a claims cell asserts, silently"
+
+
+# ------------------------------------------------------------------------------ claims are code
+# A number in a notebook's words: digits standing alone (not part of a name such as KIP-848, RC3,
+# foo-2 or 00_tour), with thousands separated by commas or thin spaces (10,010 or 10 011).
+NUMBER = re.compile(r"(?<![\w.\-/#])\d{1,3}(?:[,\u2009\u202f ]\d{3})+(?![\w\-])|(?<![\w.\-/#])\d+(?:\.\d+)?(?![\w\-])")
+# What is not a claim about a run: code and links, numbered headings and lists, notebook
+# numbers (02, "notebook 15"), Kafka versions, dates, and quotations (*"..."*: a KIP's own example).
+NOT_CLAIMS = re.compile(
+    r"```.*?```|`[^`]*`|\]\([^)]*\)|https?://\S+|^\s*#*\s*\d+\s*[.·]\s|\b0\d\b|notebooks? \d\d\b"
+    r"|Kafka \d+\.\d+(?: to \d+\.\d+)?|\bKIP-\d+|[A-Z][a-z]+ \d{4}\b|\*\"[^\"]*\"\*",
+    re.S | re.M,
+)
+
+
+def _number(text: str) -> str:
+    return re.sub(r"[,_\u2009\u202f ]", "", text)
+
+
+def _numbers(text: str) -> set[str]:
+    found = {_number(n) for n in NUMBER.findall(re.sub(r"(?<=\d)_(?=\d)", "", text))}
+    # milliseconds are spoken as seconds: 45000 in the code is "45 s" in the words
+    seconds = {f"{int(n) / 1000:g}" for n in found if n.isdigit() and int(n) >= 1000 and int(n) % 100 == 0}
+    return found | seconds
+
+
+def _outputs_text(cell: dict) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        for value in (output.get("text"), data.get("text/plain"), data.get("text/markdown"), data.get("text/html")):
+            parts.append(value if isinstance(value, str) else "".join(value or []))
+    return "\n".join(parts)
+
+
+def unbacked_numbers(notebook: dict) -> list[str]:
+    """The numbers the markdown states that no code cell sets, produces (output) or asserts."""
+    backed: set[str] = set()
+    for cell in _code_cells(notebook):
+        backed |= _numbers(_source(cell)) | _numbers(_outputs_text(cell))
+    missing = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "markdown":
+            words = NOT_CLAIMS.sub(" ", _source(cell))
+            for match in NUMBER.finditer(words):
+                if _number(match.group()) not in backed:
+                    missing.append(" ".join(words[max(0, match.start() - 50) : match.end() + 15].split()))
+    return missing
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_number_in_the_words_is_produced_or_asserted(notebook: Path) -> None:
+    missing = unbacked_numbers(_load(notebook))
+    assert not missing, (
+        f"{notebook.name} states numbers no cell produces or asserts (format the sentence from the run, or "
+        f"assert it in a collapsed cell tagged {CLAIMS!r}):\n" + "\n".join(missing)
+    )
+
+
+def test_a_claim_the_cells_do_not_back_fails() -> None:
+    cells = [
+        {"cell_type": "code", "source": "lab.create_topic('foo', 3)", "metadata": {}, "outputs": []},
+        {"cell_type": "markdown", "source": "foo has 3 partitions; A gets foo-2 at 10,010 ms (notebook 02)."},
+    ]
+    (missing,) = unbacked_numbers({"cells": cells})
+    assert "10,010 ms" in missing
+    cells.append({"cell_type": "code", "source": "assert got_at == 10_010", "metadata": {}, "outputs": []})
+    assert unbacked_numbers({"cells": cells}) == []
+    cells[0]["source"] = "lab.create_topic('foo', 4)"
+    (missing,) = unbacked_numbers({"cells": cells})
+    assert missing.startswith("foo has 3 partitions")
 
 
 def test_readme_says_where_to_start() -> None:
