@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
+from kip_lab.files import write_atomically
 from kip_lab.lab.metrics import compute_metrics
 from kip_lab.lab.trace import Trace, TraceEvent
 from kip_lab.review.compare import ReviewError, RunOutcome, Variant
-from kip_lab.files import write_atomically
 
 
 def spark_runs(

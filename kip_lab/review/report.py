@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import altair as alt
 
 from kip_lab.events import PositionSet, StateTransition
+from kip_lab.files import write_atomically
 from kip_lab.lab.story import client_story
 from kip_lab.lab.trace import TraceEvent
-from kip_lab.files import write_atomically
 
 if TYPE_CHECKING:
     from kip_lab.review.compare import Outcome, Review
