@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -179,6 +180,19 @@ def cancel_jobs(spark: Any) -> None:
         spark.interruptAll()
     else:
         spark.sparkContext.cancelAllJobs()
+
+
+def wait_for_idle_executors(spark: Any, timeout_s: float = 30.0) -> None:
+    """Wait until no task runs on the executors (cancelled ones take a moment to die): stopping a
+    session while the driver still waits on an executor fails those waits with stack traces."""
+    if is_connect(spark):
+        return
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(info.numRunningTasks() for info in tracker.getExecutorInfos()):
+            return
+        time.sleep(0.2)
 
 
 def is_connect(spark: Any) -> bool:

@@ -468,8 +468,12 @@ class _CtrlC:
             raise KeyboardInterrupt
 
     def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> None:
+        from kip_lab.pipeline.session import wait_for_idle_executors
+
         self.finished.set()
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
-        if self.pressed.is_set() and kind is not KeyboardInterrupt:
-            raise KeyboardInterrupt from None  # in place of the cancelled job's error
+        if self.pressed.is_set():
+            wait_for_idle_executors(self.spark)
+            if kind is not KeyboardInterrupt:
+                raise KeyboardInterrupt from None  # in place of the cancelled job's error

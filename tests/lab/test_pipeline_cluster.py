@@ -166,6 +166,18 @@ def executors(cluster: StandaloneCluster) -> set[int]:
     return {pid for pid in cluster.pids() if "CoarseGrainedExecutorBackend" in cmdline(pid)}
 
 
+def _executor_of(pid: int) -> int | None:
+    """The executor JVM a process descends from, if any."""
+    while pid > 1:
+        if "CoarseGrainedExecutorBackend" in cmdline(pid):
+            return pid
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            return None
+    return None
+
+
 def _grandparent(pid: int) -> int:
     """A Python worker is forked by its executor's Python daemon, which the executor's JVM started; -1 if gone."""
     try:
@@ -187,6 +199,12 @@ KILLED_DRIVER = textwrap.dedent(
 ).format(grid=GRID)
 
 
+def committed_runs(out: Path) -> int:
+    """Rows in the runs table's committed files (not those of a write in progress, under ``_temporary``)."""
+    files = [str(p) for p in (out / "runs").rglob("*.parquet") if "_temporary" not in p.parts]
+    return ds.dataset(files, format="parquet").count_rows() if files else 0
+
+
 def test_a_sweep_whose_driver_is_killed_resumes_on_the_cluster(cluster, cluster_spark, reference, tmp_path):
     conf = [f"{k}={v}" for k, v in cluster.session_conf().items()]
     driver = subprocess.Popen(
@@ -194,7 +212,7 @@ def test_a_sweep_whose_driver_is_killed_resumes_on_the_cluster(cluster, cluster_
         env=driver_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until(lambda: any((tmp_path / "runs").rglob("*.parquet")), 240, "no batch finished")
+        wait_until(lambda: committed_runs(tmp_path), 240, "no batch finished")
         spawned = descendants(driver.pid)  # the driver's JVM
         driver.send_signal(signal.SIGKILL)
         driver.wait()
@@ -203,7 +221,7 @@ def test_a_sweep_whose_driver_is_killed_resumes_on_the_cluster(cluster, cluster_
             driver.kill()
             driver.wait()
     wait_until(lambda: not alive(spawned), 60, "the killed driver's JVM is still running")
-    finished = len(ds.dataset(tmp_path / "runs", partitioning="hive").to_table(columns=["run_id"]))
+    finished = committed_runs(tmp_path)
     assert 2 <= finished < 8
     summary = run_sweep(load_sweep(GRID), tmp_path, spark=cluster_spark, batch_runs=2, progress=False)
     assert (summary.already_done, summary.executed) == (finished, 8 - finished)
@@ -217,7 +235,7 @@ def test_ctrl_c_stops_a_cluster_sweep_its_session_and_executors(cluster, tmp_pat
     defaults = "\n".join(f"{k} {v}" for k, v in cluster.session_conf().items())
     (conf_dir / "spark-defaults.conf").write_text(defaults + "\n", encoding="utf-8")
     spec = tmp_path / "long.yaml"
-    spec.write_text("name: long\ntemplate: rolling_bounce\nparams: {members: 3}\nseeds: {count: 5000}\n")
+    spec.write_text("name: long\ntemplate: rolling_bounce\nparams: {members: 3}\nseeds: {count: 600}\n")
     command = [sys.executable, "-m", "kip_lab.cli", "sweep", str(spec), "--out", str(tmp_path / "out")]
     before = executors(cluster)
     cli = subprocess.Popen(
@@ -226,9 +244,10 @@ def test_ctrl_c_stops_a_cluster_sweep_its_session_and_executors(cluster, tmp_pat
     )
     try:
         def running_tasks() -> bool:  # the sweep's executors run Python workers
-            return any(_grandparent(w) in executors(cluster) - before for w in cluster.pids() if "pyspark" in cmdline(w))
+            started = {_executor_of(pid) for pid in cluster.pids() if "pyspark.daemon" in cmdline(pid)}
+            return bool(started - before - {None})
 
-        wait_until(running_tasks, 240, "the sweep's tasks did not start")
+        wait_until(running_tasks, 300, "the sweep's tasks did not start")
         spawned = descendants(cli.pid)
         os.killpg(cli.pid, signal.SIGINT)
         out, err = cli.communicate(timeout=120)
@@ -238,7 +257,7 @@ def test_ctrl_c_stops_a_cluster_sweep_its_session_and_executors(cluster, tmp_pat
             cli.wait()
     assert cli.returncode == 130, err
     said = [line for line in err.splitlines() if not line.startswith(("sweep long [", "WARNING: Using incubator"))]
-    assert said == ["kip-lab: interrupted"] and out == ""
+    assert said == ["kip-lab: interrupted"] and out == "", err
     wait_until(lambda: not alive(spawned), 30, "the driver's JVM outlived the command")
     wait_until(lambda: not executors(cluster) - before, 30, "the sweep's executors outlived it")
 
