@@ -1,9 +1,20 @@
-"""What the in-process and the Spark pipeline tests share: the metrics they check run by run, a
-sweep with one failing run, and a progress stream that interrupts a sweep."""
+"""What the pipeline tests (and the pipeline benchmark) share: the metrics they check run by run, a
+sweep with one failing run, a progress stream that interrupts a sweep, and Spark deployments on
+loopback (a standalone cluster, a Spark Connect server)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
 
 # The per-run metrics both executors must write as a run of the scenario computes them.
 CHECKED_METRICS = (
@@ -48,15 +59,6 @@ class Interrupt(io.StringIO):
 # workers run an interpreter that cannot import kip_lab, so kip_lab reaches them only the way
 # it reaches a real cluster's: shipped with the session.
 
-import os
-import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import venv
-from pathlib import Path
 
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
@@ -164,10 +166,8 @@ class Daemons:
 
 
 def _signal_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _group_members(pgid: int) -> set[int]:

@@ -277,7 +277,8 @@ def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
     if not any(path.rglob("*.parquet")):  # none yet, or a repair removed every one
         return set()
     if spark is not None:
-        return {row.run_id for row in spark.read.parquet(str(path)).select("run_id").distinct().collect()}
+        runs = spark.read.parquet(path.absolute().as_uri())
+        return {row.run_id for row in runs.select("run_id").distinct().collect()}
     table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["run_id"])
     return set(table.column("run_id").to_pylist())
 
@@ -377,7 +378,9 @@ def _spark_batch(
             if table_name == "events" and not spec.events:
                 continue
             ctrl_c.check()
-            tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(str(out / table_name))
+            # a file: URI, not a bare path: a cluster resolves those against its default file system (HDFS, DBFS)
+            target = (out / table_name).as_uri()
+            tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(target)
         failed = {r.run_id for r in written.where(F.col("status") == s.FAILED).select("run_id").collect()}
     finally:
         rows.unpersist()

@@ -8,6 +8,7 @@ driver killed mid-sweep on the cluster resumes with each run once; Ctrl-C stops 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -209,7 +210,10 @@ def test_a_sweep_whose_driver_is_killed_resumes_on_the_cluster(cluster, cluster_
     conf = [f"{k}={v}" for k, v in cluster.session_conf().items()]
     driver = subprocess.Popen(
         [sys.executable, "-c", KILLED_DRIVER, cluster.url, str(tmp_path), *conf],
-        env=driver_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=driver_env(),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_until(lambda: committed_runs(tmp_path), 240, "no batch finished")
@@ -239,10 +243,16 @@ def test_ctrl_c_stops_a_cluster_sweep_its_session_and_executors(cluster, tmp_pat
     command = [sys.executable, "-m", "kip_lab.cli", "sweep", str(spec), "--out", str(tmp_path / "out")]
     before = executors(cluster)
     cli = subprocess.Popen(
-        [*command, "--master", cluster.url], env=driver_env(SPARK_CONF_DIR=str(conf_dir)), cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [*command, "--master", cluster.url],
+        env=driver_env(SPARK_CONF_DIR=str(conf_dir)),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
+
         def running_tasks() -> bool:  # the sweep's executors run Python workers
             started = {_executor_of(pid) for pid in cluster.pids() if "pyspark.daemon" in cmdline(pid)}
             return bool(started - before - {None})
@@ -265,7 +275,7 @@ def test_ctrl_c_stops_a_cluster_sweep_its_session_and_executors(cluster, tmp_pat
 def test_local_2_writes_the_in_process_tables(reference, tmp_path):
     """``kip-lab sweep --master local[2]``, in its own process (this one's session is on the cluster)."""
     spec = tmp_path / "grid.yaml"
-    spec.write_text(pd.io.json.dumps(GRID), encoding="utf-8")  # JSON is YAML
+    spec.write_text(json.dumps(GRID), encoding="utf-8")  # JSON is YAML
     command = [sys.executable, "-m", "kip_lab.cli", "sweep", str(spec), "--out", str(tmp_path / "out")]
     done = subprocess.run(
         [*command, "--master", "local[2]"], env=driver_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300
@@ -278,12 +288,16 @@ def test_spark_connect_writes_the_in_process_tables(workers_python, reference, t
     """``kip-lab sweep --remote``: the command in its own process (a Connect client changes pyspark's
     mode for the whole process), the server's Python workers without kip_lab."""
     spec = tmp_path / "grid.yaml"
-    spec.write_text(pd.io.json.dumps(GRID), encoding="utf-8")  # JSON is YAML
+    spec.write_text(json.dumps(GRID), encoding="utf-8")  # JSON is YAML
     with ConnectServer(tmp_path / "server", workers_python) as server:
         command = [sys.executable, "-m", "kip_lab.cli", "sweep", str(spec), "--out", str(tmp_path / "out")]
         done = subprocess.run(
-            [*command, "--remote", server.url], env=driver_env(), cwd=tmp_path,
-            capture_output=True, text=True, timeout=300,
+            [*command, "--remote", server.url],
+            env=driver_env(),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     assert not server.pids(), "processes of the Connect server outlived it"
     # the server's workers ran every run (their Python cannot import kip_lab: the artifact brought it)
