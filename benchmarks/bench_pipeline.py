@@ -189,10 +189,10 @@ def run_benchmarks(quick: bool, spark_runs: int = SPARK_RUNS, big_runs: int = BI
                 rows.append(Row(f"(c) {name}: session start", f"{time.perf_counter() - started:.1f} s", "", None))
                 with ProcessFamily() as family:
                     started = time.perf_counter()
-                    summary = run_sweep(sweep(spark_runs), root / name, spark=spark, progress=False)
+                    summary = run_sweep(sweep(spark_runs), root / folder_name(name), spark=spark, progress=False)
                     spark_s = time.perf_counter() - started
                 assert summary.failed == 0 and summary.executed == spark_runs
-                _check_same_metrics(expected, _metrics(root / name))
+                _check_same_metrics(expected, _metrics(root / folder_name(name)))
                 judged = targets and name == "local[2]"
                 case = f"(c) {name}, {spark_runs} runs: wall (runs/s)"
                 value = f"{spark_s:.1f} s ({spark_runs / spark_s:.1f})"
@@ -237,6 +237,10 @@ def _big_sweep(spark, out: Path, runs: int, cluster_pids: Callable[[], set[int]]
             None if quick else peak_mb <= DRIVER_MEMORY_TARGET_MB,
         ),
     ]
+
+
+def folder_name(deployment: str) -> str:
+    return deployment.replace("[", "-").rstrip("]")
 
 
 def _metrics(out: Path):

@@ -148,7 +148,7 @@ def run_sweep(
 
         spark = spark_session()
     plan = spec.plan()
-    done = finished_runs(out, spark if executor == "spark" else None)
+    done = finished_runs(out)
     pending = [run for run in plan if run.run_id not in done]
     bar = None
     if progress:
@@ -271,16 +271,24 @@ def _remove(path: Path) -> None:
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
-def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
-    """The ids of the runs whose row is in ``out``'s runs table."""
+def finished_runs(out: str | Path) -> set[str]:
+    """The ids of the runs whose row is in ``out``'s runs table.
+
+    Read here with pyarrow, also for a Spark sweep: the driver repairs the same folder with file
+    operations, so it sees it anyway, and a few ids need no Spark job.
+    """
     path = Path(out) / "runs"
     if not any(path.rglob("*.parquet")):  # none yet, or a repair removed every one
         return set()
-    if spark is not None:
-        runs = spark.read.parquet(path.absolute().as_uri())
-        return {row.run_id for row in runs.select("run_id").distinct().collect()}
     table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["run_id"])
     return set(table.column("run_id").to_pylist())
+
+
+def local_uri(path: Path) -> str:
+    """The ``file:`` URI Spark writes a local (or shared) folder by: a bare path would resolve against
+    a cluster's default file system (HDFS, DBFS). Not ``Path.as_uri()``: Hadoop does not undo its
+    percent-escapes, and would write to ``a%20b`` for ``a b``."""
+    return f"file://{path.absolute()}"
 
 
 def _write_failed_scenario(spec: SweepSpec, out: Path, run: PlannedRun) -> None:
@@ -378,8 +386,7 @@ def _spark_batch(
             if table_name == "events" and not spec.events:
                 continue
             ctrl_c.check()
-            # a file: URI, not a bare path: a cluster resolves those against its default file system (HDFS, DBFS)
-            target = (out / table_name).as_uri()
+            target = local_uri(out / table_name)
             tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(target)
         failed = {r.run_id for r in written.where(F.col("status") == s.FAILED).select("run_id").collect()}
     finally:
