@@ -128,7 +128,7 @@ def spark_session(settings: SparkSettings | None = None):
         spark = builder.getOrCreate()
         if settings.ship_package is not False:
             spark.addArtifacts(str(package_zip()), pyfile=True)
-        atexit.register(spark.stop)
+        _stop_at_exit(spark)
         return spark
     os.environ["JAVA_HOME"] = find_java()
     if settings.in_process or settings.resolved_master.startswith("local-cluster"):
@@ -153,11 +153,22 @@ def spark_session(settings: SparkSettings | None = None):
     workers_python = spark.sparkContext.getConf().get("spark.pyspark.python")
     if workers_python:  # Spark's setting (here or in spark-defaults.conf); pyspark itself reads only PYSPARK_PYTHON
         spark.sparkContext.pythonExec = workers_python
-    atexit.register(spark.stop)
+    _stop_at_exit(spark)
     ship = settings.ship_package if settings.ship_package is not None else not settings.in_process
     if ship:
         spark.sparkContext.addPyFile(str(package_zip()))
     return spark
+
+
+_STOPPED_AT_EXIT: list[Any] = []
+
+
+def _stop_at_exit(spark: Any) -> None:
+    """Stop the session when the process exits (once per session): a cluster frees its executors at once,
+    instead of when it notices the driver is gone."""
+    if not any(spark is known for known in _STOPPED_AT_EXIT):
+        _STOPPED_AT_EXIT.append(spark)
+        atexit.register(spark.stop)
 
 
 def _launch_gateway(master: str, app_name: str, conf: dict[str, str]) -> None:

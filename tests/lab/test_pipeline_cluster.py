@@ -23,9 +23,11 @@ import pytest
 from pipeline_support import ConnectServer, StandaloneCluster, java_missing, python_without_kip_lab
 
 REASON = java_missing()
+if REASON is not None:
+    pytest.skip(f"Spark cannot start here: {REASON}", allow_module_level=True)
+
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(REASON is not None, reason=f"Spark cannot start here: {REASON}"),
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
 ]
