@@ -40,6 +40,7 @@ from kip_lab.pipeline import load_sweep, run_sweep
 from kip_lab.pipeline.session import SparkSettings, spark_session
 from kip_lab.pipeline.templates import TEMPLATES
 from kip_lab.scenarios import run_scenario
+from tests.pipeline_support import StandaloneCluster, descendants, python_without_kip_lab, stat_fields
 
 SPARK_RUNS, SPARK_TARGET_S = 1_000, 180.0
 LOCAL_RUNS = 100
@@ -109,33 +110,12 @@ class ProcessFamily:
 
 
 def _cpu_s(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            tree.setdefault(parent, []).append(int(entry.name))
-    return tree
+    fields = stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _family(root: int) -> list[int]:
-    tree, out, todo = _children(), [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += tree.get(pid, [])
-    return out
+    return [root, *descendants(root)]
 
 
 def _rss_kb(pid: int) -> int:
@@ -149,8 +129,6 @@ def _rss_kb(pid: int) -> int:
 
 
 def run_benchmarks(quick: bool, spark_runs: int = SPARK_RUNS, big_runs: int = BIG_RUNS) -> list[Row]:
-    from tests.pipeline_support import StandaloneCluster, python_without_kip_lab
-
     rows: list[Row] = []
     scenario = TEMPLATES["rolling_bounce"].scenario(PARAMS, 0)
     times = []

@@ -170,17 +170,52 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_members(pgid: int) -> set[int]:
-    members = set()
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ...), None if it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def processes() -> dict[int, list[str]]:
+    """Every live process: pid -> its stat fields."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                members.add(int(entry.name))
-    return members
+            fields = stat_fields(int(entry.name))
+            if fields is not None and fields[0] != "Z":
+                found[int(entry.name)] = fields
+    return found
+
+
+def parent_of(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[1])
+
+
+def descendants(root: int) -> set[int]:
+    """The live processes below ``root`` (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for pid, fields in processes().items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _group_members(pgid: int) -> set[int]:
+    return {pid for pid, fields in processes().items() if int(fields[2]) == pgid}
 
 
 def _group_alive(pgid: int) -> bool:

@@ -20,7 +20,15 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from pipeline_support import ConnectServer, StandaloneCluster, java_missing, python_without_kip_lab
+from pipeline_support import (
+    ConnectServer,
+    StandaloneCluster,
+    cmdline,
+    descendants,
+    java_missing,
+    parent_of,
+    python_without_kip_lab,
+)
 
 REASON = java_missing()
 if REASON is not None:
@@ -100,32 +108,8 @@ def cluster_spark(cluster):
     session.stop()
 
 
-def descendants(root: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 def alive(pids: set[int]) -> set[int]:
     return {pid for pid in pids if Path(f"/proc/{pid}").exists()}
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except OSError:
-        return ""
 
 
 def wait_until(condition, timeout_s: float, what: str) -> None:
@@ -149,19 +133,20 @@ def test_the_standalone_cluster_writes_the_in_process_tables(cluster, cluster_sp
     pids = set(ds.dataset(tmp_path / "runs", partitioning="hive").to_table().column("executor_pid").to_pylist())
     assert len(pids) >= 2 and os.getpid() not in pids
     # the cluster's Python workers: on both workers, a Python without kip_lab, which imports the shipped zip
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the executors cannot import this module
+    for module in (__name__, "pipeline_support"):  # the executors cannot import these modules
+        cloudpickle.register_pickle_by_value(sys.modules[module])
     where = cluster_spark.sparkContext.parallelize(range(8), 8).map(lambda _: _whereabouts()).collect()
-    assert {grandparent for grandparent, _, _ in where} == executors(cluster)
+    assert {executor for executor, _, _ in where} == executors(cluster)
     assert {(python, Path(origin).parent.parent.name) for _, python, origin in where} == {
         (cluster.python, "kip_lab.zip")
     }
 
 
-def _whereabouts() -> tuple[int, str, str]:
+def _whereabouts() -> tuple[int | None, str, str]:
     """In a Spark task: its executor's JVM, its Python, where it imported kip_lab from."""
     import kip_lab
 
-    return _grandparent(os.getpid()), sys.executable, kip_lab.__file__
+    return _executor_of(os.getpid()), sys.executable, kip_lab.__file__
 
 
 def executors(cluster: StandaloneCluster) -> set[int]:
@@ -169,25 +154,13 @@ def executors(cluster: StandaloneCluster) -> set[int]:
     return {pid for pid in cluster.pids() if "CoarseGrainedExecutorBackend" in cmdline(pid)}
 
 
-def _executor_of(pid: int) -> int | None:
+def _executor_of(pid: int | None) -> int | None:
     """The executor JVM a process descends from, if any."""
-    while pid > 1:
+    while pid is not None and pid > 1:
         if "CoarseGrainedExecutorBackend" in cmdline(pid):
             return pid
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            return None
+        pid = parent_of(pid)
     return None
-
-
-def _grandparent(pid: int) -> int:
-    """A Python worker is forked by its executor's Python daemon, which the executor's JVM started; -1 if gone."""
-    try:
-        parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        return int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return -1
 
 
 KILLED_DRIVER = textwrap.dedent(
