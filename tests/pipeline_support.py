@@ -16,6 +16,8 @@ import time
 import venv
 from pathlib import Path
 
+import pytest
+
 # The per-run metrics both executors must write as a run of the scenario computes them.
 CHECKED_METRICS = (
     "steps",
@@ -28,6 +30,24 @@ CHECKED_METRICS = (
     "heartbeats_sent",
     "invariant_violations",
 )
+
+# A grid of 8 runs (2 sizes x 2 protocols x 2 seeds) with their traces: the sweep every Spark deployment writes.
+GRID = {
+    "name": "grid",
+    "template": "rolling_bounce",
+    "params": {"partitions": 4},
+    "grid": {"members": [2, 3], "protocol": ["consumer", "cooperative"]},
+    "seeds": [1, 2],
+    "events": True,
+}
+
+# The marks of every Spark test module. pyspark 4.3 with pandas 3: its own conversions warn;
+# nothing kip_lab can act on.
+SPARK_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
+]
 
 # scripted_basic's requests sit at fixed steps; with 5 ms links the run stops
 # before step 5 can happen (run.until_ms 2), and the runner raises: a genuine failing run.

@@ -21,6 +21,8 @@ import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 from pipeline_support import (
+    GRID,
+    SPARK_MARKS,
     ConnectServer,
     StandaloneCluster,
     cmdline,
@@ -34,24 +36,12 @@ REASON = java_missing()
 if REASON is not None:
     pytest.skip(f"Spark cannot start here: {REASON}", allow_module_level=True)
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
-]
+pytestmark = SPARK_MARKS
 
 from pyspark import cloudpickle  # noqa: E402  (after the skip: pyspark may be missing)
 
 from kip_lab.pipeline import load_sweep, run_sweep  # noqa: E402
 
-GRID = {
-    "name": "grid",
-    "template": "rolling_bounce",
-    "params": {"partitions": 4},
-    "grid": {"members": [2, 3], "protocol": ["consumer", "cooperative"]},
-    "seeds": [1, 2],
-    "events": True,
-}
 # what differs between two executions of the same run: where and how fast it ran
 PER_EXECUTION = {"executor_pid", "wall_ms"}
 KEYS = {"runs": ["run_id"], "metrics": ["run_id"], "events": ["run_id", "seq"]}
