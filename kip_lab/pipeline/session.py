@@ -9,20 +9,28 @@ and the logs quiet (errors only).
 A cluster is one setting away, as a field of ``SparkSettings`` or an environment variable:
 
 * ``master`` / ``KIP_LAB_SPARK_MASTER``: a master URL (``spark://host:7077``, ``yarn``,
-  ``local-cluster[2,1,1024]``...). kip_lab is zipped and shipped to the executors
-  (``addPyFile``); their Python needs kip_lab's dependencies (pydantic, google-re2, pyyaml,
-  pyarrow, pandas).
+  ``k8s://...``). kip_lab is zipped and added to the session (``addPyFile``): each executor
+  puts the zip on its Python path, so the executors' Python needs only kip_lab's dependencies
+  (pydantic, google-re2, pyyaml, pyarrow, pandas), never kip_lab itself. The executors'
+  Python is ``PYSPARK_PYTHON`` or the ``spark.pyspark.python`` setting.
 * ``remote`` / ``KIP_LAB_SPARK_REMOTE``: a Spark Connect endpoint (``sc://host:15002``);
-  kip_lab is shipped as a Python artifact (``addArtifacts(..., pyfile=True)``).
+  the same zip is added as a Python artifact (``addArtifacts(..., pyfile=True)``).
+
+The driver's JVM runs in a session of its own, so Ctrl-C at a terminal reaches the driver's
+Python alone, which stops the sweep's jobs in order (``sweep``); a session kip_lab started is
+stopped when the process exits, which releases a cluster's executors at once.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -120,6 +128,7 @@ def spark_session(settings: SparkSettings | None = None):
         spark = builder.getOrCreate()
         if settings.ship_package is not False:
             spark.addArtifacts(str(package_zip()), pyfile=True)
+        _stop_at_exit(spark)
         return spark
     os.environ["JAVA_HOME"] = find_java()
     if settings.in_process or settings.resolved_master.startswith("local-cluster"):
@@ -135,20 +144,88 @@ def spark_session(settings: SparkSettings | None = None):
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **settings.conf,
     }
+    _launch_gateway(settings.resolved_master, settings.app_name, conf)
     builder = SparkSession.builder.master(settings.resolved_master).appName(settings.app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    workers_python = spark.sparkContext.getConf().get("spark.pyspark.python")
+    if workers_python:  # Spark's setting (here or in spark-defaults.conf); pyspark itself reads only PYSPARK_PYTHON
+        spark.sparkContext.pythonExec = workers_python
+    _stop_at_exit(spark)
     ship = settings.ship_package if settings.ship_package is not None else not settings.in_process
     if ship:
         spark.sparkContext.addPyFile(str(package_zip()))
     return spark
 
 
+_STOPPED_AT_EXIT: list[Any] = []
+
+
+def _stop_at_exit(spark: Any) -> None:
+    """Stop the session when the process exits (once per session): a cluster frees its executors at once,
+    instead of when it notices the driver is gone."""
+    if not any(spark is known for known in _STOPPED_AT_EXIT):
+        _STOPPED_AT_EXIT.append(spark)
+        atexit.register(spark.stop)
+
+
+def _launch_gateway(master: str, app_name: str, conf: dict[str, str]) -> None:
+    """Start the driver's JVM (unless one runs) in its own session: a terminal's Ctrl-C goes to the
+    whole foreground process group, and would kill the JVM's Python workers mid-task (each
+    printing a traceback) before the driver could cancel its jobs."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name).setAll(list(conf.items()))
+    SparkContext._gateway = launch_gateway(spark_conf, popen_kwargs={"start_new_session": True})
+    SparkContext._jvm = SparkContext._gateway.jvm
+
+
+def cancel_jobs(spark: Any) -> None:
+    """Cancel every job the session runs (classic Spark), or every operation (Spark Connect)."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
+
+
+def wait_for_idle_executors(spark: Any, timeout_s: float = 30.0) -> None:
+    """Wait until no task runs on the executors (cancelled ones take a moment to die): stopping a
+    session while the driver still waits on an executor fails those waits with stack traces."""
+    if is_connect(spark):
+        return
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(info.numRunningTasks() for info in tracker.getExecutorInfos()):
+            return
+        time.sleep(0.2)
+
+
+def is_connect(spark: Any) -> bool:
+    """A Spark Connect session (no SparkContext on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@functools.cache
 def package_zip() -> Path:
-    """kip_lab as a zip of its Python files and data, for the executors' sys.path."""
+    """kip_lab for the executors' sys.path: the zip it was imported from (a driver that was itself
+    shipped kip_lab, as ``spark-submit --py-files`` does), else a zip of its files made once per process.
+
+    A zip, not a wheel: Python imports a package from a zip on its path (zipimport) and Spark
+    adds ``.zip`` files to the workers' path wherever they run (standalone, YARN, Kubernetes,
+    Spark Connect); a wheel is not meant to be imported from, and ``spark.archives`` would ship
+    a whole environment to unpack. kip_lab is pure Python (its data is read through
+    ``importlib.resources``), so the zip is all the executors need of it.
+    """
     root = Path(kip_lab.__file__).parent
+    shipped = next((p for p in root.parents if p.suffix == ".zip" and p.is_file()), None)
+    if shipped is not None:
+        return shipped
     target = Path(tempfile.mkdtemp(prefix="kip_lab-")) / "kip_lab.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(root.rglob("*")):

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -147,30 +148,31 @@ def run_sweep(
 
         spark = spark_session()
     plan = spec.plan()
-    done = finished_runs(out, spark if executor == "spark" else None)
+    done = finished_runs(out)
     pending = [run for run in plan if run.run_id not in done]
     bar = None
     if progress:
         bar = Progress(spec.name, len(plan), len(plan) - len(pending), None if progress is True else progress)
     executed = failed = 0
     repro: list[str] = []
-    for start in range(0, len(pending), batch_runs):
-        batch = pending[start : start + batch_runs]
+    with _CtrlC(spark if executor == "spark" else None) as ctrl_c:
+        for start in range(0, len(pending), batch_runs):
+            batch = pending[start : start + batch_runs]
 
-        def advance(count: int, failed_now: int = 0, base: int = executed, failed_before: int = failed) -> None:
-            if bar is not None:
-                bar.advance(len(plan) - len(pending) + base + count, failed_before + failed_now)
+            def advance(count: int, failed_now: int = 0, base: int = executed, failed_before: int = failed) -> None:
+                if bar is not None:
+                    bar.advance(len(plan) - len(pending) + base + count, failed_before + failed_now)
 
-        if executor == "spark":
-            failures = _spark_batch(spark, spec, out, batch, advance)
-        else:
-            failures = _local_batch(spec, out, batch, advance)
-        for run in failures:
-            _write_failed_scenario(spec, out, run)
-            repro.append(repro_command(out, run))
-        advance(len(batch), len(failures))
-        executed += len(batch)
-        failed += len(failures)
+            if executor == "spark":
+                failures = _spark_batch(spark, spec, out, batch, advance, ctrl_c)
+            else:
+                failures = _local_batch(spec, out, batch, advance)
+            for run in failures:
+                _write_failed_scenario(spec, out, run)
+                repro.append(repro_command(out, run))
+            advance(len(batch), len(failures))
+            executed += len(batch)
+            failed += len(failures)
     if bar is not None:
         bar.close()
     return SweepSummary(out, len(plan), len(plan) - len(pending), executed, failed, time.monotonic() - started, repro)
@@ -269,15 +271,24 @@ def _remove(path: Path) -> None:
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
-def finished_runs(out: str | Path, spark: Any = None) -> set[str]:
-    """The ids of the runs whose row is in ``out``'s runs table."""
+def finished_runs(out: str | Path) -> set[str]:
+    """The ids of the runs whose row is in ``out``'s runs table.
+
+    Read here with pyarrow, also for a Spark sweep: the driver repairs the same folder with file
+    operations, so it sees it anyway, and a few ids need no Spark job.
+    """
     path = Path(out) / "runs"
     if not any(path.rglob("*.parquet")):  # none yet, or a repair removed every one
         return set()
-    if spark is not None:
-        return {row.run_id for row in spark.read.parquet(str(path)).select("run_id").distinct().collect()}
     table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["run_id"])
     return set(table.column("run_id").to_pylist())
+
+
+def local_uri(path: Path) -> str:
+    """The ``file:`` URI Spark writes a local (or shared) folder by: a bare path would resolve against
+    a cluster's default file system (HDFS, DBFS). Not ``Path.as_uri()``: Hadoop does not undo its
+    percent-escapes, and would write to ``a%20b`` for ``a b``."""
+    return f"file://{path.absolute()}"
 
 
 def _write_failed_scenario(spec: SweepSpec, out: Path, run: PlannedRun) -> None:
@@ -338,7 +349,9 @@ class _ExecuteRuns:
                 yield pa.RecordBatch.from_pylist([row], schema=self.wide)
 
 
-def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun], advance) -> list[PlannedRun]:
+def _spark_batch(
+    spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun], advance, ctrl_c: _CtrlC
+) -> list[PlannedRun]:
     import pandas as pd
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -358,6 +371,7 @@ def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun]
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     try:
+        ctrl_c.check()
         with _watch_tasks(spark, tasks, len(batch), advance):
             rows.count()  # runs every run once, into the cache the three writes read
         written = rows.coalesce(cores)  # the writes: a task per core over the cache, a few files per batch
@@ -371,7 +385,9 @@ def _spark_batch(spark: Any, spec: SweepSpec, out: Path, batch: list[PlannedRun]
         for table_name in TABLE_ORDER:
             if table_name == "events" and not spec.events:
                 continue
-            tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(str(out / table_name))
+            ctrl_c.check()
+            target = local_uri(out / table_name)
+            tables[table_name].write.mode("append").partitionBy(*s.PARTITION_COLUMNS).parquet(target)
         failed = {r.run_id for r in written.where(F.col("status") == s.FAILED).select("run_id").collect()}
     finally:
         rows.unpersist()
@@ -417,3 +433,57 @@ class _watch_tasks:
                     finished = max(finished, info.numCompletedTasks)
             if finished:
                 self.advance(min(finished * self.runs // self.tasks, self.runs - 1))  # done once written
+
+
+class _CtrlC:
+    """Ctrl-C during a Spark sweep: cancel its jobs, then raise ``KeyboardInterrupt`` in the driver.
+
+    The driver waits inside a Spark call; pyspark's own handler would call Spark from the signal
+    handler on that same connection (and log a traceback). Here the handler only starts a thread
+    that cancels the session's jobs until the sweep stops (so a job submitted a moment later is
+    cancelled too); the waiting call then fails, and leaving the ``with`` turns that failure into
+    ``KeyboardInterrupt``. What the runs table holds stays: a resume executes the rest. A second
+    Ctrl-C interrupts at once. Only in the main thread (where signals are handled) and on Spark.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        self.spark = spark
+        self.pressed = threading.Event()
+        self.finished = threading.Event()
+        self.previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        if self.spark is not None and threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, self._pressed)
+        return self
+
+    def _pressed(self, signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.pressed.set()
+        threading.Thread(target=self._cancel, daemon=True).start()
+
+    def _cancel(self) -> None:
+        from kip_lab.pipeline.session import cancel_jobs
+
+        while not self.finished.is_set():
+            try:
+                cancel_jobs(self.spark)
+            except Exception:  # the session is stopping: nothing left to cancel
+                return
+            self.finished.wait(0.5)
+
+    def check(self) -> None:
+        """Between Spark calls: stop here once Ctrl-C was pressed."""
+        if self.pressed.is_set():
+            raise KeyboardInterrupt
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> None:
+        from kip_lab.pipeline.session import wait_for_idle_executors
+
+        self.finished.set()
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if self.pressed.is_set():
+            wait_for_idle_executors(self.spark)
+            if kind is not KeyboardInterrupt:
+                raise KeyboardInterrupt from None  # in place of the cancelled job's error

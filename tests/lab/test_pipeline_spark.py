@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from pipeline_support import CHECKED_METRICS, FAILING, Interrupt
+from pipeline_support import CHECKED_METRICS, FAILING, GRID, SPARK_MARKS, Interrupt
 
 pytest.importorskip("pyspark")
 
@@ -20,21 +20,7 @@ from kip_lab.pipeline.charts import distribution_chart, metric_panels, percentil
 from kip_lab.pipeline.session import SparkSettings, spark_session
 from kip_lab.viz import to_svg
 
-pytestmark = [
-    pytest.mark.slow,
-    # pyspark 4.3 with pandas 3: its own conversions warn; nothing kip_lab can act on
-    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
-    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
-]
-
-GRID = {
-    "name": "grid",
-    "template": "rolling_bounce",
-    "params": {"partitions": 4},
-    "grid": {"members": [2, 3], "protocol": ["consumer", "cooperative"]},
-    "seeds": [1, 2],
-    "events": True,
-}
+pytestmark = SPARK_MARKS
 COMPARED = ["run_id", "template", "protocol", *CHECKED_METRICS]
 
 
