@@ -5,7 +5,7 @@ in its requests and the answers it gets. ``ObservingClient`` reads them and emit
 simulated client emits about itself — ``StateTransition`` along the same member state machine
 (its ``machine`` name ends with ``OBSERVED``), ``AssignmentChanged`` when the partitions it
 acknowledges change, and the ledger's ``PositionSet`` / ``RecordsProcessed`` / ``CommitResult``
-from its OffsetFetch and OffsetCommit exchanges — so the swimlanes, the stepper, the ledger and
+from its Fetch and OffsetCommit exchanges — so the swimlanes, the stepper, the ledger and
 ``Lab.is_stable`` read real members as they read simulated ones.
 
 What is observed, and so what these events can say:
