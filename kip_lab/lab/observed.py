@@ -226,6 +226,7 @@ class ObservingClient(RequestingClient):
         self._own(())
         self.incarnation += 1
         self.state, self.member_id, self.member_epoch, self.target = None, None, 0, None
+        self.positions = {}  # a new process starts every partition afresh
 
     def _move(self, to_state: str, trigger: str) -> None:
         if self.state == to_state and to_state != "PREPARING_REBALANCE":
