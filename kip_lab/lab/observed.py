@@ -5,7 +5,7 @@ in its requests and the answers it gets. ``ObservingClient`` reads them and emit
 simulated client emits about itself — ``StateTransition`` along the same member state machine
 (its ``machine`` name ends with ``OBSERVED``), ``AssignmentChanged`` when the partitions it
 acknowledges change, and the ledger's ``PositionSet`` / ``RecordsProcessed`` / ``CommitResult``
-from its OffsetFetch and OffsetCommit exchanges — so the swimlanes, the stepper, the ledger and
+from its Fetch and OffsetCommit exchanges — so the swimlanes, the stepper, the ledger and
 ``Lab.is_stable`` read real members as they read simulated ones.
 
 What is observed, and so what these events can say:
@@ -20,9 +20,15 @@ What is observed, and so what these events can say:
 * Commits: each OffsetCommit answered is a ``CommitResult`` with the answer's errors (cause
   ``manual``: the wire does not say why a client commits).
 
-Not observed, so not emitted: ``PositionSet`` and ``RecordsProcessed``. Fetches are answered by
-the front door outside the Lab's steps, and what a client's application processed is not on
-the wire at all; inferring it from commits would report skips and re-reads that did not happen.
+* Fetches (``observe_fetch``, a step the front door applies once it has answered a Fetch): the
+  offset a client asks for in a partition it was not fetching is where it starts (``PositionSet``;
+  its reason inferred: the group's committed offset is ``committed``, else the log start
+  ``earliest``, the log end ``latest``, anything else ``seek``), and the records the answer sent
+  it are what it processed (``RecordsProcessed``). What an application does with its records is
+  not on the wire: a real client's processing is inferred from what it was sent, so records a
+  client fetched ahead and never handed to its application (a crash, a rebalance that drops its
+  buffer) count as processed.
+
 A real client's own steps between messages (its callbacks) are not on the wire either, and a
 client killed without leaving is seen only when its session expires at the coordinator: until
 then its member counts as it was last seen.
@@ -35,7 +41,7 @@ from typing import Any
 
 from kip_lab.clients.classic_member_state import CLASSIC_MEMBER_MACHINE
 from kip_lab.clients.member_state import CONSUMER_MEMBER_MACHINE
-from kip_lab.events import AssignmentChanged, CommitResult, StateTransition
+from kip_lab.events import AssignmentChanged, CommitResult, PositionSet, RecordsProcessed, StateTransition
 from kip_lab.lab.scripted import RequestingClient
 from kip_lab.protocol.consumer_protocol import ConsumerProtocolAssignment, ConsumerProtocolError
 from kip_lab.protocol.errors import Errors
@@ -71,6 +77,8 @@ class ObservingClient(RequestingClient):
     acknowledged: tuple[TP, ...] = ()
     target: tuple[TP, ...] | None = None  # an assignment sent and not yet acknowledged (KIP-848)
     requests: dict[int, tuple[str, Any]] = field(default_factory=dict)  # correlation id -> (api, request)
+    # Where the member's next Fetch of each partition it is fetching should start: past what it was sent.
+    positions: dict[TP, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ what the wire shows
     def observe_request(self, correlation_id: int, api: str, request: Any) -> None:
@@ -170,6 +178,45 @@ class ObservingClient(RequestingClient):
         epoch = request.generation_id_or_member_epoch
         self._emit(CommitResult(self.config.group_id, self.member_id, epoch, "manual", outcomes))
 
+    # ------------------------------------------------------------------ fetches (the ledger)
+    def fetch_news(self, fetched: list[tuple[str, int, int, int]]) -> list[tuple[str, int, int, int]]:
+        """The rows of a Fetch answer the ledger learns from: ``(topic id, partition, fetch offset, end)``,
+        ``end`` past the last record sent; a row that sent nothing matters only as a new start."""
+        if self.config is None:  # not in a group: nobody's ledger to keep
+            return []
+        return [row for row in fetched if row[3] > row[2] or self.positions.get((row[0], row[1])) != row[2]]
+
+    def observe_fetch(self, fetched: list[tuple[str, int, int, int]]) -> None:
+        """A Fetch answered (rows as ``fetch_news`` keeps them): positions set, records sent."""
+        if self.config is None:
+            return
+        group = self.config.group_id
+        ranges = []
+        for topic_id, partition, offset, end in fetched:
+            tp = (topic_id, partition)
+            start = "continued"
+            if self.positions.get(tp) != offset:
+                start = self._start_reason(tp, offset)
+                self._emit(PositionSet(group, self.member_id, self.incarnation, topic_id, partition, offset, start))
+            self.positions[tp] = end
+            if end > offset:
+                ranges.append((topic_id, partition, offset, end, start))
+        if ranges:
+            self._emit(RecordsProcessed(group, self.member_id, self.incarnation, tuple(ranges)))
+
+    def _start_reason(self, tp: TP, offset: int) -> str:
+        """Why a real member starts ``tp`` at ``offset``, as the group's offsets and the log show it."""
+        assert self.config is not None
+        topic = self.world.cluster.topic_by_id(tp[0])
+        stored = self.world.coordinator.offset_manager.offsets.get(self.config.group_id, {})
+        committed = stored.get((topic.name, tp[1])) if topic else None
+        if committed is not None and committed.offset == offset:
+            return "committed"
+        log = self.world.share.topic_log(tp)
+        if offset == log.log_start_offset:
+            return "earliest"
+        return "latest" if offset == log.high_watermark else "seek"
+
     # ------------------------------------------------------------------ helpers
     def _join(self, group_id: str, protocol: str) -> None:
         if self.config is None or self.config.group_id != group_id or self.protocol != protocol:
@@ -179,6 +226,7 @@ class ObservingClient(RequestingClient):
         self._own(())
         self.incarnation += 1
         self.state, self.member_id, self.member_epoch, self.target = None, None, 0, None
+        self.positions = {}  # a new process starts every partition afresh
 
     def _move(self, to_state: str, trigger: str) -> None:
         if self.state == to_state and to_state != "PREPARING_REBALANCE":
@@ -193,6 +241,8 @@ class ObservingClient(RequestingClient):
 
     def _own(self, owned: Any) -> None:
         owned = tuple(sorted(owned))
+        for tp in set(self.acknowledged) - set(owned):  # given up: fetching it again is a new start
+            self.positions.pop(tp, None)
         if owned != self.acknowledged:
             self.acknowledged = owned
             self._emit(AssignmentChanged(self.member_id, self.member_epoch, owned=owned, fetching=owned))

@@ -31,7 +31,11 @@ class WireClient(ObservingClient):
     last_correlation: int = 0
 
     def send(self, api: str, body: dict[str, Any]) -> None:
-        """Put ``body["request"]`` (a kip_lab protocol model) on the network to ``body["broker"]``."""
+        """Put ``body["request"]`` (a kip_lab protocol model) on the network to ``body["broker"]``;
+        a Fetch the front door answered (``WireFetched``) is only observed."""
+        if api == "Fetch":
+            self.observe_fetch([tuple(row) for row in body["fetched"]])
+            return
         self.last_correlation = self.world.network.next_correlation(self.name)
         self.world.network.send(self.name, body["broker"], api, body["request"], self.last_correlation)
         self.observe_request(self.last_correlation, api, body["request"])
@@ -52,4 +56,15 @@ class WireRequest(ClientRequest):
     a seek replays it."""
 
     action: Literal["wire_request"] = "wire_request"
+    client_kind: ClassVar[type] = WireClient
+
+
+class WireFetched(ClientRequest):
+    """What the front door's answer to a real client's Fetch sent it: ``body["fetched"]`` holds
+    ``(topic id, partition, fetch offset, end)`` rows, ``end`` past the last record sent. The front
+    door answers Fetch from its own record store, so this step is how the ledger hears of it, in
+    order with the client's other requests (``ObservingClient.observe_fetch``)."""
+
+    action: Literal["wire_fetched"] = "wire_fetched"
+    api: Literal["Fetch"] = "Fetch"
     client_kind: ClassVar[type] = WireClient

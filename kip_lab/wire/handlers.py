@@ -30,9 +30,9 @@ from kip_lab.wire import codec
 from kip_lab.wire import consumer_protocol as embedded
 from kip_lab.wire.admin import NO_TRANSACTIONS, AdminHandlers
 from kip_lab.wire.connection import Connection
-from kip_lab.wire.endpoint import WireClient
+from kip_lab.wire.endpoint import WireClient, WireFetched
 from kip_lab.wire.producers import BatchProducer, ProducerStates
-from kip_lab.wire.records import RecordStore, record_count, split_batches
+from kip_lab.wire.records import RecordStore, end_offset, record_count, split_batches
 
 if TYPE_CHECKING:
     from kip_lab.lab.lab import Lab
@@ -436,7 +436,27 @@ class Handlers(ClassicHandlers, AdminHandlers):
             event = self.records.appended
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), request.max_wait.total_seconds())
+        self._record_fetched(header, request, responses)
         return codec.build(response_class, responses=responses)
+
+    def _record_fetched(self, header: Any, request: Any, responses: list[dict[str, Any]]) -> None:
+        """Tell the Lab, as a step of the client's (``WireFetched``), where the answer started each
+        partition and what records it sent, when that is news to the ledger."""
+        client = self.lab.world.clients.get(self.actor(header))
+        if not isinstance(client, WireClient):
+            return
+        fetched = []
+        for item, answered in zip(request.topics, responses, strict=True):
+            topic = self._topic_of(item)
+            for part, entry in zip(item.partitions, answered["partitions"], strict=True):
+                if "records" in entry:
+                    data = entry["records"]
+                    end = end_offset(data) if data else part.fetch_offset
+                    fetched.append((topic.topic_id, part.partition, part.fetch_offset, max(end, part.fetch_offset)))
+        news = client.fetch_news(fetched)
+        if news:
+            self.server.clock.advance()
+            self.lab.apply(WireFetched(member=client.name, body={"fetched": news}))
 
     def _fetch_once(self, connection, request) -> tuple[list[dict[str, Any]], int]:
         responses = []

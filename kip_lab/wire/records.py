@@ -49,6 +49,12 @@ def record_count(batch: bytes) -> int:
     return _LAST_OFFSET_DELTA.unpack_from(batch, _LAST_OFFSET_DELTA_AT)[0] + 1
 
 
+def end_offset(records: bytes) -> int:
+    """The offset past the last record of stored batches (their base offsets are the log's)."""
+    last = split_batches(records)[-1]
+    return _BASE_OFFSET.unpack_from(last, 0)[0] + record_count(last)
+
+
 @dataclass
 class StoredBatches:
     bases: list[int] = field(default_factory=list)
