@@ -102,9 +102,12 @@ def test_the_stepper_walks_a_run_with_a_real_consumer():
     end = lab.step_count
     trace = [e.to_json() for e in lab.trace]
     stepper = Stepper(lab, group_id="g", member="sim")
+    assert stepper.lab is not lab  # the stepper owns a fork of the run; the caller's lab stays where it was
     for step in (1, end // 2, end, 3):
         stepper.go(step)
-        assert lab.step_count == step
+        assert stepper.lab.step_count == step
+        assert lab.step_count == end
     stepper.go(end)
+    assert [e.to_json() for e in stepper.lab.trace] == trace
     assert [e.to_json() for e in lab.trace] == trace
     assert stepper.errors.outputs == ()
