@@ -194,8 +194,8 @@ print("stable:", fenced.run_until_stable(), "at", fenced.now, "ms")
 print(client_story(fenced.trace, since_ms=10_000))
 
 # %% [markdown]
-# The **client view** of ownership (what each consumer believes) overlaps from about 50 s to 70 s:
-# B owns foo-0,1 and so does A, which has not heard yet. That is the *zombie window* — A may still
+# The **client view** of ownership (what each consumer believes) overlaps from about 55 s (B's first
+# heartbeat after A's session expired) to 70 s: B owns foo-0,1 and so does A, which has not heard yet. That is the *zombie window* — A may still
 # process records B is also processing. Its offset commits cannot succeed, though: the coordinator
 # refuses commits from a member it no longer knows, or at an old member epoch (here they do not even
 # arrive). The **coordinator view** (bottom, from its records alone) never overlaps; the
@@ -204,6 +204,12 @@ print(client_story(fenced.trace, since_ms=10_000))
 # %%
 frames = trace_frames(fenced.trace)
 picture(ownership_swimlanes(frames, width=600) & ownership_swimlanes(frames, view="coordinator", width=600))
+
+# %% tags=["claims"] jupyter={"source_hidden": true}
+foo_0 = frames.ownership[(frames.ownership.partition == "foo-0") & (frames.ownership.status == "assigned")]
+b_from = foo_0[foo_0.member == "B"].start_ms.min()
+a_until = foo_0[foo_0.member == "A"].end_ms.max()
+assert abs(b_from - 55_000) <= 1_000 and abs(a_until - 70_000) <= 1_000, "the client views overlap from about 55 s to 70 s"
 
 # %% [markdown]
 # ## 4 · Leaving: close()

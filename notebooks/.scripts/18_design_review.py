@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: -all
+#     cell_metadata_filter: jupyter,tags,-all
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -93,8 +93,7 @@ except ScenarioError as problem:
 # parameters (`protocol` is `params.protocol`); any other option is a path into the scenario
 # (`lab.coordinator.session_timeout_ms`). Every variant is validated before anything runs.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
+# %% tags=["nbval-ignore-output"]
 out = tempfile.mkdtemp(prefix="design-review-")
 review = compare(
     yaml.safe_load(REVIEW),  # the scenario as written: a template and its parameters
@@ -112,8 +111,7 @@ print(f"{len(review.runs)} runs in {review.seconds:.1f} s; the report: {review.w
 # (unavailability, moves, revocations) is counted from the first restart, so the group's own start
 # is left out. Printed here one protocol at a time, each column named by membership and batching:
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 table = review.table()
 for protocol, title in (("classic", "classic, cooperative-sticky"), ("consumer", "KIP-848")):
     columns = {
@@ -137,16 +135,14 @@ picture(outcome_chart(review, ["max_time_to_stable_ms", "total_unavailability_ms
 # variant, and whether the spread over seeds overlaps. When a run broke one of the Lab's invariants,
 # a last line says which variants did (the summary below names the invariants).
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("\n".join(f"- {sentence}" for sentence in review.verdicts))
 
 # %% [markdown]
 # The conclusion of this review, computed from the same table: each option's effect with the other
 # two held fixed.
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 cells = review.cells()
 
 
@@ -194,8 +190,7 @@ print(f"least partition unavailability: {least.label}")
 #
 # ## Summary
 
-# %%
-# NBVAL_CHECK_OUTPUT
+# %% tags=["nbval-check-output"]
 print("variants:", len(review.variants), "x seeds:", len(review.seeds), "=", len(review.runs), "runs")
 best = {o.label: [v.label for v, c in zip(review.variants, cells[o.key]) if c.best] for o in review.outcomes}
 print("best partition moves:", best["partition moves"])
