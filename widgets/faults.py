@@ -118,6 +118,7 @@ class FaultPanel(W.VBox):
 class Explorer(W.VBox):
     """A stepper over its fault panel; displayed with the stepper's first view (see ``Stepper.first_view``)."""
 
+    @checked
     def __init__(self, stepper: Stepper) -> None:
         self.stepper = stepper
         super().__init__([stepper, FaultPanel(stepper)])

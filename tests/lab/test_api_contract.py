@@ -221,6 +221,8 @@ def _lab() -> Lab:
         (lambda: widgets.Stepper("x"), "lab"),
         (lambda: widgets.explore(None), "lab"),
         (lambda: widgets.FaultPanel(None), "stepper"),
+        (lambda: widgets.Explorer(None), "stepper"),
+        (lambda: widgets.Explorer("x"), "stepper"),
         (lambda: LatencyModel(ms=math.inf), "ms"),
         (lambda: Lab(seed="x"), "seed"),
         (lambda: Lab(seed=2**70), "seed"),
