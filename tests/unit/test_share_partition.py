@@ -439,6 +439,44 @@ def test_a_new_leader_archives_what_retention_passed_since_the_last_write() -> N
     assert rig.stored() == (2, [(3, 3, 2, 1)])
 
 
+def test_a_zombie_holding_only_records_the_log_start_passed_is_fenced_when_it_releases_them() -> None:
+    """Hypothesis case (kafka): produce 1, C1 acquires it, retention passes it, the leader fails over.
+
+    The zombie still holds 0 Acquired below its start offset. Acknowledging it writes nothing (Kafka's
+    ``acknowledgeBatchRecords`` skips offsets below the start), so that cannot fence it; releasing it writes
+    (Archived below the start) and the share coordinator fences that write with the old leader epoch.
+    """
+    rig = make_rig(
+        start_offset=0,
+        config=SharePartitionConfig(
+            delivery_count_limit=2, partition_max_record_locks=3, record_lock_duration_ms=1_000
+        ),
+    )
+    rig.log.append(1)
+    assert ranges(rig.sp.acquire("C1", 1)) == [(0, 0, 1)]
+    rig.log.delete_records_before(1)
+    assert rig.sp.move_log_start() is None
+    zombie = rig.sp
+    rig.sp = new = SharePartition.load(
+        GROUP,
+        TOPIC,
+        0,
+        rig.log,
+        config=zombie.config,
+        scheduler=rig.scheduler,
+        persister=rig.persister,
+        leader_epoch=zombie.leader_epoch + 1,
+    )
+    assert (new.spso, new.speo) == (1, 1) and new.acquired_count == 0
+    assert [(v.first_offset, v.state, v.member_id) for v in zombie.records()] == [(0, ACQUIRED, "C1")]
+    assert zombie.acknowledge("C1", [ack(0, 0, ACCEPT)]) is None  # below the start: nothing to write
+    assert zombie.fenced is None
+    write = zombie.release_member("C1")
+    assert write is not None
+    rig.persister.deliver()
+    assert write.error is Errors.FENCED_LEADER_EPOCH and zombie.fenced is Errors.FENCED_LEADER_EPOCH
+
+
 def test_config_names_and_bounds() -> None:
     """The diagram's delivery.attempt.limit is accepted as an alias; out-of-range values are refused."""
     assert SharePartitionConfig(delivery_attempt_limit=3).delivery_count_limit == 3
