@@ -42,10 +42,10 @@ class UsageError(KipLabError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    if threading.current_thread() is threading.main_thread():  # from here on Ctrl-C is KeyboardInterrupt
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     debug = False
-    try:
+    try:  # the handler is installed inside: a Ctrl-C the instant after is caught below
+        if threading.current_thread() is threading.main_thread():  # from here on Ctrl-C is KeyboardInterrupt
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         args = _parser().parse_args(argv)
         debug = args.debug
         return args.command(args)
