@@ -74,6 +74,7 @@ from kip_lab.lab import Lab, Trace, TraceEvent
 from kip_lab.lab.invariants import INVARIANTS
 from kip_lab.lab.ledger import LEDGER_INVARIANTS
 from kip_lab.lab.share_invariants import SHARE_INVARIANTS
+from kip_lab.lab.story import rereads_by_step
 from kip_lab.share.group import SHARE_GROUP_STATE_MACHINE
 from kip_lab.share.partition import RECORD_STATE_MACHINE
 from kip_lab.viz import (
@@ -345,6 +346,7 @@ class Stepper(W.VBox):
         self.lab = own_run(lab)
         self.group_id = group_id
         self._full = Trace()
+        self._rereads: dict[int, list[str]] = {}
         self._frames: Any = None
         self._specs: dict[str, str] = {}
         self._marks: dict[int, str] = {}
@@ -471,6 +473,7 @@ class Stepper(W.VBox):
             self.lab.seek(self.lab.horizon)
         self._full = Trace(self.lab.trace)
         self._frames = trace_frames(self._full)
+        self._rereads = rereads_by_step(self._full)
         self._specs = {}
         self._timeline_shown = None
         owned: dict[str, Any] = {}
@@ -556,9 +559,9 @@ class Stepper(W.VBox):
             f"<b>step {lab.step_count}</b> of {lab.horizon} &nbsp; t = {lab.now} ms &nbsp; "
             f"group <code>{html.escape(self.group_id)}</code>: {state} {epochs}"
         )
-        self.happened.value = "<b>what just happened:</b> " + html.escape(
-            describe_step(list(self._full.at_step(lab.step_count)), self._topic_name)
-        )
+        told = [describe_step(list(self._full.at_step(lab.step_count)), self._topic_name)]
+        told += self._rereads.get(lab.step_count, [])
+        self.happened.value = "<b>what just happened:</b> " + html.escape("; ".join(told))
         self.axis.value = step_axis_svg(self._marks, lab.step_count, lab.horizon)
         # the small updates first: the browser shows them before it lays out the timeline's chart
         self._draw_diagram()

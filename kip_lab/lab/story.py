@@ -63,11 +63,29 @@ def _story_line(actor: str, event: Event, ledger: Ledger | None) -> str | None:
 
 def _reread_line(actor: str, event: PositionSet, ledger: Ledger) -> str | None:
     """ "B:   re-reads foo-2 from 120 (committed) to 145 (A had processed)", or None when nothing is read again."""
+    phrase = _reread(actor, event, ledger)
+    return None if phrase is None else f"{actor}:   {phrase}"
+
+
+def _reread(actor: str, event: PositionSet, ledger: Ledger) -> str | None:
+    """ "re-reads foo-2 from 120 (committed) to 145 (A had processed)" for a start below what the
+    group had processed (``ledger``: the run before the start), or None when nothing is read again."""
     previous, processed = ledger.handover(actor, event)
     if processed <= event.offset:
         return None
     name = ledger.partition_name((event.topic_id, event.partition))
-    return (
-        f"{actor}:   re-reads {name} from {event.offset} ({event.reason}) to {processed} "
-        f"({previous or actor} had processed)"
-    )
+    return f"re-reads {name} from {event.offset} ({event.reason}) to {processed} ({previous or actor} had processed)"
+
+
+def rereads_by_step(trace: Iterable[Any]) -> dict[int, list[str]]:
+    """Step -> "B re-reads foo-2 from 120 (committed) to 145 (A had processed)" for each start at
+    that step below what its group had processed: what the stepper adds to a step's line."""
+    ledger = Ledger()
+    found: dict[int, list[str]] = {}
+    for e in trace:
+        if isinstance(e.body, PositionSet):
+            phrase = _reread(e.actor, e.body, ledger)
+            if phrase is not None:
+                found.setdefault(e.step, []).append(f"{e.actor} {phrase}")
+        ledger.apply(e)
+    return found

@@ -274,6 +274,23 @@ def test_the_story_says_who_re_reads_what() -> None:
         assert f"B:   re-reads {row.partition} from {row.first} (committed) to {row.end} (A had processed)" in story
 
 
+def test_the_stepper_says_who_re_reads_what_at_the_step_it_starts() -> None:
+    from widgets import Stepper
+
+    lab = pair(PROTOCOLS["consumer (KIP-848)"])
+    lab.crash("A")
+    lab.run(until=70_000)
+    ranges = reprocessed_frame(lab.trace)
+    assert len(ranges) > 0
+    stepper = Stepper(lab)
+    starts = [e for e in lab.trace.of_type(PositionSet) if e.actor == "B" and e.body.reason == "committed"]
+    for row in ranges.itertuples():
+        (start,) = [e for e in starts if e.body.offset == row.first and f"foo-{e.body.partition}" == row.partition]
+        stepper.go(start.step)
+        line = f"B re-reads {row.partition} from {row.first} (committed) to {row.end} (A had processed)"
+        assert line in stepper.happened.value
+
+
 def test_the_charts_draw_the_ledger() -> None:
     from kip_lab.viz.charts import lag_chart, reprocessing_swimlanes, to_json
 
