@@ -2,10 +2,11 @@
 
 ``python -m benchmarks.wire_load PORT CONNECTIONS SECONDS API`` opens CONNECTIONS connections to
 a front door on 127.0.0.1:PORT and has each send ``API`` requests back to back (the next once
-the answer is read, as a client does) for SECONDS; it prints one JSON line: the answers read,
-the seconds measured and the errors seen. API is ``heartbeats`` (each connection a KIP-848 member
-of the group ``load``: it joins at epoch 0, then heartbeats at the epoch it was given) or
-``metadata``. Requests are encoded once per member and epoch; answers are read with kio.
+the answer is read, as a client does) for SECONDS (whole seconds); it prints one JSON line: the
+answers read, the seconds measured, the answers read in each second, and the errors seen. API
+is ``heartbeats`` (each connection a KIP-848 member of the group ``load``: it joins at epoch 0,
+then heartbeats at the epoch it was given) or ``metadata``. Requests are encoded once per member
+and epoch; answers are read with kio.
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ def _owned(assigned: Any) -> Any:
     return TopicPartitions(topic_id=assigned.topic_id, partitions=assigned.partitions)
 
 
-async def member(index: int, port: int, api: str, stop_at: float, counts: list[int], errors: list[str]) -> None:
+async def member(index: int, port: int, api: str, started: float, counts: list[int], errors: list[str]) -> None:
+    """One connection sending ``api`` requests back to back from ``started`` until the run's
+    last second; ``counts[s]`` counts the answers read in second ``s`` of the run."""
+    stop_at = started + len(counts) - 1
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     client_id = f"load-{index}"
     member_id = f"member-{index:05d}-abcdefghij"
@@ -92,21 +96,26 @@ async def member(index: int, port: int, api: str, stop_at: float, counts: list[i
                     epoch = response.member_epoch
                     request = frame(heartbeat(member_id, epoch), client_id)
                 acknowledging = response.assignment is not None
-            counts[index] += 1
+            counts[min(int(time.monotonic() - started), len(counts) - 1)] += 1
     finally:
         writer.close()
 
 
-async def load(port: int, connections: int, seconds: float, api: str) -> dict[str, Any]:
-    counts = [0] * connections
+async def load(port: int, connections: int, seconds: int, api: str) -> dict[str, Any]:
+    counts = [0] * (seconds + 1)  # the last: answers read after the end, to requests sent before it
     errors: list[str] = []
     started = time.monotonic()
-    await asyncio.gather(*(member(i, port, api, started + seconds, counts, errors) for i in range(connections)))
-    return {"answers": sum(counts), "seconds": time.monotonic() - started, "errors": errors[:5]}
+    await asyncio.gather(*(member(i, port, api, started, counts, errors) for i in range(connections)))
+    return {
+        "answers": sum(counts),
+        "seconds": time.monotonic() - started,
+        "per_second": counts[:seconds],
+        "errors": errors[:5],
+    }
 
 
 def main() -> None:
-    port, connections, seconds, api = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+    port, connections, seconds, api = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     print(json.dumps(asyncio.run(load(port, connections, seconds, api))), flush=True)
 
 

@@ -98,21 +98,31 @@ def read_correlation_id(frame: bytes) -> int | None:
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """A whole response frame: size, header and ``body`` (a kio response of that API and version)."""
-    flexible_header = body.__flexible__ and api_key != API_VERSIONS_KEY
+    """A whole response frame: size, header and ``body`` (a kio response of that API and
+    version, or one already encoded by ``encode_body``)."""
+    flexible_header = response_class(api_key, version).__flexible__ and api_key != API_VERSIONS_KEY
     header = (ResponseHeaderV1 if flexible_header else ResponseHeaderV0)(correlation_id=i32(correlation_id))
     return encode_frame(header, body)
 
 
 def encode_frame(header: Any, body: Any) -> bytes:
-    """A frame: its size, then ``header`` and ``body`` (requests from the tests' own client, and responses)."""
+    """A frame: its size, then ``header`` and ``body`` (requests from the tests' own client, and
+    responses); ``body`` may be already encoded (``encode_body``)."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     entity_writer(type(header))(buffer, header)
-    entity_writer(type(body))(buffer, body)
+    buffer.write(body if isinstance(body, bytes) else encode_body(body))
     frame = buffer.getbuffer()
     SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
     return bytes(frame)
+
+
+def encode_body(body: Any) -> bytes:
+    """A kio request or response body's bytes, to send in a frame: an answer sent many times
+    over is encoded once."""
+    buffer = io.BytesIO()
+    entity_writer(type(body))(buffer, body)
+    return buffer.getvalue()
 
 
 # ---------------------------------------------------------------------- topic ids

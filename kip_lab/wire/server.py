@@ -35,6 +35,8 @@ log = logging.getLogger("kip_lab.wire")
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 IDLE_TICK_S = 0.2  # the longest the driver sleeps when no timer is due sooner
+NO_ANSWER_TIMEOUT_S = 330.0  # longer than any rebalance a parked request may wait for
+ABANDONED_CHECK_S = 0.5  # how often the driver looks for requests whose client has gone
 NOT_STARTED = "the wire server has not started: serve(lab) starts one"
 
 
@@ -46,6 +48,24 @@ class ServerStats:
     requests: int = 0
     closed: dict[str, int] = field(default_factory=dict)  # kind of reason -> connections closed for it
     reasons: deque[str] = field(default_factory=lambda: deque(maxlen=100))  # the latest reasons, in full
+
+
+@dataclass
+class Awaiting:
+    """A request in the Lab, awaited by the connection that sent it."""
+
+    answer: asyncio.Future
+    connection: Connection
+    api: str
+    deadline: float  # the event loop's time after which it is given up
+
+    def abandoned(self, now: float) -> str | None:
+        """Why nobody should wait for this answer any longer, or None while it may still come."""
+        if self.connection.reader.at_eof():
+            return f"the client closed the connection while its {self.api} had no answer"
+        if now > self.deadline:
+            return f"no answer to {self.api} within {NO_ANSWER_TIMEOUT_S} s"
+        return None
 
 
 @dataclass
@@ -84,7 +104,7 @@ class WireServer:
         self._started = False  # a server serves once
         self._connections: dict[int, Connection] = {}
         self._tasks: set[asyncio.Task] = set()  # one per connection being served
-        self._pending: dict[tuple[str, int], asyncio.Future] = {}  # (actor, lab correlation id) -> answer
+        self._pending: dict[tuple[str, int], Awaiting] = {}  # by (actor, the Lab's correlation id)
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
 
@@ -201,8 +221,8 @@ class WireServer:
         for server in servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2)
-        for future in self._pending.values():
-            future.cancel()
+        for awaiting in self._pending.values():
+            awaiting.answer.cancel()
 
     async def _listen(self) -> list[asyncio.Server]:
         """A listener for each broker, on its port (recorded in ``ports``)."""
@@ -231,13 +251,18 @@ class WireServer:
 
     # ------------------------------------------------------------------ the clock
     async def _drive(self, running: Running) -> None:
-        """Step the Lab's timers as they come due and send the answers they complete."""
+        """Step the Lab's timers as they come due, send the answers they complete, and give up
+        the requests whose client has gone."""
+        next_check = running.loop.time() + ABANDONED_CHECK_S
         while True:
             try:
                 running.clock.catch_up()
                 self._deliver()
             except Exception:  # a Lab error must not stop the clock for every connection
                 log.exception("stepping the Lab failed")
+            if running.loop.time() >= next_check:
+                self._give_up_abandoned(running.loop.time())
+                next_check = running.loop.time() + ABANDONED_CHECK_S
             running.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(running.wake.wait(), running.clock.seconds_to_next_timer(IDLE_TICK_S))
@@ -248,22 +273,36 @@ class WireServer:
             if not isinstance(client, WireClient) or not client.answers:
                 continue
             for correlation_id, response in client.answers:
-                future = self._pending.pop((name, correlation_id), None)
-                if future is not None and not future.done():
-                    future.set_result(response)
+                awaiting = self._pending.pop((name, correlation_id), None)
+                if awaiting is not None and not awaiting.answer.done():
+                    awaiting.answer.set_result(response)
             client.answers.clear()
 
-    def submit(self, actor: str, broker: str, api: str, request: Any) -> asyncio.Future:
-        """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to ``broker``; the
-        future is answered when the Lab's network brings the response back."""
+    def _give_up_abandoned(self, now: float) -> None:
+        """End the wait of each request whose client closed its connection or whose answer is
+        overdue: the Lab's network lost it, or a fault holds it (one sweep for all requests,
+        rather than a timer for each)."""
+        for key, awaiting in list(self._pending.items()):
+            reason = awaiting.abandoned(now)
+            if reason is not None:
+                del self._pending[key]
+                if not awaiting.answer.done():
+                    awaiting.answer.set_exception(WireError(reason))
+
+    def submit(self, actor: str, connection: Connection, api: str, request: Any) -> asyncio.Future:
+        """Apply ``request`` (a kip_lab protocol model) as ``actor``'s request to the broker
+        ``connection`` reached; the future is answered when the Lab's network brings the
+        response back, or fails with a ``WireError`` once nobody waits for it."""
         running = self._serving()
         running.clock.advance()
+        broker = connection.broker
         self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
         client = self.lab.world.clients[actor]
-        future = running.loop.create_future()
-        self._pending[(actor, client.last_correlation)] = future
+        answer = running.loop.create_future()
+        deadline = running.loop.time() + NO_ANSWER_TIMEOUT_S
+        self._pending[(actor, client.last_correlation)] = Awaiting(answer, connection, api, deadline)
         running.wake.set()  # the driver hands over the answers once this loop turn's requests are in
-        return future
+        return answer
 
     def kill_connections(self, client_id: str | None = None) -> int:
         """Close the connections of the client with ``client_id`` (every connection if None), as a

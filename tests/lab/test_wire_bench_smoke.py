@@ -19,7 +19,9 @@ def test_quick_wire_benchmark_passes_its_checks(capsys):
         "join 2 on 4",
         "join 2 on 4",
         "heartbeats/s",
+        "heartbeats/s",
         "heartbeats per server CPU-second",
+        "metadata/s",
         "metadata/s",
         "metadata per server CPU-second",
     ]

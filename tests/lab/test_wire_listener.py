@@ -21,6 +21,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.request_header.v2.header import RequestHeader
 
+from kip_lab.events import MessageDropped
 from kip_lab.lab.lab import Lab
 from kip_lab.lab.trace import EventKind
 from kip_lab.wire import codec, serve
@@ -385,3 +386,53 @@ def test_list_offsets_answers_earliest_latest_and_max_timestamp():
             return answer.offset
 
         assert (offset(-2), offset(-1), offset(-3)) == (0, 7, 6)
+
+
+def _join_heartbeat():
+    from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+
+    return ConsumerGroupHeartbeatRequest(
+        group_id="g",
+        member_id="m-1",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        subscribed_topic_names=("orders",),
+        server_assignor=None,
+        topic_partitions=(),
+    )
+
+
+def _send_a_request_the_lab_drops(lab, server, client: RawClient) -> None:
+    """Join, then send a heartbeat whose message the Lab's network drops: no answer will come."""
+    assert client.request(_join_heartbeat()).error_code == ErrorCode.none
+    server.call(lambda lab: lab.drop_messages(client.client_id, count=1))
+    header = RequestHeader(request_api_key=68, request_api_version=0, correlation_id=2, client_id=client.client_id)
+    client.send_raw(codec.encode_frame(header, _join_heartbeat()))
+    wait_until(lambda: server.call(lambda lab: lab.trace.of_type(MessageDropped)), 10, "the Lab to drop the heartbeat")
+
+
+def test_a_request_whose_client_left_before_its_answer_is_given_up(served):
+    """The Lab's network lost a heartbeat and its client closed the connection: the server stops
+    waiting for the answer (within its half-second sweep) and says why."""
+    lab, server = served
+    client = RawClient(server.port, client_id="leaver")
+    _send_a_request_the_lab_drops(lab, server, client)
+    client.close()
+    reason = "refused request: the client closed the connection while its ConsumerGroupHeartbeat had no answer"
+    assert wait_until(lambda: reason in server.stats.reasons, 5, "the wait to be given up")
+    _still_serving(server)
+
+
+def test_a_request_with_no_answer_in_time_closes_its_connection(served, monkeypatch):
+    """A request the Lab never answers (here, dropped) is given up after the server's deadline
+    (330 s; 1 s here), closing the connection, as a broker's request timeout would."""
+    from kip_lab.wire import server as server_module
+
+    monkeypatch.setattr(server_module, "NO_ANSWER_TIMEOUT_S", 1.0)
+    lab, server = served
+    client = RawClient(server.port, client_id="patient")
+    _send_a_request_the_lab_drops(lab, server, client)
+    _closed_with(server, client, "refused request")
+    assert "refused request: no answer to ConsumerGroupHeartbeat within 1.0 s" in server.stats.reasons
