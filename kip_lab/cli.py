@@ -20,6 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from kip_lab.assignors import BUILTIN_ASSIGNORS
 from kip_lab.errors import KipLabError
 from kip_lab.files import write_atomically
 from kip_lab.scenarios import (
@@ -155,6 +156,12 @@ def _parser() -> argparse.ArgumentParser:
     settings.add_argument("--session-timeout-ms", type=int, help="the group coordinator's session timeout (KIP-848)")
     settings.add_argument("--heartbeat-interval-ms", type=int, help="the heartbeat interval it gives members (KIP-848)")
     settings.add_argument("--initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (classic)")
+    settings.add_argument(
+        "--assignors",
+        metavar="NAME,NAME",
+        help="the server assignors offered, the first the default for members naming none "
+        f"(group.consumer.assignors; built in: {', '.join(BUILTIN_ASSIGNORS)})",
+    )
     settings.add_argument("--share-record-lock-duration-ms", type=int, help="group.share.record.lock.duration.ms")
     settings.add_argument("--share-delivery-count-limit", type=int, help="group.share.delivery.count.limit")
     settings.add_argument("--share-auto-offset-reset", choices=["latest", "earliest"], help="share groups' start")

@@ -45,6 +45,7 @@ NAMED_SETTINGS: dict[str, tuple[str, ...]] = {
     "session_timeout_ms": ("coordinator.session_timeout_ms",),
     "heartbeat_interval_ms": ("coordinator.heartbeat_interval_ms",),
     "initial_rebalance_delay_ms": ("coordinator.initial_rebalance_delay_ms",),
+    "assignors": ("coordinator.assignors",),
     "share_record_lock_duration_ms": ("share.record_lock_duration_ms",),
     "share_delivery_count_limit": ("share.delivery_count_limit",),
     "share_auto_offset_reset": ("share.auto_offset_reset",),

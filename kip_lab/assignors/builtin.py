@@ -1,0 +1,43 @@
+"""The built-in server assignors by name, as Kafka's ``group.consumer.assignors`` lists them.
+
+Since Kafka 4.0 that broker config takes the built-in assignors' names (``uniform``,
+``range``) besides class names; the first listed is the default, used for a group whose
+members name no server assignor. A config lists names; a coordinator holds the objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kip_lab.assignors.range import RANGE_ASSIGNOR_NAME, RangeAssignor
+from kip_lab.assignors.spec import PartitionAssignor
+from kip_lab.assignors.uniform import UNIFORM_ASSIGNOR_NAME, UniformAssignor
+
+BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
+    UNIFORM_ASSIGNOR_NAME: UniformAssignor,
+    RANGE_ASSIGNOR_NAME: RangeAssignor,
+}
+DEFAULT_ASSIGNORS = (UNIFORM_ASSIGNOR_NAME, RANGE_ASSIGNOR_NAME)  # Kafka's default, in its order
+
+
+def assignor_names_problem(names: Sequence[str]) -> str | None:
+    """Why ``names`` cannot be a coordinator's server assignors, else None: there must be one at
+    least (the default), and no name twice (members and groups name the assignor they want)."""
+    if not names:
+        return "at least one server-side assignor is required"
+    if len(set(names)) != len(names):
+        return f"assignor names must be distinct, got {list(names)}"
+    return None
+
+
+def unknown_assignor_problem(names: Sequence[str]) -> str | None:
+    """The first of ``names`` that is no built-in assignor, named with those that are, else None."""
+    unknown = next((name for name in names if name not in BUILTIN_ASSIGNORS), None)
+    if unknown is None:
+        return None
+    return f"{unknown!r} is not a built-in server assignor; the built-in ones are {', '.join(BUILTIN_ASSIGNORS)}"
+
+
+def builtin_assignors(names: Sequence[str]) -> list[PartitionAssignor]:
+    """New assignor objects for the built-in ``names``, in their order (the first is the default)."""
+    return [BUILTIN_ASSIGNORS[name]() for name in names]
