@@ -444,10 +444,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.trace is not None:
         check_output_path(args.trace)  # now, not after the whole session: the trace would be lost
     try:
-        chosen = [command.parse_setting(text) for text in args.set]
-        for option, keys in command.NAMED_SETTINGS.items():
-            if getattr(args, option) is not None:
-                chosen += [(key, getattr(args, option)) for key in keys]
+        chosen = command.chosen_settings(args)
         config = command.lab_config(chosen) if chosen else None
         scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
         lab = command.build(scenario_lab, args.topic, args.seed, config)

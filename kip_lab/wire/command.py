@@ -8,6 +8,7 @@ group with its members and, with ``--trace``, writes the trace.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import signal
@@ -70,6 +71,16 @@ def parse_setting(text: str) -> tuple[str, Any]:
         return key.strip(), json.loads(raw)
     except json.JSONDecodeError:
         return key.strip(), raw
+
+
+def chosen_settings(options: argparse.Namespace) -> list[tuple[str, Any]]:
+    """(dotted key, value) for each ``--set KEY=VALUE`` of ``serve``'s parsed ``options``, then
+    for each named option given."""
+    chosen = [parse_setting(text) for text in options.set]
+    for option, keys in NAMED_SETTINGS.items():
+        if getattr(options, option) is not None:
+            chosen += [(key, getattr(options, option)) for key in keys]
+    return chosen
 
 
 def lab_config(settings: list[tuple[str, Any]]) -> LabConfig:
