@@ -7,6 +7,7 @@ members name no server assignor. A config lists names; a coordinator holds the o
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Sequence
 
 from kip_lab.assignors.range import RANGE_ASSIGNOR_NAME, RangeAssignor
@@ -17,7 +18,7 @@ BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
     UNIFORM_ASSIGNOR_NAME: UniformAssignor,
     RANGE_ASSIGNOR_NAME: RangeAssignor,
 }
-DEFAULT_ASSIGNORS = (UNIFORM_ASSIGNOR_NAME, RANGE_ASSIGNOR_NAME)  # Kafka's default, in its order
+DEFAULT_ASSIGNORS = tuple(BUILTIN_ASSIGNORS)  # Kafka's default: every built-in assignor, in this order
 
 
 def assignor_names_problem(names: Sequence[str]) -> str | None:
@@ -25,8 +26,11 @@ def assignor_names_problem(names: Sequence[str]) -> str | None:
     least (the default), and no name twice (members and groups name the assignor they want)."""
     if not names:
         return "at least one server-side assignor is required"
-    if len(set(names)) != len(names):
-        return f"assignor names must be distinct, got {list(names)}"
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return f"assignor names must be distinct: {reprlib.repr(name)} is listed twice"
+        seen.add(name)
     return None
 
 
@@ -35,7 +39,8 @@ def unknown_assignor_problem(names: Sequence[str]) -> str | None:
     unknown = next((name for name in names if name not in BUILTIN_ASSIGNORS), None)
     if unknown is None:
         return None
-    return f"{unknown!r} is not a built-in server assignor; the built-in ones are {', '.join(BUILTIN_ASSIGNORS)}"
+    known = ", ".join(BUILTIN_ASSIGNORS)
+    return f"{reprlib.repr(unknown)} is not a built-in server assignor; the built-in ones are {known}"
 
 
 def builtin_assignors(names: Sequence[str]) -> list[PartitionAssignor]:

@@ -95,7 +95,8 @@ def lab_config(settings: list[tuple[str, Any]]) -> LabConfig:
     except ValidationError as error:
         problem = error.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
-        raise ValueError(f"setting {where}: {problem['msg']} (got {problem.get('input')!r})") from None
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"setting {where}: {message} (got {problem.get('input')!r})") from None
 
 
 def _get(values: dict[str, Any], key: str) -> Any:

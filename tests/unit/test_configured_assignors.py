@@ -51,7 +51,7 @@ def test_the_default_is_kafkas_uniform_then_range():
     ("assignors", "message"),
     [
         ([], "at least one server-side assignor is required"),
-        (["range", "range"], "assignor names must be distinct, got ['range', 'range']"),
+        (["range", "uniform", "range"], "assignor names must be distinct: 'range' is listed twice"),
         (["range", "sticky"], "'sticky' is not a built-in server assignor; the built-in ones are uniform, range"),
         ("range,cooperative-sticky", "'cooperative-sticky' is not a built-in server assignor"),
     ],
