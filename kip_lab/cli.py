@@ -20,6 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from kip_lab.assignors import BUILTIN_ASSIGNORS
 from kip_lab.errors import KipLabError
 from kip_lab.files import write_atomically
 from kip_lab.scenarios import (
@@ -155,6 +156,12 @@ def _parser() -> argparse.ArgumentParser:
     settings.add_argument("--session-timeout-ms", type=int, help="the group coordinator's session timeout (KIP-848)")
     settings.add_argument("--heartbeat-interval-ms", type=int, help="the heartbeat interval it gives members (KIP-848)")
     settings.add_argument("--initial-rebalance-delay-ms", type=int, help="group.initial.rebalance.delay.ms (classic)")
+    settings.add_argument(
+        "--assignors",
+        metavar="NAME,NAME",
+        help="the server assignors offered, the first the default for members naming none "
+        f"(group.consumer.assignors; built in: {', '.join(BUILTIN_ASSIGNORS)})",
+    )
     settings.add_argument("--share-record-lock-duration-ms", type=int, help="group.share.record.lock.duration.ms")
     settings.add_argument("--share-delivery-count-limit", type=int, help="group.share.delivery.count.limit")
     settings.add_argument("--share-auto-offset-reset", choices=["latest", "earliest"], help="share groups' start")
@@ -437,10 +444,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.trace is not None:
         check_output_path(args.trace)  # now, not after the whole session: the trace would be lost
     try:
-        chosen = [command.parse_setting(text) for text in args.set]
-        for option, keys in command.NAMED_SETTINGS.items():
-            if getattr(args, option) is not None:
-                chosen += [(key, getattr(args, option)) for key in keys]
+        chosen = command.chosen_settings(args)
         config = command.lab_config(chosen) if chosen else None
         scenario_lab = None if args.scenario is None else build_lab(_resolve(args.scenario))
         lab = command.build(scenario_lab, args.topic, args.seed, config)

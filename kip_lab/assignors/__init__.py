@@ -1,5 +1,6 @@
 """Server-side partition assignors (KIP-848): the interface and the two built-in assignors."""
 
+from kip_lab.assignors.builtin import BUILTIN_ASSIGNORS, DEFAULT_ASSIGNORS, builtin_assignors
 from kip_lab.assignors.range import RANGE_ASSIGNOR_NAME, RangeAssignor, range_assign
 from kip_lab.assignors.spec import (
     AssignmentSpec,
@@ -17,6 +18,8 @@ from kip_lab.assignors.spec import (
 from kip_lab.assignors.uniform import UNIFORM_ASSIGNOR_NAME, UniformAssignor, uniform_assign
 
 __all__ = [
+    "BUILTIN_ASSIGNORS",
+    "DEFAULT_ASSIGNORS",
     "RANGE_ASSIGNOR_NAME",
     "UNIFORM_ASSIGNOR_NAME",
     "AssignmentSpec",
@@ -32,6 +35,7 @@ __all__ = [
     "TopicMetadata",
     "TopicPartitionsMap",
     "UniformAssignor",
+    "builtin_assignors",
     "range_assign",
     "uniform_assign",
 ]

@@ -5,8 +5,14 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from kip_lab.assignors.builtin import (
+    BUILTIN_ASSIGNORS,
+    DEFAULT_ASSIGNORS,
+    assignor_names_problem,
+    unknown_assignor_problem,
+)
 from kip_lab.contract import Model
 from kip_lab.share.group_config import ShareGroupConfig
 
@@ -34,8 +40,9 @@ class CoordinatorConfig(Model):
     """Every group coordinator setting: ``group.consumer.*`` broker configs (KIP-848 "Broker Configurations"),
     the classic ``group.*`` ones, share groups' ``group.share.*`` (``share``), snake_case, and the fidelity profile.
 
-    ``group.consumer.assignors`` is not a field: the coordinator takes the assignor objects
-    themselves (``GroupCoordinator(..., assignors=[...])``), the first being the default.
+    ``assignors`` (``group.consumer.assignors``) names the built-in server assignors the
+    coordinator offers, the first being the default for members that name none. Assignor
+    objects given to ``GroupCoordinator(..., assignors=[...])`` (a custom assignor) replace it.
 
     ``fidelity`` picks the profile: ``"kafka"`` (default) behaves as Apache Kafka's group
     coordinator does; ``"kip"`` follows the KIP text where Kafka departs from it (each such
@@ -52,6 +59,12 @@ class CoordinatorConfig(Model):
     min_heartbeat_interval_ms: int = Field(5_000, gt=0, description="group.consumer.min.heartbeat.interval.ms")
     max_heartbeat_interval_ms: int = Field(15_000, gt=0, description="group.consumer.max.heartbeat.interval.ms")
     max_size: int = Field(INT32_MAX, gt=0, description="group.consumer.max.size")
+    assignors: tuple[str, ...] = Field(
+        DEFAULT_ASSIGNORS,
+        description="group.consumer.assignors: the server assignors offered, by name "
+        f"({', '.join(BUILTIN_ASSIGNORS)}); the first is the default for a member that names none",
+        json_schema_extra={"items": {"type": "string", "enum": list(BUILTIN_ASSIGNORS)}},
+    )
     offset_metadata_max_bytes: int = Field(4096, ge=0, description="offset.metadata.max.bytes")
     # Assignment batching (Kafka 4.3, KIP-1263): a new target at most once per interval. Kafka's
     # default is 1,000 ms; here 0 (off), the behaviour of the reference commit this Lab follows.
@@ -89,6 +102,22 @@ class CoordinatorConfig(Model):
     # Share groups (KIP-932): membership settings; the record-lock and delivery settings belong
     # to the share-partition leader (``LabConfig.share``).
     share: ShareGroupConfig = Field(default_factory=ShareGroupConfig, description="group.share.* membership configs")
+
+    @field_validator("assignors", mode="before")
+    @classmethod
+    def _comma_separated(cls, names: Any) -> Any:
+        """A text lists names as Kafka's list configs do: ``range,uniform`` (spaces around commas ignored)."""
+        if isinstance(names, str):
+            return [name.strip() for name in names.split(",")] if names.strip() else []
+        return names
+
+    @field_validator("assignors")
+    @classmethod
+    def _known_distinct_assignors(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        problem = unknown_assignor_problem(names) or assignor_names_problem(names)
+        if problem is not None:
+            raise ValueError(problem)
+        return names
 
     @model_validator(mode="after")
     def _bounds(self) -> CoordinatorConfig:

@@ -31,10 +31,10 @@ from kip_lab.assignors import (
     MapOrder,
     PartitionAssignor,
     PartitionAssignorError,
-    RangeAssignor,
     TopicMetadata,
-    UniformAssignor,
 )
+from kip_lab.assignors.builtin import assignor_names_problem, builtin_assignors
+from kip_lab.assignors.java_hash_order import string_key_order
 from kip_lab.cluster import ClusterMetadata
 from kip_lab.contract import LONG_MAX, checked, refuse
 from kip_lab.coordinator.classic import ClassicGroupHandlers
@@ -355,14 +355,11 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
     ) -> None:
         self._config = config or CoordinatorConfig()
         self.cluster = cluster if cluster is not None else ClusterMetadata()
-        chosen: list[PartitionAssignor] = (
-            list(assignors) if assignors is not None else [UniformAssignor(), RangeAssignor()]
-        )
-        if not chosen:
-            raise refuse("GroupCoordinator", "assignors", "at least one server-side assignor is required")
-        names = [a.name for a in chosen]
-        if len(set(names)) != len(names):
-            raise refuse("GroupCoordinator", "assignors", f"assignor names must be distinct, got {names}")
+        # Assignor objects given here (a custom assignor) win over the names in the config.
+        chosen = list(assignors) if assignors is not None else builtin_assignors(self._config.assignors)
+        problem = assignor_names_problem([a.name for a in chosen])
+        if problem is not None:
+            raise refuse("GroupCoordinator", "assignors", problem)
         self.assignors: dict[str, PartitionAssignor] = {a.name: a for a in chosen}
         self.scheduler = scheduler if scheduler is not None else Scheduler()
         self.log = log if log is not None else PartitionLog()
@@ -985,6 +982,10 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
 
         return max(votes.items(), key=rank)[0]
 
+    def _supported_assignors(self) -> str:
+        """The configured names as Kafka's messages list them: its name-to-assignor ``HashMap``'s order."""
+        return ", ".join(string_key_order(self.assignors))
+
     def _server_assignor(self, subscriptions: SubscriptionCounts) -> PartitionAssignor:
         """The preferred assignor; UNKNOWN_SERVER_ERROR when this coordinator does not have it."""
         name = self._preferred_server_assignor(subscriptions)
@@ -992,7 +993,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             raise ApiError(
                 Errors.UNKNOWN_SERVER_ERROR,
                 f"The group's preferred server assignor {name} is not configured. "
-                f"Supported assignors: {', '.join(self.assignors)}.",
+                f"Supported assignors: {self._supported_assignors()}.",
             )
         return self.assignors[name]
 
@@ -1101,7 +1102,7 @@ class GroupCoordinator(ClientSideAssignment, ClassicGroupHandlers, OnlineMigrati
             raise ApiError(
                 Errors.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {r.server_assignor} is not supported. "
-                f"Supported assignors: {', '.join(self.assignors)}.",
+                f"Supported assignors: {self._supported_assignors()}.",
             )
 
     def _heartbeat(

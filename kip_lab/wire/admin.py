@@ -66,8 +66,15 @@ def kafka_settings(config: BaseModel) -> dict[str, str]:
             continue
         match = KAFKA_CONFIG_NAME.match(info.description or "")
         if match and match.group() not in found:
-            found[match.group()] = str(value.value if hasattr(value, "value") else value).lower()
+            found[match.group()] = _config_text(value)
     return found
+
+
+def _config_text(value: Any) -> str:
+    """A setting as Kafka's DescribeConfigs writes it: ``true``, ``bidirectional``, a list as ``uniform,range``."""
+    if isinstance(value, tuple | list):
+        return ",".join(map(_config_text, value))
+    return str(value.value if hasattr(value, "value") else value).lower()
 
 
 class AdminHandlers:

@@ -8,6 +8,7 @@ group with its members and, with ``--trace``, writes the trace.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import logging
@@ -48,6 +49,7 @@ NAMED_SETTINGS: dict[str, tuple[str, ...]] = {
     "session_timeout_ms": ("coordinator.session_timeout_ms",),
     "heartbeat_interval_ms": ("coordinator.heartbeat_interval_ms",),
     "initial_rebalance_delay_ms": ("coordinator.initial_rebalance_delay_ms",),
+    "assignors": ("coordinator.assignors",),
     "share_record_lock_duration_ms": ("share.record_lock_duration_ms",),
     "share_delivery_count_limit": ("share.delivery_count_limit",),
     "share_auto_offset_reset": ("share.auto_offset_reset",),
@@ -74,6 +76,16 @@ def parse_setting(text: str) -> tuple[str, Any]:
         return key.strip(), raw
 
 
+def chosen_settings(options: argparse.Namespace) -> list[tuple[str, Any]]:
+    """(dotted key, value) for each ``--set KEY=VALUE`` of ``serve``'s parsed ``options``, then
+    for each named option given."""
+    chosen = [parse_setting(text) for text in options.set]
+    for option, keys in NAMED_SETTINGS.items():
+        if getattr(options, option) is not None:
+            chosen += [(key, getattr(options, option)) for key in keys]
+    return chosen
+
+
 def lab_config(settings: list[tuple[str, Any]]) -> LabConfig:
     """The Lab's config with ``settings`` ((dotted key, value)) applied, validated as a whole."""
     values = LabConfig().model_dump()
@@ -86,7 +98,8 @@ def lab_config(settings: list[tuple[str, Any]]) -> LabConfig:
     except ValidationError as error:
         problem = error.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
-        raise ValueError(f"setting {where}: {problem['msg']} (got {problem.get('input')!r})") from None
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        raise ValueError(f"setting {where}: {message} (got {problem.get('input')!r})") from None
 
 
 def _get(values: dict[str, Any], key: str) -> Any:

@@ -82,6 +82,8 @@ def test_serve_on_a_port_in_use_exits_2(capsys):
         (["--session-timeout-ms", "0"], "coordinator.session_timeout_ms: Input should be greater than 0"),
         (["--set", "brokers.x=1"], "brokers is a value, not a group of settings"),
         (["basic", "--fidelity", "kip"], "settings (--set and the named options) apply to an empty Lab"),
+        (["--assignors", "range,sticky"], "'sticky' is not a built-in server assignor; the built-in ones are"),
+        (["--set", "coordinator.assignors=[]"], "at least one server-side assignor is required"),
     ],
 )
 def test_serve_refuses_a_bad_setting_naming_it(arguments, message, capsys):
@@ -105,12 +107,31 @@ def test_named_options_and_set_make_the_labs_config():
     assert config.coordinator.fidelity == config.share.fidelity == "kip"
 
 
+@pytest.mark.parametrize(
+    "arguments", [["--assignors", "range,uniform"], ["--set", 'coordinator.assignors=["range","uniform"]']]
+)
+def test_the_assignors_are_set_by_name_or_by_their_dotted_key(arguments):
+    """``--assignors`` takes Kafka's comma-separated form; ``--set`` a JSON list as well."""
+    from kip_lab.cli import _parser
+    from kip_lab.wire.command import chosen_settings, lab_config
+
+    chosen = chosen_settings(_parser().parse_args(["serve", *arguments]))
+    assert lab_config(chosen).coordinator.assignors == ("range", "uniform")
+
+
 def test_serve_with_a_setting_describes_it_to_an_admin_client():
-    """``--set`` reaches the running Lab: DescribeConfigs reads the session timeout back."""
+    """``--set`` and the named options reach the running Lab: DescribeConfigs reads them back."""
     from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 
     process, port = serve_process(
-        "--duration", "20", "--set", "coordinator.session_timeout_ms=10000", "--heartbeat-interval-ms", "2000"
+        "--duration",
+        "20",
+        "--set",
+        "coordinator.session_timeout_ms=10000",
+        "--heartbeat-interval-ms",
+        "2000",
+        "--assignors",
+        "range, uniform",
     )
     try:
         resource = DescribeConfigsResource(resource_type=4, resource_name="0", configuration_keys=None)
@@ -123,6 +144,40 @@ def test_serve_with_a_setting_describes_it_to_an_admin_client():
     assert configs["group.consumer.session.timeout.ms"] == "10000"
     assert configs["group.consumer.min.session.timeout.ms"] == "10000"
     assert configs["group.consumer.heartbeat.interval.ms"] == "2000"
+    assert configs["group.consumer.assignors"] == "range,uniform"  # a list config, as Kafka writes one
+
+
+def test_serve_assignors_decide_what_real_kip848_consumers_receive():
+    """``--assignors range``: two librdkafka KIP-848 consumers naming no server assignor
+    (``group.remote.assignor`` unset) get range's co-partitioned split of two 3-partition topics,
+    4 and 2 partitions, where the default (uniform) gives 3 and 3; one naming ``uniform``, which
+    this broker does not offer, is refused with UNSUPPORTED_ASSIGNOR, as Kafka refuses it."""
+    pytest.importorskip("confluent_kafka", reason="needs confluent-kafka (the test extra)")
+    from tests.wire_support import ConsumerProcess, wait_until
+
+    process, port = serve_process(
+        "--topic", "foo:3", "--topic", "bar:3", "--assignors", "range", "--heartbeat-interval-ms", "500"
+    )
+    base = {"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g", "group.protocol": "consumer"}
+    consumers = [ConsumerProcess({**base, "client.id": name}, ["foo", "bar"]) for name in ("c1", "c2")]
+    refused = ConsumerProcess({**base, "group.id": "u", "group.remote.assignor": "uniform"}, ["foo"])
+    try:
+
+        def split() -> list[list[tuple[str, int]]] | None:
+            owned = sorted((consumer.assignment() for consumer in consumers), key=len)
+            both = all(owned) and sum(map(len, owned)) == len(set().union(*owned)) == 6
+            return owned if both else None  # both hold their targets: no partition moves any more
+
+        assert wait_until(split, 15, "c1 and c2 to share foo and bar") == [
+            [("bar", 2), ("foo", 2)],
+            [("bar", 0), ("bar", 1), ("foo", 0), ("foo", 1)],
+        ]
+        errors = wait_until(lambda: [e["error"] for e in refused.events if e["event"] == "error"], 10, "the refusal")
+        assert "The assignor or its version range is not supported by the consumer group" in errors[0], errors
+    finally:
+        for consumer in [*consumers, refused]:
+            consumer.kill()
+        process.kill()
 
 
 def test_serving_freezes_what_survives_out_of_the_collectors_sight():
