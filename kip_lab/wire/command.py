@@ -9,23 +9,21 @@ group with its members and, with ``--trace``, writes the trace.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from kip_lab.lab.lab import Lab, LabConfig
+from kip_lab.runtime.collector import serve_until
 from kip_lab.wire.server import serve
 
 OK, INVALID = 0, 2
-HISTORY_FREEZE_S = 0.25  # how often the serving process moves what survived out of the collector's sight
 
 
 def parse_topic(text: str) -> tuple[str, int]:
@@ -156,7 +154,7 @@ def run(lab: Lab, *, host: str, port: int, duration_s: float | None, trace: Path
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        serve_until(stop, duration_s)
+        serve_until(stop, duration_s)  # the process only serves: its collections go on a clock
     finally:
         signal.signal(signal.SIGINT, previous)
         server.stop()
@@ -165,27 +163,6 @@ def run(lab: Lab, *, host: str, port: int, duration_s: float | None, trace: Path
         lab.trace.save_jsonl(trace)
         print(f"trace: {len(lab.trace)} events written to {trace}")
     return OK
-
-
-def serve_until(stop: threading.Event, duration_s: float | None) -> None:
-    """Wait until ``stop`` is set or ``duration_s`` has passed, keeping the Lab's history out of
-    Python's cyclic garbage collector meanwhile.
-
-    The Lab keeps every step it has taken (time travel), so its history only grows: each full
-    collection would scan all of it again, and under load that is a third of the server's CPU.
-    Every ``HISTORY_FREEZE_S`` the objects made since the last time are collected (the frozen
-    ones are not scanned) and what survives is frozen (``gc.freeze``): never scanned again. The
-    price, small in a process that only serves: a reference cycle that becomes garbage once
-    frozen stays in memory until the process ends."""
-    gc.collect()
-    gc.freeze()  # what starting made: imported modules, the Lab as built
-    deadline = None if duration_s is None else time.monotonic() + duration_s
-    while True:
-        wait = HISTORY_FREEZE_S if deadline is None else min(HISTORY_FREEZE_S, deadline - time.monotonic())
-        if wait <= 0 or stop.wait(wait):
-            return
-        gc.collect()
-        gc.freeze()
 
 
 def summary(lab: Lab) -> str:

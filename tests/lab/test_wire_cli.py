@@ -178,32 +178,3 @@ def test_serve_assignors_decide_what_real_kip848_consumers_receive():
         for consumer in [*consumers, refused]:
             consumer.kill()
         process.kill()
-
-
-def test_serving_freezes_what_survives_out_of_the_collectors_sight():
-    """``kip-lab serve`` waits in ``serve_until``: it returns at the deadline or at once when
-    stopped, and meanwhile freezes what survives (the Lab's history) at each tick, so Python's
-    collector does not scan it again and again."""
-    import gc
-    import threading
-    import time
-
-    from kip_lab.wire import command
-
-    gc.unfreeze()
-    try:
-        started = time.monotonic()
-        command.serve_until(threading.Event(), 3 * command.HISTORY_FREEZE_S)
-        assert 3 * command.HISTORY_FREEZE_S <= time.monotonic() - started < 3 * command.HISTORY_FREEZE_S + 2
-        assert gc.get_freeze_count() > 0
-        history = [[n] for n in range(10_000)]  # made while serving: frozen at the next tick
-        frozen = gc.get_freeze_count()
-        command.serve_until(threading.Event(), 2 * command.HISTORY_FREEZE_S)
-        assert gc.get_freeze_count() >= frozen + len(history)
-        stop = threading.Event()
-        stop.set()
-        started = time.monotonic()
-        command.serve_until(stop, 60)
-        assert time.monotonic() - started < 2
-    finally:
-        gc.unfreeze()

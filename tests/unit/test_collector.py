@@ -1,12 +1,15 @@
-"""``collector_paused``: the one place the cyclic garbage collector is held off during bulk work."""
+"""The one place the cyclic garbage collector is steered: held off during bulk work
+(``collector_paused``), run on a clock while a process serves (``serve_until``)."""
 
 from __future__ import annotations
 
 import gc
+import threading
+import time
 
 import pytest
 
-from kip_lab.runtime.collector import collector_paused
+from kip_lab.runtime.collector import HISTORY_FREEZE_S, collector_paused, serve_until
 
 
 def test_blocks_nest_and_the_collector_comes_back_as_it_was() -> None:
@@ -44,3 +47,29 @@ def test_a_paused_collector_stays_paused_afterwards() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_serving_collects_on_a_clock_and_freezes_what_survives() -> None:
+    """``serve_until`` returns at the deadline, or at once when stopped; meanwhile automatic
+    collection is off and what was made is frozen at each tick (never scanned again); the
+    collector is back as it was afterwards."""
+    enabled_while_serving = []
+    gc.unfreeze()
+    try:
+        started = time.monotonic()
+        threading.Timer(HISTORY_FREEZE_S / 2, lambda: enabled_while_serving.append(gc.isenabled())).start()
+        serve_until(threading.Event(), 3 * HISTORY_FREEZE_S)
+        assert 3 * HISTORY_FREEZE_S <= time.monotonic() - started < 3 * HISTORY_FREEZE_S + 2
+        assert enabled_while_serving == [False]
+        assert gc.isenabled()
+        history = [[n] for n in range(10_000)]  # made while serving: frozen at the next tick
+        frozen = gc.get_freeze_count()
+        serve_until(threading.Event(), 2 * HISTORY_FREEZE_S)
+        assert gc.get_freeze_count() >= frozen + len(history)
+        stop = threading.Event()
+        stop.set()
+        started = time.monotonic()
+        serve_until(stop, 60)
+        assert time.monotonic() - started < 2
+    finally:
+        gc.unfreeze()
