@@ -411,20 +411,29 @@ class CallbackCompleted(Event):
 @dataclass(frozen=True, slots=True, eq=False)
 class ActionApplied(Event):
     """A setup or scripted action (add a consumer, create a topic, send a request): its fields,
-    as JSON, with its name under ``"action"``."""
+    as JSON, with its name under ``"action"``. Like a message's body, they are dumped from the
+    action only when read: a served run applies an action for every request of a real client."""
 
     kind = EventKind.ACTION_APPLIED
-    fields: dict[str, Any]
+    action: Any  # the action model (frozen), or its fields read from a file
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The action's fields, as JSON."""
+        action = self.action
+        return action if isinstance(action, dict) else action.model_dump(mode="json")
 
     @property
     def name(self) -> str:
         """The action's name (``add_consumer``, ``crash``, ...)."""
-        return str(self.fields.get("action", "?"))
+        action = self.action
+        return str(action.get("action", "?") if isinstance(action, dict) else action.action)
 
     @property
     def member(self) -> str | None:
         """The member the action is about, if any."""
-        return self.fields.get("member")
+        action = self.action
+        return action.get("member") if isinstance(action, dict) else getattr(action, "member", None)
 
     def to_payload(self) -> dict[str, Any]:
         return self.fields

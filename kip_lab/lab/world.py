@@ -235,7 +235,7 @@ class World:
         from kip_lab.lab import actions as a
 
         kind = FaultInjected if isinstance(action, a.FAULTS) and self.clients else ActionApplied
-        self.emit("lab", kind(action.model_dump(mode="json")))
+        self.emit("lab", kind(action))
         handler = a.handler_for(_action_handlers(), action)
         if handler is None:
             raise TypeError(f"unknown action {action!r}")
