@@ -277,6 +277,11 @@ class Lab:
             raise refuse(
                 "Lab.apply", "action", f"an action of kip_lab.lab.actions (Crash, CreateTopic, ...), not {action!r:.60}"
             )
+        return self._apply(action)
+
+    def _apply(self, action: a.LabAction) -> list[TraceEvent]:
+        """``apply`` for kip_lab's own drivers (the wire front door, its real-time clock), whose
+        actions are built by kip_lab: a served run applies one for every request of a real client."""
         future = None
         if self.step_count < self.horizon:
             future = (self._applied, self._snapshots, self.horizon, self._ahead)

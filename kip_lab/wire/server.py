@@ -296,7 +296,7 @@ class WireServer:
         running = self._serving()
         running.clock.advance()
         broker = connection.broker
-        self.lab.apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
+        self.lab._apply(WireRequest(member=actor, api=api, body={"broker": broker, "request": request}))
         client = self.lab.world.clients[actor]
         answer = running.loop.create_future()
         deadline = running.loop.time() + NO_ANSWER_TIMEOUT_S
