@@ -350,7 +350,7 @@ FAULTS = (
 Handler = TypeVar("Handler")
 
 
-def handler_for(handlers: Mapping[type, Handler], action: Any) -> Handler | None:
-    """The handler registered for the action's class, or for its nearest base class (a real client's
+def handler_for(handlers: Mapping[type, Handler], kind: type) -> Handler | None:
+    """The handler registered for an action class, or for its nearest base class (a real client's
     ``WireRequest`` is a ``ClientRequest``); ``None`` when there is none."""
-    return next((handlers[cls] for cls in type(action).__mro__ if cls in handlers), None)
+    return next((handlers[cls] for cls in kind.__mro__ if cls in handlers), None)

@@ -167,7 +167,7 @@ class ShareWorld:
         """Carry out one share action (KIP-932); what each kind does: ``_share_action_handlers``."""
         from kip_lab.lab import actions as a
 
-        handler = a.handler_for(_share_action_handlers(), action)
+        handler = a.handler_for(_share_action_handlers(), type(action))
         if handler is None:
             raise TypeError(f"not a share action: {action!r}")
         handler(self, action)

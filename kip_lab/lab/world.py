@@ -232,13 +232,8 @@ class World:
 
     def perform(self, action: Any) -> None:
         """Carry out one action on this world and record it in the trace (what each kind does: ``_action_handlers``)."""
-        from kip_lab.lab import actions as a
-
-        kind = FaultInjected if isinstance(action, a.FAULTS) and self.clients else ActionApplied
-        self.emit("lab", kind(action))
-        handler = a.handler_for(_action_handlers(), action)
-        if handler is None:
-            raise TypeError(f"unknown action {action!r}")
+        fault, handler = _performing(action.__class__)
+        self.emit("lab", FaultInjected(action) if fault and self.clients else ActionApplied(action))
         handler(self, action)
 
     def _advance_clock(self, action: Any) -> None:
@@ -388,6 +383,17 @@ def _action_handlers() -> dict[type, Callable[[World, Any], object]]:
     for share_action in a.SHARE_ACTIONS:
         handlers[share_action] = lambda world, action: world.share.perform(action)
     return handlers
+
+
+@cache
+def _performing(kind: type) -> tuple[bool, Callable[[World, Any], object]]:
+    """Whether an action class is a fault, and its handler (``_action_handlers``): looked up once a class."""
+    from kip_lab.lab import actions as a
+
+    handler = a.handler_for(_action_handlers(), kind)
+    if handler is None:
+        raise TypeError(f"unknown action {kind.__name__}")
+    return issubclass(kind, a.FAULTS), handler
 
 
 class ScheduledActions:
