@@ -13,9 +13,8 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, NamedTuple, TypeVar, overload
 
 from kip_lab.contract import checked, refuse
 from kip_lab.errors import KipLabError
@@ -40,10 +39,10 @@ class TraceFileError(KipLabError, ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class TraceEvent(Generic[E]):
+class TraceEvent(NamedTuple, Generic[E]):
     """One event: when it happened (``step``, ``time_ms``), who did it (``actor``: a member, a
-    broker, the network, the lab) and what happened (``body``)."""
+    broker, the network, the lab) and what happened (``body``). A NamedTuple: a run builds one for
+    every event, and a NamedTuple is built about three times as fast as a frozen dataclass."""
 
     step: int
     time_ms: int
