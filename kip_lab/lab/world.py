@@ -135,10 +135,13 @@ class Broker:
 _key_of = attrgetter("key")
 
 
+_ERROR_NAMES = {error: error.name for error in Errors}  # an error code (int or Errors) -> its name
+
+
 def _error_name(response: Any) -> str | None:
-    """The name of a response's error code, when it has one."""
+    """The name of a response's error code, when it has one (every handler result's event names it)."""
     error = getattr(response, "error_code", None)
-    return None if error is None else Errors(error).name
+    return None if error is None else _ERROR_NAMES[error]
 
 
 class World:
