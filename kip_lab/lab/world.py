@@ -21,6 +21,7 @@ from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoord
 from kip_lab.errors import UnknownName
 from kip_lab.events import ActionApplied, Event, FaultInjected, HandlerResult, TimerFired
 from kip_lab.lab.network import Envelope, LinkConfig, Network
+from kip_lab.lab.scripted import RequestingClient, ScriptedClient
 from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
 from kip_lab.protocol import Errors
 from kip_lab.protocol.classic_group import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
@@ -329,8 +330,6 @@ class World:
             raise UnknownName(f"no member named {name!r}; members: {sorted(self.clients)}") from None
 
     def scripted(self, name: str, kind: type | None = None) -> Any:
-        from kip_lab.lab.scripted import RequestingClient, ScriptedClient
-
         client = self.clients.get(name)
         if client is None:
             client = self.clients[name] = (kind or ScriptedClient)(name, self)
