@@ -162,10 +162,11 @@ def request_rate(connections: int, duration_s: int, api: str, target: float = 0)
     of its own, as a user runs them. Each connection is a KIP-848 member for heartbeats (one
     partition each: they join, acknowledge and heartbeat).
 
-    Three rows: the rate over the whole run (the 200 joins included), the rate once they are done
-    (the run's second half), and the requests answered per CPU-second of the server's process.
-    On a machine shared with other work the rates follow the CPU the server got; the last is its
-    capacity. The server must end with every invariant held."""
+    Four rows: the rate over the whole run (the 200 joins included), the rate once they are done
+    (the run's second half), the requests answered per CPU-second of the server's process, and
+    the server's peak memory (the Lab keeps every step it took). On a machine shared with other
+    work the rates follow the CPU the server got; the third is its capacity. The server must end
+    with every invariant held."""
     import json
     import signal
 
@@ -185,6 +186,7 @@ def request_rate(connections: int, duration_s: int, api: str, target: float = 0)
             cwd=root,
         )
         cpu = _process_cpu_seconds(server.pid) - cpu_before
+        peak_mib = _peak_memory_mib(server.pid)
         server.send_signal(signal.SIGINT)
         summary, _ = server.communicate(timeout=60)
     finally:
@@ -203,6 +205,7 @@ def request_rate(connections: int, duration_s: int, api: str, target: float = 0)
         WireRow(f"{label}, whole run)", rate, "req/s", ok),
         WireRow(f"{label}, second half{target_text}", steady, "req/s", ok and steady >= target),
         WireRow(f"{api} per server CPU-second ({connections} connections)", measured["answers"] / cpu, "req", ok),
+        WireRow(f"{api}: server peak memory ({measured['answers']:,} answered)", peak_mib, "MiB", ok),
     ]
 
 
@@ -213,6 +216,14 @@ def _bootstrap_port(server: subprocess.Popen) -> int:
         if "bootstrap.servers=" in line:
             return int(line.split("bootstrap.servers=")[1].split()[0].rsplit(":", 1)[1])
     raise RuntimeError(f"kip-lab serve stopped before it listened (exit {server.wait()})")
+
+
+def _peak_memory_mib(pid: int) -> float:
+    """The most memory process ``pid`` has held (its peak resident set), from Linux's /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM in /proc/{pid}/status")
 
 
 def _process_cpu_seconds(pid: int) -> float:

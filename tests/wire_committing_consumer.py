@@ -5,8 +5,10 @@
 (auto-commit off). The child polls a batch, reports each record, processes the batch for
 ``pause_s``, then commits it synchronously and reports the outcome (``committed``, or an
 ``error``): a test that kills it mid-way most likely kills it with one batch processed but not
-committed. Events arrive as ``ConsumerProcess`` events do (``record``, ``assigned``,
-``revoked``, ``committed``, ``error``, ``closed``).
+committed. After ``hold()`` it never commits again: the next batch it reads stays processed
+and uncommitted until it is killed, for a test that needs exactly that. Events arrive as
+``ConsumerProcess`` events do (``record``, ``assigned``, ``revoked``, ``committed``, ``error``,
+``closed``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class CommittingConsumer(ConsumerProcess):
         self._reader = threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True)
         self._reader.start()
 
+    def hold(self) -> None:
+        """From the next batch on, process and never commit (until killed)."""
+        self._stdin.write("hold\n")
+        self._stdin.flush()
+
     def refused_records(self) -> set[tuple[int, int]]:
         """(partition, offset) of every batch whose commit was refused: its records are the next
         owner's to read again, as from Kafka (a commit refused during a rebalance is not retried)."""
@@ -56,7 +63,18 @@ class CommittingConsumer(ConsumerProcess):
         return refused
 
 
-def _confluent(config: dict[str, Any], topics: list[str], pause_s: float, stop: threading.Event) -> None:
+def _hold_or_pause(pause_s: float, hold: threading.Event, stop: threading.Event) -> bool:
+    """Process a batch: ``pause_s``, or until stopped once held; whether to commit it after."""
+    if hold.is_set():
+        stop.wait()
+        return False
+    time.sleep(pause_s)
+    return True
+
+
+def _confluent(
+    config: dict[str, Any], topics: list[str], pause_s: float, hold: threading.Event, stop: threading.Event
+) -> None:
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer({**config, "enable.auto.commit": False})
@@ -69,8 +87,7 @@ def _confluent(config: dict[str, Any], topics: list[str], pause_s: float, stop: 
         batch = [m for m in consumer.consume(num_messages=BATCH, timeout=0.2) if not m.error()]
         for m in batch:
             emit("record", topic=m.topic(), partition=m.partition(), offset=m.offset())
-        if batch:
-            time.sleep(pause_s)
+        if batch and _hold_or_pause(pause_s, hold, stop):
             try:
                 consumer.commit(asynchronous=False)
                 emit("committed")
@@ -79,7 +96,9 @@ def _confluent(config: dict[str, Any], topics: list[str], pause_s: float, stop: 
     consumer.close()
 
 
-def _kafka_python(config: dict[str, Any], topics: list[str], pause_s: float, stop: threading.Event) -> None:
+def _kafka_python(
+    config: dict[str, Any], topics: list[str], pause_s: float, hold: threading.Event, stop: threading.Event
+) -> None:
     import kafka
     from kafka.errors import KafkaError
 
@@ -102,8 +121,7 @@ def _kafka_python(config: dict[str, Any], topics: list[str], pause_s: float, sto
         batch = [m for records in consumer.poll(timeout_ms=200, max_records=BATCH).values() for m in records]
         for m in batch:
             emit("record", topic=m.topic, partition=m.partition, offset=m.offset)
-        if batch:
-            time.sleep(pause_s)
+        if batch and _hold_or_pause(pause_s, hold, stop):
             try:
                 consumer.commit()
                 emit("committed")
@@ -114,10 +132,17 @@ def _kafka_python(config: dict[str, Any], topics: list[str], pause_s: float, sto
 
 def main() -> None:
     client, config, pause_s, *topics = sys.argv[1:]
-    stop = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    hold, stop = threading.Event(), threading.Event()
+
+    def read_commands() -> None:
+        for line in sys.stdin:  # "hold"; the end of input stops
+            if line.strip() == "hold":
+                hold.set()
+        stop.set()
+
+    threading.Thread(target=read_commands, daemon=True).start()
     consume = {"confluent": _confluent, "kafka-python": _kafka_python}[client]
-    consume(json.loads(config), topics, float(pause_s), stop)
+    consume(json.loads(config), topics, float(pause_s), hold, stop)
     emit("closed")
 
 

@@ -31,7 +31,7 @@ What is observed, and so what these events can say:
 
 A real client's own steps between messages (its callbacks) are not on the wire either, and a
 client killed without leaving is seen only when its session expires at the coordinator: until
-then its member counts as it was last seen.
+then its member counts as it was last seen, and from then on as gone (``observe_removal``).
 """
 
 from __future__ import annotations
@@ -263,17 +263,30 @@ class ObservingClient(RequestingClient):
         epoch (generation) and, for KIP-848, the partitions it owns."""
         if self.state in GONE or self.config is None:
             return True
-        coordinator = world.coordinator
+        held = self._held_at(world.coordinator)
+        if held is None:
+            return self.state not in STILL_JOINING  # removed at the coordinator: gone
+        if self.protocol == "classic":
+            return self.state == "STABLE" and held.generation_id == self.member_epoch
+        assigned = {(t, p) for t, parts in held.assigned.items() for p in parts}
+        return self.state == "STABLE" and held.member_epoch == self.member_epoch and assigned == set(self.acknowledged)
+
+    def observe_removal(self, coordinator: Any) -> None:
+        """After a coordinator timer (a session or rebalance timeout): a member the coordinator no
+        longer holds is drawn gone, owning nothing — a real client killed without leaving, or cut
+        off for longer than its session. If it is alive, its next request finds out, as it would."""
+        if self.config is None or self.member_id is None or self.state in (*GONE, *STILL_JOINING):
+            return
+        if self._held_at(coordinator) is None:
+            self._own(())
+            self._move("UNSUBSCRIBED", "removed by the coordinator: no heartbeat within its timeout")
+
+    def _held_at(self, coordinator: Any) -> Any:
+        """What the coordinator holds for this member: its KIP-848 member, or its classic group
+        (whose generation it is at); None when the coordinator does not hold it."""
+        assert self.config is not None
         if self.protocol == "classic":
             group = coordinator.classic_groups.get(self.config.group_id)
-            if group is None or self.member_id not in group.members:
-                return self.state not in STILL_JOINING  # removed at the coordinator: gone
-            return self.state == "STABLE" and group.generation_id == self.member_epoch
+            return group if group is not None and self.member_id in group.members else None
         group = coordinator.groups.get(self.config.group_id)
-        member = group.members.get(self.member_id) if group else None
-        if member is None:
-            return self.state not in STILL_JOINING  # removed at the coordinator: gone
-        assigned = {(t, p) for t, parts in member.assigned.items() for p in parts}
-        return (
-            self.state == "STABLE" and member.member_epoch == self.member_epoch and assigned == set(self.acknowledged)
-        )
+        return group.members.get(self.member_id) if group is not None else None

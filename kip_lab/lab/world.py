@@ -21,6 +21,7 @@ from kip_lab.coordinator import CoordinatorConfig, CoordinatorResult, GroupCoord
 from kip_lab.errors import UnknownName
 from kip_lab.events import ActionApplied, Event, FaultInjected, HandlerResult, TimerFired
 from kip_lab.lab.network import Envelope, LinkConfig, Network
+from kip_lab.lab.observed import ObservingClient
 from kip_lab.lab.scripted import RequestingClient, ScriptedClient
 from kip_lab.lab.share_world import SHARE_LEADER_APIS, ShareWorld
 from kip_lab.protocol import Errors
@@ -322,6 +323,10 @@ class World:
         if isinstance(fired.owner, GroupCoordinator):
             self.emit("coordinator", TimerFired(cast(tuple, fired.key)))  # a tuple key
             self.emit_result(self.coordinator_host, fired.result, "timer")
+            if fired.result.batches:  # it may have removed a member: a real one is then drawn gone
+                for client in self.clients.values():
+                    if isinstance(client, ObservingClient):
+                        client.observe_removal(fired.owner)
 
     def client(self, name: str) -> Any:
         try:

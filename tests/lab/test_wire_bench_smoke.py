@@ -21,9 +21,11 @@ def test_quick_wire_benchmark_passes_its_checks(capsys):
         "heartbeats/s",
         "heartbeats/s",
         "heartbeats per server CPU-second",
+        "heartbeats: server peak memory",
         "metadata/s",
         "metadata/s",
         "metadata per server CPU-second",
+        "metadata: server peak memory",
     ]
     assert all(row.value > 0 for row in rows)
 

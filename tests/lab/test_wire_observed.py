@@ -109,3 +109,48 @@ def test_a_real_members_commits_are_ledger_events():
             wait_until(lambda: server.call(committed_to_end), 30, "commits of both partitions to offset 10")
         finally:
             consumer.close()
+
+
+@pytest.mark.slow
+def test_a_real_member_killed_without_leaving_is_drawn_gone_once_its_session_expires():
+    """SIGKILL: no leave reaches the Lab. Until its session expires at the coordinator the member
+    is drawn as last seen (STABLE); then the coordinator removes it and it is drawn gone
+    (UNSUBSCRIBED, owning nothing), and the Lab is stable with the one left."""
+    lab = Lab(seed=9, config=LabConfig(coordinator=FAST))
+    lab.create_topic("orders", 4, produce_rate_per_s=0)
+    with serve(lab) as server:
+        base = {
+            "bootstrap.servers": server.bootstrap_servers,
+            "group.id": "g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+        members = {name: ConsumerProcess({**base, "client.id": name}, ["orders"]) for name in ("c1", "c2")}
+        try:
+
+            def both_stable(lab) -> bool:
+                clients = [lab.world.clients.get(name) for name in members]
+                return lab.is_stable() and all(c is not None and c.state == "STABLE" for c in clients)
+
+            wait_until(lambda: server.call(both_stable), 60, "both real members stable")
+            members["c1"].kill()
+            killed_at = server.call(lambda lab: lab.now)
+            wait_until(
+                lambda: server.call(lambda lab: lab.world.clients["c1"].state == "UNSUBSCRIBED"),
+                FAST.session_timeout_ms / 1000 + 20,
+                "c1 drawn gone",
+            )
+            wait_until(
+                lambda: server.call(lambda lab: lab.is_stable() and len(lab.world.clients["c2"].acknowledged) == 4),
+                30,
+                "c2 alone, owning every partition",
+            )
+        finally:
+            for member in members.values():
+                member.kill()
+    gone = [t for t in observed(lab, "c1", StateTransition) if t.to_state == "UNSUBSCRIBED"]
+    assert [t.from_state for t in gone] == ["STABLE"]
+    assert gone[0].trigger == "removed by the coordinator: no heartbeat within its timeout"
+    moved = next(e for e in lab.trace.of_type(StateTransition) if e.actor == "c1" and e.body.to_state == "UNSUBSCRIBED")
+    assert moved.time_ms - killed_at >= FAST.session_timeout_ms - 1_000  # not before its session could expire
+    assert observed(lab, "c1", AssignmentChanged)[-1].owned == ()
