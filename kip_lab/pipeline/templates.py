@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kip_lab.assignors import BUILTIN_ASSIGNORS
 from kip_lab.coordinator import CoordinatorConfig
 from kip_lab.lab.actions import MAX_PARTITIONS, MAX_RECORDS
 from kip_lab.scenarios import Scenario
@@ -59,7 +60,7 @@ def _classic_member(params: GroupParams, assignor: str) -> dict[str, Any]:
 PROTOCOLS: dict[str, Protocol] = {
     p.name: p
     for p in (
-        Protocol("consumer", ("uniform", "range"), _consumer_member, "KIP-848: server-side assignor, heartbeats"),
+        Protocol("consumer", tuple(BUILTIN_ASSIGNORS), _consumer_member, "KIP-848: server-side assignor, heartbeats"),
         Protocol("eager", ("range", "roundrobin", "sticky"), _classic_member, "classic, eager: all revoke, rejoin"),
         Protocol("cooperative", ("cooperative-sticky",), _classic_member, "classic, cooperative (KIP-429)"),
     )

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from kip_lab.assignors import BUILTIN_ASSIGNORS
 from kip_lab.assignors.client import client_assignor
 from kip_lab.contract import checked
 from kip_lab.coordinator import CoordinatorConfig
@@ -44,7 +45,7 @@ from kip_lab.errors import KipLabError
 from kip_lab.lab.actions import MAX_PARTITIONS
 from kip_lab.scenarios.model import MAX_MEMBERS, FieldError, Scenario
 
-SERVER_ASSIGNORS = ("uniform", "range")  # the coordinator's, for protocol: consumer
+SERVER_ASSIGNORS = tuple(BUILTIN_ASSIGNORS)  # the coordinator's, for protocol: consumer
 DEFAULT_CLASSIC_ASSIGNOR = "cooperative-sticky"
 
 
