@@ -323,10 +323,9 @@ class World:
         if isinstance(fired.owner, GroupCoordinator):
             self.emit("coordinator", TimerFired(cast(tuple, fired.key)))  # a tuple key
             self.emit_result(self.coordinator_host, fired.result, "timer")
-            if fired.result.batches:  # it may have removed a member: a real one is then drawn gone
-                for client in self.clients.values():
-                    if isinstance(client, ObservingClient):
-                        client.observe_removal(fired.owner)
+            for client in self.clients.values():  # a real member the timer removed is drawn gone
+                if isinstance(client, ObservingClient):
+                    client.observe_removal(fired.owner)
 
     def client(self, name: str) -> Any:
         try:

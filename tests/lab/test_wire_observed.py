@@ -112,7 +112,8 @@ def test_a_real_members_commits_are_ledger_events():
 
 
 @pytest.mark.slow
-def test_a_real_member_killed_without_leaving_is_drawn_gone_once_its_session_expires():
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_real_member_killed_without_leaving_is_drawn_gone_once_its_session_expires(protocol):
     """SIGKILL: no leave reaches the Lab. Until its session expires at the coordinator the member
     is drawn as last seen (STABLE); then the coordinator removes it and it is drawn gone
     (UNSUBSCRIBED, owning nothing), and the Lab is stable with the one left."""
@@ -122,9 +123,11 @@ def test_a_real_member_killed_without_leaving_is_drawn_gone_once_its_session_exp
         base = {
             "bootstrap.servers": server.bootstrap_servers,
             "group.id": "g",
-            "group.protocol": "consumer",
+            "group.protocol": protocol,
             "auto.offset.reset": "earliest",
         }
+        if protocol == "classic":
+            base |= {"session.timeout.ms": FAST.session_timeout_ms, "heartbeat.interval.ms": 1000}
         members = {name: ConsumerProcess({**base, "client.id": name}, ["orders"]) for name in ("c1", "c2")}
         try:
 
