@@ -214,7 +214,8 @@ class FrontDoor(Protocol):
 
 
 class Handlers(ClassicHandlers, AdminHandlers):
-    """One method per API, named after it; each returns the kio response of the request's version."""
+    """One method per API, named after it; each returns the kio response of the request's version
+    (or its bytes, already encoded, for an answer sent many times over: a steady heartbeat's)."""
 
     def __init__(self, server: FrontDoor) -> None:
         self.server = server
