@@ -3,7 +3,8 @@
 ``python consumer.py CLIENT BOOTSTRAP GROUP CLIENT_ID TOPIC [OPTION=VALUE ...]`` with CLIENT one of
 ``confluent`` (librdkafka; ``group.protocol=consumer`` or ``classic`` in the options),
 ``kafka-python`` or ``aiokafka``. It reads from the earliest offset when the group has none,
-commits synchronously after each batch it polls, and prints one JSON line per event:
+commits synchronously after each batch it polls (a refused commit is tried again, as an application
+must: see ``Uncommitted``), and prints one JSON line per event:
 ``{"event": "record", "partition": p, "offset": o}``, ``{"event": "committed", "offsets":
 {p: next offset}}``, ``{"event": "error", "error": text}``. It runs until killed.
 """
@@ -31,6 +32,32 @@ def emit_batch(records: list[tuple[int, int]]) -> dict[int, int]:
         emit("record", partition=partition, offset=offset)
         commit[partition] = offset + 1
     return commit
+
+
+class Uncommitted:
+    """Next offsets read but not yet committed, per partition.
+
+    A commit is refused when a rebalance moves the generation on while it is in flight
+    (ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS, as Kafka's classic coordinator answers). An
+    application that drops such a commit leaves its last records uncommitted for good if no more
+    arrive, so this consumer tries again on its next poll, for the partitions it still owns: a
+    partition that moved away is the new owner's to commit.
+    """
+
+    def __init__(self) -> None:
+        self.offsets: dict[int, int] = {}
+
+    def add(self, batch: dict[int, int]) -> None:
+        self.offsets.update(batch)
+
+    def to_commit(self, owned: set[int]) -> dict[int, int]:
+        self.offsets = {p: o for p, o in self.offsets.items() if p in owned}
+        return dict(self.offsets)
+
+    def done(self, committed: dict[int, int]) -> None:
+        for partition, offset in committed.items():
+            if self.offsets.get(partition) == offset:
+                del self.offsets[partition]
 
 
 def python_client_settings(bootstrap: str, group: str, client_id: str, options: dict[str, str]) -> dict[str, Any]:
@@ -64,6 +91,7 @@ def confluent(bootstrap: str, group: str, client_id: str, topic: str, options: d
         config.setdefault("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS)
     consumer = confluent_kafka.Consumer(config)
     consumer.subscribe([topic])
+    uncommitted = Uncommitted()
     while True:
         messages = consumer.consume(POLL_RECORDS, 0.2)
         good = [m for m in messages if not m.error()]
@@ -71,10 +99,13 @@ def confluent(bootstrap: str, group: str, client_id: str, topic: str, options: d
             if message.error():
                 emit("error", error=str(message.error()))
         if good:
-            commit = emit_batch([(m.partition(), m.offset()) for m in good])
+            uncommitted.add(emit_batch([(m.partition(), m.offset()) for m in good]))
+        commit = uncommitted.to_commit({tp.partition for tp in consumer.assignment()})
+        if commit:
             offsets = [confluent_kafka.TopicPartition(topic, p, o) for p, o in commit.items()]
             try:
                 consumer.commit(offsets=offsets, asynchronous=False)
+                uncommitted.done(commit)
                 emit("committed", offsets=commit)
             except confluent_kafka.KafkaException as error:
                 emit("error", error=str(error))
@@ -85,15 +116,19 @@ def kafka_python(bootstrap: str, group: str, client_id: str, topic: str, options
     from kafka.structs import OffsetAndMetadata
 
     consumer = KafkaConsumer(topic, **python_client_settings(bootstrap, group, client_id, options))
+    uncommitted = Uncommitted()
     while True:
         batches = consumer.poll(timeout_ms=200)
         records = sorted((r.partition, r.offset) for rs in batches.values() for r in rs)
         if records:
-            commit = emit_batch(records)
+            uncommitted.add(emit_batch(records))
+        commit = uncommitted.to_commit({tp.partition for tp in consumer.assignment()})
+        if commit:
             try:
                 consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in commit.items()})
+                uncommitted.done(commit)
                 emit("committed", offsets=commit)
-            except Exception as error:  # a refused commit is what the test looks for
+            except Exception as error:  # refused: reported, and tried again on the next poll
                 emit("error", error=repr(error))
 
 
@@ -102,15 +137,19 @@ async def aiokafka(bootstrap: str, group: str, client_id: str, topic: str, optio
 
     consumer = AIOKafkaConsumer(topic, **python_client_settings(bootstrap, group, client_id, options))
     await consumer.start()
+    uncommitted = Uncommitted()
     while True:
         batches = await consumer.getmany(timeout_ms=200)
         records = sorted((r.partition, r.offset) for rs in batches.values() for r in rs)
         if records:
-            commit = emit_batch(records)
+            uncommitted.add(emit_batch(records))
+        commit = uncommitted.to_commit({tp.partition for tp in consumer.assignment()})
+        if commit:
             try:
                 await consumer.commit({TopicPartition(topic, p): o for p, o in commit.items()})
+                uncommitted.done(commit)
                 emit("committed", offsets=commit)
-            except Exception as error:  # a refused commit is what the test looks for
+            except Exception as error:  # refused: reported, and tried again on the next poll
                 emit("error", error=repr(error))
 
 

@@ -2,7 +2,8 @@
 
 Each client runs in processes of its own against a fresh ``serve`` with the topic ``orders`` of
 6 partitions: 150 records are produced, two members of one group read them all, committing after
-each batch; one member is killed (SIGKILL: no leave); 150 more records are produced; the killed
+each batch (a commit a rebalance refuses is tried again on the next poll, as an application must);
+one member is killed (SIGKILL: no leave); 150 more records are produced; the killed
 member starts again. Checked, as a user would count: every one of the 300 records is read
 (nothing skipped), each partition is read after the kill from exactly the offset committed
 before it (no record committed is read again), and the group ends with all 300 committed.
