@@ -82,6 +82,14 @@ class OffsetSet:
         self.starts: list[int] = []
         self.ends: list[int] = []
 
+    def __getstate__(self) -> tuple[list[int], list[int]]:
+        """Its two lists: a snapshot holds three sets for each partition a group reads, and a
+        pair of lists pickles in about two thirds of the time of the slots' dict."""
+        return self.starts, self.ends
+
+    def __setstate__(self, state: tuple[list[int], list[int]]) -> None:
+        self.starts, self.ends = state
+
     def add(self, start: int, end: int) -> list[tuple[int, int]]:
         """Add ``[start, end)``; returns the parts that were already in the set, in order."""
         if end <= start:

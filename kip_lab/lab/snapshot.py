@@ -15,7 +15,8 @@ copying, the objects nothing ever changes in place:
 
 The scheduler copies itself (``Scheduler.__getstate__``: its live deadlines; its heap and
 owner index are rebuilt on load), for a snapshot as for ``copy.deepcopy``. A consumer's ``Fetch`` per fetching
-partition — thousands in a large group — pickles as its two numbers. A world holding something
+partition — thousands in a large group — pickles as its two numbers, and the ledger's offset sets
+(three for each partition a group reads) as their two lists (``OffsetSet.__getstate__``). A world holding something
 pickle cannot handle (a user's listener defined inside a function, say) falls back to
 ``copy.deepcopy`` for that snapshot.
 """

@@ -9,7 +9,9 @@ every step (``raise_on_violation``).
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from typing import Any
 
 import pytest
@@ -185,6 +187,18 @@ def test_an_offset_set_merges_ranges_and_returns_what_was_there() -> None:
     assert offsets.add(50, 60) == [] and offsets.add(35, 55) == [(35, 40), (50, 55)]
     assert (offsets.starts, offsets.ends) == ([5], [60])
     assert offsets.missing(0, 70) == 15 and offsets.covered_from(5) == 60 and offsets.covered_from(60) == 60
+
+
+def test_an_offset_set_survives_a_snapshot_and_a_copy_apart_from_the_original() -> None:
+    """A snapshot pickles it (as its two lists) and a restore or deepcopy must not share them."""
+    offsets = OffsetSet()
+    offsets.add(0, 10)
+    offsets.add(20, 30)
+    for copied in (pickle.loads(pickle.dumps(offsets, pickle.HIGHEST_PROTOCOL)), copy.deepcopy(offsets)):
+        assert (copied.starts, copied.ends) == ([0, 20], [10, 30])
+        copied.add(10, 20)
+        assert (copied.starts, copied.ends) == ([0], [30])
+        assert (offsets.starts, offsets.ends) == ([0, 20], [10, 30])
 
 
 def event(step: int, actor: str, body: Any, time_ms: int = 0) -> TraceEvent:
