@@ -29,20 +29,26 @@ def observed(lab: Lab, actor: str, event_type: type) -> list:
     return [e.body for e in lab.trace.of_type(event_type) if e.actor == actor]
 
 
+def member_config(server, protocol: str) -> dict:
+    """A librdkafka consumer of group ``g`` reading from the start, with FAST's timeouts for classic."""
+    config = {
+        "bootstrap.servers": server.bootstrap_servers,
+        "group.id": "g",
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+    }
+    if protocol == "classic":
+        config |= {"session.timeout.ms": FAST.session_timeout_ms, "heartbeat.interval.ms": FAST.heartbeat_interval_ms}
+    return config
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])
 def test_real_members_have_observed_states_and_the_lab_turns_stable(protocol):
     lab = Lab(seed=9, config=LabConfig(coordinator=FAST))
     lab.create_topic("orders", 6, produce_rate_per_s=0)
     with serve(lab) as server:
-        base = {
-            "bootstrap.servers": server.bootstrap_servers,
-            "group.id": "g",
-            "group.protocol": protocol,
-            "auto.offset.reset": "earliest",
-        }
-        if protocol == "classic":
-            base |= {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+        base = member_config(server, protocol)
         members = [ConsumerProcess({**base, "client.id": name}, ["orders"]) for name in ("c1", "c2")]
         try:
 
@@ -89,14 +95,7 @@ def test_a_real_members_commits_are_ledger_events():
         for n in range(20):
             producer.produce("orders", b"x", partition=n % 2)
         producer.flush(10)
-        config = {
-            "bootstrap.servers": server.bootstrap_servers,
-            "group.id": "g",
-            "group.protocol": "consumer",
-            "client.id": "c1",
-            "auto.offset.reset": "earliest",
-            "auto.commit.interval.ms": 200,
-        }
+        config = member_config(server, "consumer") | {"client.id": "c1", "auto.commit.interval.ms": 200}
         consumer = ConsumerProcess(config, ["orders"])
         try:
             wait_until(lambda: len(consumer.records()) == 20, 60, "the 20 records")
@@ -120,14 +119,7 @@ def test_a_real_member_killed_without_leaving_is_drawn_gone_once_its_session_exp
     lab = Lab(seed=9, config=LabConfig(coordinator=FAST))
     lab.create_topic("orders", 4, produce_rate_per_s=0)
     with serve(lab) as server:
-        base = {
-            "bootstrap.servers": server.bootstrap_servers,
-            "group.id": "g",
-            "group.protocol": protocol,
-            "auto.offset.reset": "earliest",
-        }
-        if protocol == "classic":
-            base |= {"session.timeout.ms": FAST.session_timeout_ms, "heartbeat.interval.ms": 1000}
+        base = member_config(server, protocol)
         members = {name: ConsumerProcess({**base, "client.id": name}, ["orders"]) for name in ("c1", "c2")}
         try:
 
