@@ -9,6 +9,7 @@ KIP-511); any other request it cannot serve — unknown API, bad bytes, a frame 
 
 from __future__ import annotations
 
+import datetime
 import socket
 import struct
 
@@ -217,7 +218,7 @@ def test_create_topics_creates_in_the_lab_and_refuses_a_duplicate(served):
                 CreatableTopic(name="orders", num_partitions=2, replication_factor=1, assignments=(), configs=()),
                 CreatableTopic(name="no spaces", num_partitions=1, replication_factor=1, assignments=(), configs=()),
             ),
-            timeout=codec.datetime.timedelta(seconds=5),
+            timeout=datetime.timedelta(seconds=5),
             validate_only=False,
         )
     )
@@ -295,8 +296,8 @@ def test_a_request_the_labs_protocol_model_refuses_closes_the_connection_with_th
     client = RawClient(server.port)
     request = JoinGroupRequest(
         group_id="g",
-        session_timeout=codec.datetime.timedelta(0),
-        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        session_timeout=datetime.timedelta(0),
+        rebalance_timeout=datetime.timedelta(seconds=30),
         member_id="",
         group_instance_id=None,
         protocol_type="other",
@@ -314,8 +315,8 @@ def _join_group_with_subscription(metadata: bytes):
 
     return JoinGroupRequest(
         group_id="g",
-        session_timeout=codec.datetime.timedelta(seconds=10),
-        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        session_timeout=datetime.timedelta(seconds=10),
+        rebalance_timeout=datetime.timedelta(seconds=30),
         member_id="",
         group_instance_id=None,
         protocol_type="consumer",
@@ -397,7 +398,7 @@ def _join_heartbeat():
         member_epoch=0,
         instance_id=None,
         rack_id=None,
-        rebalance_timeout=codec.datetime.timedelta(seconds=30),
+        rebalance_timeout=datetime.timedelta(seconds=30),
         subscribed_topic_names=("orders",),
         server_assignor=None,
         topic_partitions=(),
