@@ -2,7 +2,8 @@
 and an action after a backward seek forks the run in place.
 
 The reference is one straight run that records, after every step, the coordinator's state,
-each client's (state, epoch, owned, fetching), the clock and the trace. The run has faults,
+each client's (state, epoch, owned, fetching), the clock, the delivery ledger (its totals, and
+each partition's processed ranges and last commit) and the trace. The run has faults,
 slow callbacks (so continuations are pending when snapshots are taken), a lossy jittery
 network and frequent snapshots, so seeks restore snapshots taken in every kind of moment.
 """
@@ -34,7 +35,12 @@ def capture(lab: Lab) -> tuple[Any, ...]:
         for name, c in sorted(lab.clients.items())
         if hasattr(c, "state")
     }
-    return lab.coordinator.state_snapshot(), clients, lab.now, lab.step_count
+    ledger = lab.invariants.ledger  # what the run's outcome counts say at this step
+    outcomes = {
+        (g, tp): (list(pl.processed.starts), list(pl.processed.ends), pl.last_commit)  # copies: the run goes on
+        for (g, tp), pl in ledger.partitions.items()
+    }
+    return lab.coordinator.state_snapshot(), clients, lab.now, lab.step_count, ledger.totals(), outcomes
 
 
 class RecordingLab(Lab):
